@@ -1,0 +1,195 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/teambus/teambus"
+)
+
+// DiscoveryFile is the name of the file a running node writes into its
+// directory: its client URL and auth token, mode 0600.
+const DiscoveryFile = "bus.json"
+
+// MinServerVersion is the oldest NATS server teambus works with.
+const MinServerVersion = "2.11.0"
+
+// Discovery is the content of the discovery file.
+type Discovery struct {
+	URL       string    `json:"url"`
+	Token     string    `json:"token"`
+	PID       int       `json:"pid"`
+	Version   string    `json:"version"`
+	StoreDir  string    `json:"store_dir"`
+	Sync      string    `json:"sync"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// ReadDiscovery reads the discovery file of the node that runs in dir.
+func ReadDiscovery(dir string) (*Discovery, error) {
+	path := filepath.Join(dir, DiscoveryFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, teambus.Unavailablef("no bus node runs in %s: start one with `teambus bus start --dir %s`, or pass --server", dir, dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read discovery file: %w", err)
+	}
+	var d Discovery
+	if err := json.Unmarshal(b, &d); err != nil || d.URL == "" {
+		return nil, teambus.Unavailablef("discovery file %s is damaged: restart the node with `teambus bus start --dir %s`", path, dir)
+	}
+	return &d, nil
+}
+
+// ConnectConfig says how to reach the bus: a local node found through Dir,
+// or an external NATS deployment at Server with credentials.
+type ConnectConfig struct {
+	Dir     string        // node directory, read when Server is empty
+	Server  string        // external NATS URL(s), comma separated
+	Creds   string        // NATS credentials file
+	Token   string        // auth token
+	User    string        // user name
+	Pass    string        // password
+	TLSCA   string        // CA file for TLS
+	TLSCert string        // client certificate
+	TLSKey  string        // client key
+	Name    string        // connection name shown by the server
+	Timeout time.Duration // connect and request timeout; default 5s
+	// InProcess connects to a node in this process without TCP.
+	InProcess nats.InProcessConnProvider
+}
+
+// Conn is a connection to the bus: the NATS connection and its JetStream
+// context.
+type Conn struct {
+	NC      *nats.Conn
+	JS      jetstream.JetStream
+	Timeout time.Duration
+}
+
+// Connect opens a connection. A server older than MinServerVersion or
+// without JetStream is refused with a clear error.
+func Connect(ctx context.Context, cfg ConnectConfig) (*Conn, error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	opts := []nats.Option{
+		nats.Name(orDefault(cfg.Name, "teambus")),
+		nats.Timeout(cfg.Timeout),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.RetryOnFailedConnect(false),
+	}
+	url := cfg.Server
+	switch {
+	case cfg.InProcess != nil:
+		opts = append(opts, nats.InProcessServer(cfg.InProcess))
+		if cfg.Token != "" {
+			opts = append(opts, nats.Token(cfg.Token))
+		}
+	case url == "":
+		d, err := ReadDiscovery(cfg.Dir)
+		if err != nil {
+			return nil, err
+		}
+		url = d.URL
+		if cfg.Token == "" {
+			cfg.Token = d.Token
+		}
+	}
+	if cfg.Creds != "" {
+		opts = append(opts, nats.UserCredentials(cfg.Creds))
+	}
+	if cfg.Token != "" && cfg.InProcess == nil {
+		opts = append(opts, nats.Token(cfg.Token))
+	}
+	if cfg.User != "" {
+		opts = append(opts, nats.UserInfo(cfg.User, cfg.Pass))
+	}
+	if cfg.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(cfg.TLSCA))
+	}
+	if cfg.TLSCert != "" || cfg.TLSKey != "" {
+		opts = append(opts, nats.ClientCert(cfg.TLSCert, cfg.TLSKey))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		if errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization") {
+			return nil, teambus.Invalidf("connect to bus %s: authorization refused: check --token/--creds (the local node's token is in %s)", url, filepath.Join(cfg.Dir, DiscoveryFile))
+		}
+		return nil, teambus.Unavailablef("connect to bus %s: %v: is the node running? (`teambus bus start`)", orDefault(url, "in-process"), err)
+	}
+	if v := nc.ConnectedServerVersion(); v != "" && !VersionAtLeast(v, MinServerVersion) {
+		nc.Close()
+		return nil, teambus.Invalidf("NATS server %s is too old: teambus needs %s or newer (per-key TTL, message TTL)", v, MinServerVersion)
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(256))
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("jetstream context: %w", err)
+	}
+	c := &Conn{NC: nc, JS: js, Timeout: cfg.Timeout}
+	actx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	if _, err := js.AccountInfo(actx); err != nil {
+		nc.Close()
+		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+			return nil, teambus.Invalidf("NATS server at %s has JetStream disabled: teambus needs JetStream", url)
+		}
+		return nil, teambus.Unavailablef("bus %s: JetStream not ready: %v", orDefault(url, "in-process"), err)
+	}
+	return c, nil
+}
+
+// Close closes the connection after flushing what is buffered. It is safe
+// to call more than once.
+func (c *Conn) Close() {
+	if c == nil || c.NC == nil || c.NC.IsClosed() {
+		return
+	}
+	_ = c.NC.FlushTimeout(c.Timeout)
+	c.NC.Close()
+}
+
+// VersionAtLeast compares dotted versions such as "2.15.2" and "2.11.0";
+// pre-release suffixes are ignored.
+func VersionAtLeast(v, min string) bool {
+	a, b := versionParts(v), versionParts(min)
+	for i := 0; i < 3; i++ {
+		if a[i] != b[i] {
+			return a[i] > b[i]
+		}
+	}
+	return true
+}
+
+func versionParts(v string) [3]int {
+	v = strings.TrimPrefix(v, "v")
+	if i := strings.IndexAny(v, "-+"); i >= 0 {
+		v = v[:i]
+	}
+	var out [3]int
+	for i, p := range strings.SplitN(v, ".", 3) {
+		n, _ := strconv.Atoi(p)
+		out[i] = n
+	}
+	return out
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}

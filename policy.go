@@ -1,0 +1,181 @@
+package teambus
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Policy holds the timings and limits of a team. It is stored with the team
+// so that every sidecar agrees on them. Nothing may assume the defaults.
+type Policy struct {
+	Heartbeat       time.Duration `json:"heartbeat"`
+	MemberTimeout   time.Duration `json:"member_timeout"`
+	ProbeTimeout    time.Duration `json:"probe_timeout"`
+	LeadTimeout     time.Duration `json:"lead_timeout"`
+	ZombieMax       time.Duration `json:"zombie_max"`
+	TakeoverAfter   time.Duration `json:"takeover_after"`
+	BlockedTimeout  time.Duration `json:"blocked_timeout"`
+	StuckTimeout    time.Duration `json:"stuck_timeout"`
+	CheckpointEvery time.Duration `json:"checkpoint_every"`
+	AckWait         time.Duration `json:"ack_wait"`
+	CrashLimit      int           `json:"crash_limit"`
+	MaxAttempts     int           `json:"max_attempts"`
+}
+
+// DefaultPolicy returns the defaults of the seed documents.
+func DefaultPolicy() Policy {
+	return Policy{
+		Heartbeat:       30 * time.Second,
+		MemberTimeout:   10 * time.Minute,
+		ProbeTimeout:    2 * time.Minute,
+		LeadTimeout:     5 * time.Minute,
+		ZombieMax:       30 * time.Minute,
+		TakeoverAfter:   30 * time.Minute,
+		BlockedTimeout:  10 * time.Minute,
+		StuckTimeout:    20 * time.Minute,
+		CheckpointEvery: 30 * time.Second,
+		AckWait:         5 * time.Minute,
+		CrashLimit:      1,
+		MaxAttempts:     3,
+	}
+}
+
+// PolicyDuration names one duration field of Policy: the flag name and a
+// pointer into a Policy. The command line builds its flags from this list.
+type PolicyDuration struct {
+	Name  string
+	Usage string
+	Get   func(*Policy) *time.Duration
+}
+
+// PolicyDurations lists the duration policies in the order of the
+// specification, section 4.
+var PolicyDurations = []PolicyDuration{
+	{"heartbeat", "sidecar heartbeat interval", func(p *Policy) *time.Duration { return &p.Heartbeat }},
+	{"member-timeout", "teammate heartbeat older than this: offline, crash detection starts", func(p *Policy) *time.Duration { return &p.MemberTimeout }},
+	{"probe-timeout", "wait for a status reply before confirming a crash", func(p *Policy) *time.Duration { return &p.ProbeTimeout }},
+	{"lead-timeout", "lead heartbeat older than this: teammates enter zombie mode", func(p *Policy) *time.Duration { return &p.LeadTimeout }},
+	{"zombie-max", "zombie longer than this: teammate releases its task and shuts down", func(p *Policy) *time.Duration { return &p.ZombieMax }},
+	{"takeover-after", "another lead session may take over without --force after this", func(p *Policy) *time.Duration { return &p.TakeoverAfter }},
+	{"blocked-timeout", "a blocked task with no lead decision returns to the queue", func(p *Policy) *time.Duration { return &p.BlockedTimeout }},
+	{"stuck-timeout", "fresh heartbeat but no activity for this long: probed", func(p *Policy) *time.Duration { return &p.StuckTimeout }},
+	{"checkpoint-every", "sidecar auto-checkpoint interval", func(p *Policy) *time.Duration { return &p.CheckpointEvery }},
+	{"ack-wait", "unacknowledged pushed mail is redelivered after this", func(p *Policy) *time.Duration { return &p.AckWait }},
+}
+
+// Validate checks that every duration is positive and whole enough to be a
+// heartbeat TTL, and that the limits are sane.
+func (p Policy) Validate() error {
+	q := p
+	for _, d := range PolicyDurations {
+		v := *d.Get(&q)
+		if v <= 0 {
+			return Invalidf("invalid policy %s=%s: must be a positive duration such as 30s or 5m", d.Name, v)
+		}
+		if v > 30*24*time.Hour {
+			return Invalidf("invalid policy %s=%s: at most 720h", d.Name, v)
+		}
+	}
+	for _, name := range []string{"member-timeout", "lead-timeout"} {
+		for _, d := range PolicyDurations {
+			if d.Name == name && *d.Get(&q) < time.Second {
+				return Invalidf("invalid policy %s=%s: at least 1s (heartbeat expiry has whole-second precision)", name, *d.Get(&q))
+			}
+		}
+	}
+	if p.CrashLimit < 0 || p.CrashLimit > 100 {
+		return Invalidf("invalid policy crash-limit=%d: 0 to 100", p.CrashLimit)
+	}
+	if p.MaxAttempts < 1 || p.MaxAttempts > 100 {
+		return Invalidf("invalid policy max-attempts=%d: 1 to 100", p.MaxAttempts)
+	}
+	return nil
+}
+
+// ParseDuration parses a Go duration for the named setting and wraps a
+// failure as ErrInvalid.
+func ParseDuration(name, s string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return 0, Invalidf("invalid %s %q: use a Go duration such as 30s, 5m or 1h30m", name, clip(s))
+	}
+	return d, nil
+}
+
+// policyJSON is the stored form: durations as Go duration strings.
+type policyJSON struct {
+	Heartbeat       string `json:"heartbeat"`
+	MemberTimeout   string `json:"member_timeout"`
+	ProbeTimeout    string `json:"probe_timeout"`
+	LeadTimeout     string `json:"lead_timeout"`
+	ZombieMax       string `json:"zombie_max"`
+	TakeoverAfter   string `json:"takeover_after"`
+	BlockedTimeout  string `json:"blocked_timeout"`
+	StuckTimeout    string `json:"stuck_timeout"`
+	CheckpointEvery string `json:"checkpoint_every"`
+	AckWait         string `json:"ack_wait"`
+	CrashLimit      int    `json:"crash_limit"`
+	MaxAttempts     int    `json:"max_attempts"`
+}
+
+// MarshalJSON writes durations as strings such as "30s".
+func (p Policy) MarshalJSON() ([]byte, error) {
+	return json.Marshal(policyJSON{
+		Heartbeat: p.Heartbeat.String(), MemberTimeout: p.MemberTimeout.String(),
+		ProbeTimeout: p.ProbeTimeout.String(), LeadTimeout: p.LeadTimeout.String(),
+		ZombieMax: p.ZombieMax.String(), TakeoverAfter: p.TakeoverAfter.String(),
+		BlockedTimeout: p.BlockedTimeout.String(), StuckTimeout: p.StuckTimeout.String(),
+		CheckpointEvery: p.CheckpointEvery.String(), AckWait: p.AckWait.String(),
+		CrashLimit: p.CrashLimit, MaxAttempts: p.MaxAttempts,
+	})
+}
+
+// UnmarshalJSON reads the string form written by MarshalJSON. Missing
+// fields keep the defaults.
+func (p *Policy) UnmarshalJSON(b []byte) error {
+	var j policyJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	out := DefaultPolicy()
+	pairs := []struct {
+		s string
+		d *time.Duration
+	}{
+		{j.Heartbeat, &out.Heartbeat}, {j.MemberTimeout, &out.MemberTimeout},
+		{j.ProbeTimeout, &out.ProbeTimeout}, {j.LeadTimeout, &out.LeadTimeout},
+		{j.ZombieMax, &out.ZombieMax}, {j.TakeoverAfter, &out.TakeoverAfter},
+		{j.BlockedTimeout, &out.BlockedTimeout}, {j.StuckTimeout, &out.StuckTimeout},
+		{j.CheckpointEvery, &out.CheckpointEvery}, {j.AckWait, &out.AckWait},
+	}
+	for _, x := range pairs {
+		if x.s == "" {
+			continue
+		}
+		d, err := time.ParseDuration(x.s)
+		if err != nil {
+			return fmt.Errorf("policy duration %q: %w", x.s, err)
+		}
+		*x.d = d
+	}
+	if j.CrashLimit != 0 || j.MaxAttempts != 0 {
+		out.CrashLimit, out.MaxAttempts = j.CrashLimit, j.MaxAttempts
+	}
+	*p = out
+	return nil
+}
+
+// String prints the policy as name=value pairs, sorted by name.
+func (p Policy) String() string {
+	var parts []string
+	q := p
+	for _, d := range PolicyDurations {
+		parts = append(parts, fmt.Sprintf("%s=%s", d.Name, *d.Get(&q)))
+	}
+	sort.Strings(parts)
+	parts = append(parts, fmt.Sprintf("crash-limit=%d", p.CrashLimit), fmt.Sprintf("max-attempts=%d", p.MaxAttempts))
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,42 @@
+package teambus
+
+import "time"
+
+// TeamStatus is the lifecycle of a team.
+type TeamStatus string
+
+// Team statuses: pending → active → consolidating → complete, or aborted.
+const (
+	TeamPending       TeamStatus = "pending"
+	TeamActive        TeamStatus = "active"
+	TeamConsolidating TeamStatus = "consolidating"
+	TeamComplete      TeamStatus = "complete"
+	TeamAborted       TeamStatus = "aborted"
+)
+
+// Team is the team record. Members and tasks are records of their own.
+type Team struct {
+	ID                    string            `json:"id"`
+	Status                TeamStatus        `json:"status"`
+	CreatedAt             time.Time         `json:"created_at"`
+	LeadSession           string            `json:"lead_session"`
+	LeadEpoch             int64             `json:"lead_epoch"`
+	LeadLastSeen          *time.Time        `json:"lead_last_seen"`
+	LeadTimeoutDetectedAt *time.Time        `json:"lead_timeout_detected_at"`
+	Policy                Policy            `json:"policy"`
+	Facts                 map[string]string `json:"facts,omitempty"`
+	CheckpointSeq         int64             `json:"checkpoint_seq"`
+	WorkTree              string            `json:"worktree,omitempty"`
+	UpdatedAt             time.Time         `json:"updated_at"`
+}
+
+// Closed reports whether the team accepts no more work.
+func (t *Team) Closed() bool {
+	return t.Status == TeamComplete || t.Status == TeamAborted
+}
+
+// TimePtr returns a pointer to t in UTC, for the optional time fields.
+func TimePtr(t time.Time) *time.Time {
+	u := t.UTC()
+	return &u
+}
