@@ -27,6 +27,7 @@ type Team struct {
 	Facts                 map[string]string `json:"facts,omitempty"`
 	CheckpointSeq         int64             `json:"checkpoint_seq"`
 	WorkTree              string            `json:"worktree,omitempty"`
+	MaxBody               int               `json:"max_body"`
 	UpdatedAt             time.Time         `json:"updated_at"`
 }
 

@@ -1,0 +1,512 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/teambus/teambus"
+)
+
+// MailboxPrefix starts the name of every team's mailbox stream.
+const MailboxPrefix = "TBM_"
+
+// Subject layout of a team's mailbox stream. Every token is a validated id
+// or a fixed word; user text only travels in payloads and headers.
+//
+//	tb.<team>.mbx.<to>.<type>.<from>   mail for a member's agent (or lead, all)
+//	tb.<team>.ctl.<to>.<type>.<from>   mail a member's sidecar answers (status_check, shutdown_request)
+//	tb.<team>.held.<from>.<to>.<type>  mail a zombie member sent, held until a lead re-attaches
+const (
+	kindMail = "mbx"
+	kindCtl  = "ctl"
+	kindHeld = "held"
+)
+
+// MailboxConfig holds the limits of a team's mailbox stream.
+type MailboxConfig struct {
+	// MaxBytes caps the stream; a full stream refuses new mail, it never
+	// drops old mail. 0 means 1 GiB.
+	MaxBytes int64
+	// MaxBody caps a message body. 0 means teambus.DefaultMaxBody.
+	MaxBody int
+	// Duplicates is the dedupe window of message ids. 0 means 10m.
+	Duplicates time.Duration
+	// Replicas: 1 on a single node, 3 in a cluster.
+	Replicas int
+}
+
+func (c *MailboxConfig) defaults() {
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = 1 << 30
+	}
+	if c.MaxBody <= 0 {
+		c.MaxBody = teambus.DefaultMaxBody
+	}
+	if c.Duplicates <= 0 {
+		c.Duplicates = 10 * time.Minute
+	}
+	if c.Replicas <= 0 {
+		c.Replicas = 1
+	}
+}
+
+// Mailbox is one team's durable mailbox.
+type Mailbox struct {
+	js   jetstream.JetStream
+	team string
+	cfg  MailboxConfig
+}
+
+// NewMailbox returns the mailbox of team. It does no I/O; the team id must
+// be valid.
+func NewMailbox(js jetstream.JetStream, team string, cfg MailboxConfig) *Mailbox {
+	cfg.defaults()
+	return &Mailbox{js: js, team: team, cfg: cfg}
+}
+
+// Stream returns the name of the team's mailbox stream.
+func (mb *Mailbox) Stream() string { return MailboxPrefix + mb.team }
+
+// Config returns the mailbox limits in effect.
+func (mb *Mailbox) Config() MailboxConfig { return mb.cfg }
+
+func (mb *Mailbox) streamConfig() jetstream.StreamConfig {
+	p := "tb." + mb.team + "."
+	return jetstream.StreamConfig{
+		Name:        mb.Stream(),
+		Description: "teambus mailbox of team " + mb.team,
+		Subjects:    []string{p + kindMail + ".>", p + kindCtl + ".>", p + kindHeld + ".>"},
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardNew,
+		MaxBytes:    mb.cfg.MaxBytes,
+		MaxMsgs:     -1,
+		MaxAge:      0,
+		MaxMsgSize:  int32(mb.cfg.MaxBody + 64<<10),
+		Storage:     jetstream.FileStorage,
+		Replicas:    mb.cfg.Replicas,
+		Duplicates:  mb.cfg.Duplicates,
+		AllowDirect: true,
+	}
+}
+
+// Declare creates or updates the mailbox stream. It is idempotent.
+func (mb *Mailbox) Declare(ctx context.Context) error {
+	if err := teambus.ValidateID("team", mb.team); err != nil {
+		return err
+	}
+	if _, err := mb.js.CreateOrUpdateStream(ctx, mb.streamConfig()); err != nil {
+		return teambus.Unavailablef("declare mailbox of team %s: %v", mb.team, err)
+	}
+	return nil
+}
+
+// Delete removes the mailbox stream and its consumers.
+func (mb *Mailbox) Delete(ctx context.Context) error {
+	if err := mb.js.DeleteStream(ctx, mb.Stream()); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return teambus.Unavailablef("delete mailbox of team %s: %v", mb.team, err)
+	}
+	return nil
+}
+
+// InboxConsumer names the durable consumer of a member's agent inbox.
+func InboxConsumer(member string) string { return "in_" + member }
+
+// SidecarConsumer names the durable consumer of a member's sidecar.
+func SidecarConsumer(member string) string { return "sc_" + member }
+
+// AddRecipient creates the durable consumers of a member (or the lead):
+// its agent inbox, which sees its own mail and broadcasts, and its
+// sidecar's. A new recipient starts after the mail already stored. It is
+// idempotent: existing consumers keep their position.
+func (mb *Mailbox) AddRecipient(ctx context.Context, member string, ackWait time.Duration) error {
+	st, err := mb.js.Stream(ctx, mb.Stream())
+	if err != nil {
+		return teambus.Unavailablef("open mailbox of team %s: %v", mb.team, err)
+	}
+	p := "tb." + mb.team + "."
+	inbox := []string{p + kindMail + "." + member + ".>", p + kindMail + "." + teambus.All + ".>"}
+	side := []string{p + kindCtl + "." + member + ".>"}
+	if member == teambus.Lead {
+		side = append(side,
+			p+kindMail+"."+teambus.Lead+"."+string(teambus.MsgStatus)+".*",
+			p+kindMail+"."+teambus.Lead+"."+string(teambus.MsgShutdownResponse)+".*")
+	}
+	start := st.CachedInfo().State.LastSeq + 1
+	for _, c := range []struct {
+		name       string
+		filters    []string
+		maxDeliver int
+		wait       time.Duration
+	}{
+		{InboxConsumer(member), inbox, -1, ackWait},
+		{SidecarConsumer(member), side, -1, min(ackWait, 30*time.Second)},
+	} {
+		if _, err := st.Consumer(ctx, c.name); err == nil {
+			continue
+		}
+		_, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable:        c.name,
+			Description:    "teambus recipient " + member,
+			FilterSubjects: c.filters,
+			AckPolicy:      jetstream.AckExplicitPolicy,
+			AckWait:        c.wait,
+			MaxDeliver:     c.maxDeliver,
+			MaxAckPending:  10000,
+			DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+			OptStartSeq:    start,
+			Replicas:       mb.cfg.Replicas,
+		})
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
+			return teambus.Unavailablef("create inbox %s of team %s: %v", c.name, mb.team, err)
+		}
+	}
+	return nil
+}
+
+// SendResult is what a send stored: the stream sequence, and whether it was
+// a duplicate of an earlier send with the same id.
+type SendResult struct {
+	Seq       uint64 `json:"seq"`
+	ID        string `json:"id"`
+	Duplicate bool   `json:"duplicate"`
+	Held      bool   `json:"held,omitempty"`
+}
+
+// SidecarType reports whether mail of type t to a teammate goes to its
+// sidecar rather than its agent.
+func SidecarType(t teambus.MessageType) bool {
+	for _, s := range teambus.SidecarTypes {
+		if s == t {
+			return true
+		}
+	}
+	return false
+}
+
+// Send stores m. Its ID is the idempotency key, scoped by sender: the same
+// sender and id within the dedupe window store one message. The caller has
+// validated From and To against the team. held stores it for later release
+// instead of delivering it.
+func (mb *Mailbox) Send(ctx context.Context, m *teambus.Message, held bool) (SendResult, error) {
+	if err := mb.check(m); err != nil {
+		return SendResult{}, err
+	}
+	subject := mb.subject(m, held)
+	msgID := m.From + "/" + m.ID
+	if held {
+		msgID = "held/" + msgID
+	}
+	return mb.publish(ctx, subject, msgID, m, held)
+}
+
+func (mb *Mailbox) check(m *teambus.Message) error {
+	if err := teambus.ValidateID("sender", m.From); err != nil {
+		return err
+	}
+	if err := teambus.ValidateID("recipient", m.To); err != nil {
+		return err
+	}
+	if _, err := teambus.ParseMessageType(string(m.Type)); err != nil {
+		return err
+	}
+	if err := teambus.ValidateMessageID(m.ID); err != nil {
+		return err
+	}
+	if len(m.Body) > mb.cfg.MaxBody {
+		return teambus.Invalidf("message body is %d bytes, at most %d: put large content in a file and send its path", len(m.Body), mb.cfg.MaxBody)
+	}
+	return teambus.ValidateData(m.Data)
+}
+
+func (mb *Mailbox) subject(m *teambus.Message, held bool) string {
+	p := "tb." + mb.team + "."
+	switch {
+	case held:
+		return p + kindHeld + "." + m.From + "." + m.To + "." + string(m.Type)
+	case m.To != teambus.Lead && m.To != teambus.All && SidecarType(m.Type):
+		return p + kindCtl + "." + m.To + "." + string(m.Type) + "." + m.From
+	default:
+		return p + kindMail + "." + m.To + "." + string(m.Type) + "." + m.From
+	}
+}
+
+func (mb *Mailbox) publish(ctx context.Context, subject, msgID string, m *teambus.Message, held bool) (SendResult, error) {
+	if m.TS.IsZero() {
+		m.TS = time.Now().UTC()
+	}
+	payload := *m
+	payload.Seq = 0
+	payload.Held = false
+	b, err := json.Marshal(&payload)
+	if err != nil {
+		return SendResult{}, fmt.Errorf("encode message: %w", err)
+	}
+	ack, err := mb.js.Publish(ctx, subject, b, jetstream.WithMsgID(msgID))
+	if err != nil {
+		return SendResult{}, mb.publishErr(err)
+	}
+	return SendResult{Seq: ack.Sequence, ID: m.ID, Duplicate: ack.Duplicate, Held: held}, nil
+}
+
+func (mb *Mailbox) publishErr(err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case jetstream.JSErrCodeStreamMessageExceedsMaximum:
+			return teambus.Invalidf("message too large for the mailbox of team %s: nothing was sent", mb.team)
+		case 10077, 10047:
+			return teambus.Unavailablef("mailbox of team %s is full (limit %d bytes): nothing was sent; export it (`teambus team checkpoint %s --export DIR`) and raise the limit", mb.team, mb.cfg.MaxBytes, mb.team)
+		case jetstream.JSErrCodeStreamNotFound:
+			return teambus.NotFoundf("team %s has no mailbox: create the team first", mb.team)
+		}
+		if strings.Contains(apiErr.Description, "maximum bytes") || strings.Contains(apiErr.Description, "resource limits") || strings.Contains(apiErr.Description, "insufficient") {
+			return teambus.Unavailablef("mailbox of team %s is full: nothing was sent: %s", mb.team, apiErr.Description)
+		}
+		if strings.Contains(apiErr.Description, "message size") {
+			return teambus.Invalidf("message too large for mailbox of team %s: %s", mb.team, apiErr.Description)
+		}
+	}
+	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+		return teambus.NotFoundf("team %s has no mailbox: create the team first", mb.team)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+		return teambus.Unavailablef("send to team %s: timed out waiting for the bus to store it: retry with the same --id", mb.team)
+	}
+	return teambus.Unavailablef("send to team %s: %v: retry with the same --id", mb.team, err)
+}
+
+// decode builds a message from a stored JetStream message.
+func decode(data []byte, seq uint64, subject string) (teambus.Message, error) {
+	var m teambus.Message
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, fmt.Errorf("decode message seq %d: %w", seq, err)
+	}
+	m.Seq = seq
+	m.Held = strings.Contains(subject, "."+kindHeld+".")
+	return m, nil
+}
+
+// InboxOptions say how much of an inbox to read.
+type InboxOptions struct {
+	// Max is the most messages returned; 0 means 100.
+	Max int
+	// Wait blocks up to this long for mail when none is there.
+	Wait time.Duration
+	// Ack acknowledges what is returned.
+	Ack bool
+	// Sidecar reads the member's sidecar consumer instead of its agent inbox.
+	Sidecar bool
+	// Self is the reader; broadcasts it sent itself are acked and skipped.
+	Self string
+}
+
+// Inbox returns the member's unacknowledged mail, oldest first. Reading is
+// not acking: unless opts.Ack, every message comes back on the next call
+// until it is acked.
+func (mb *Mailbox) Inbox(ctx context.Context, member string, opts InboxOptions) ([]teambus.Message, error) {
+	if opts.Max <= 0 {
+		opts.Max = 100
+	}
+	name := InboxConsumer(member)
+	if opts.Sidecar {
+		name = SidecarConsumer(member)
+	}
+	cons, err := mb.consumer(ctx, name, member)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := fetchAll(ctx, cons, opts.Max, opts.Wait)
+	if err != nil {
+		return nil, teambus.Unavailablef("read inbox of %s: %v", member, err)
+	}
+	var out []teambus.Message
+	for _, jm := range msgs {
+		md, err := jm.Metadata()
+		if err != nil {
+			_ = jm.Nak()
+			continue
+		}
+		m, err := decode(jm.Data(), md.Sequence.Stream, jm.Subject())
+		if err != nil {
+			// Undecodable mail can never be processed: ack it away, it stays in
+			// the stream for replay.
+			_ = jm.DoubleAck(ctx)
+			continue
+		}
+		if m.To == teambus.All && m.From == opts.Self {
+			_ = jm.DoubleAck(ctx)
+			continue
+		}
+		if opts.Ack {
+			if err := jm.DoubleAck(ctx); err != nil {
+				return nil, teambus.Unavailablef("ack seq %d: %v", m.Seq, err)
+			}
+		} else if err := jm.Nak(); err != nil {
+			return nil, teambus.Unavailablef("release seq %d: %v", m.Seq, err)
+		}
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	if err := mb.js.Conn().FlushWithContext(ctx); err != nil {
+		return nil, teambus.Unavailablef("flush: %v", err)
+	}
+	return out, nil
+}
+
+func (mb *Mailbox) consumer(ctx context.Context, name, member string) (jetstream.Consumer, error) {
+	cons, err := mb.js.Consumer(ctx, mb.Stream(), name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, teambus.NotFoundf("team %s has no mailbox for %s: is %s a member?", mb.team, member, member)
+	}
+	if err != nil {
+		return nil, teambus.Unavailablef("open inbox of %s: %v", member, err)
+	}
+	return cons, nil
+}
+
+// fetchAll pulls up to max messages that are available now, waiting up to
+// wait for the first one when there are none.
+func fetchAll(ctx context.Context, cons jetstream.Consumer, max int, wait time.Duration) ([]jetstream.Msg, error) {
+	var out []jetstream.Msg
+	collect := func(b jetstream.MessageBatch) error {
+		for m := range b.Messages() {
+			out = append(out, m)
+		}
+		return b.Error()
+	}
+	if err := collect(mustBatch(cons.FetchNoWait(max))); err != nil && !benign(err) {
+		return out, err
+	}
+	if len(out) == 0 && wait > 0 {
+		deadline := time.Now().Add(wait)
+		for len(out) == 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+			step := min(time.Until(deadline), 5*time.Second)
+			if step < time.Millisecond {
+				break
+			}
+			b, err := cons.Fetch(1, jetstream.FetchMaxWait(step), jetstream.FetchContext(ctx))
+			if err != nil && !benign(err) {
+				return out, err
+			}
+			if b != nil {
+				if err := collect(b); err != nil && !benign(err) {
+					return out, err
+				}
+			}
+		}
+		if len(out) > 0 && max > 1 {
+			if err := collect(mustBatch(cons.FetchNoWait(max - 1))); err != nil && !benign(err) {
+				return out, err
+			}
+		}
+	}
+	return out, nil
+}
+
+type emptyBatch struct{ err error }
+
+func (e emptyBatch) Messages() <-chan jetstream.Msg {
+	ch := make(chan jetstream.Msg)
+	close(ch)
+	return ch
+}
+func (e emptyBatch) Error() error { return e.err }
+
+func mustBatch(b jetstream.MessageBatch, err error) jetstream.MessageBatch {
+	if err != nil {
+		return emptyBatch{err}
+	}
+	return b
+}
+
+func benign(err error) bool {
+	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, context.Canceled)
+}
+
+// AckResult reports an ack by sequence.
+type AckResult struct {
+	Acked   []uint64 `json:"acked"`
+	Already []uint64 `json:"already"`
+}
+
+// Ack acknowledges the member's mail by stream sequence. Acking is final and
+// idempotent: a message acked before is reported in Already. A sequence that
+// is not the member's mail is refused and nothing is acked.
+func (mb *Mailbox) Ack(ctx context.Context, member string, seqs []uint64) (AckResult, error) {
+	var res AckResult
+	want := map[uint64]bool{}
+	for _, s := range seqs {
+		if s == 0 {
+			return res, teambus.Invalidf("invalid sequence 0: sequences start at 1")
+		}
+		msg, err := mb.js.Conn().Request("$JS.API.STREAM.MSG.GET."+mb.Stream(), fmt.Appendf(nil, `{"seq":%d}`, s), mb.timeout(ctx))
+		if err != nil {
+			return res, teambus.Unavailablef("look up seq %d: %v", s, err)
+		}
+		var r struct {
+			Message *struct {
+				Subject string `json:"subject"`
+			} `json:"message"`
+			Error *struct {
+				Code int `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(msg.Data, &r); err != nil || r.Message == nil {
+			return res, teambus.NotFoundf("team %s has no message with seq %d", mb.team, s)
+		}
+		if !mb.forMember(r.Message.Subject, member) {
+			return res, teambus.NotFoundf("message seq %d is not in the mailbox of %s: nothing acked", s, member)
+		}
+		want[s] = true
+	}
+	cons, err := mb.consumer(ctx, InboxConsumer(member), member)
+	if err != nil {
+		return res, err
+	}
+	msgs, err := fetchAll(ctx, cons, 10000, 0)
+	if err != nil {
+		return res, teambus.Unavailablef("read inbox of %s: %v", member, err)
+	}
+	for _, jm := range msgs {
+		md, err := jm.Metadata()
+		if err == nil && want[md.Sequence.Stream] {
+			if err := jm.DoubleAck(ctx); err != nil {
+				return res, teambus.Unavailablef("ack seq %d: %v", md.Sequence.Stream, err)
+			}
+			res.Acked = append(res.Acked, md.Sequence.Stream)
+			delete(want, md.Sequence.Stream)
+			continue
+		}
+		_ = jm.Nak()
+	}
+	for s := range want {
+		res.Already = append(res.Already, s)
+	}
+	sort.Slice(res.Acked, func(i, j int) bool { return res.Acked[i] < res.Acked[j] })
+	sort.Slice(res.Already, func(i, j int) bool { return res.Already[i] < res.Already[j] })
+	if err := mb.js.Conn().FlushWithContext(ctx); err != nil {
+		return res, teambus.Unavailablef("flush: %v", err)
+	}
+	return res, nil
+}
+
+func (mb *Mailbox) timeout(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return time.Until(d)
+	}
+	return 5 * time.Second
+}
+
+func (mb *Mailbox) forMember(subject, member string) bool {
+	p := "tb." + mb.team + "." + kindMail + "."
+	return strings.HasPrefix(subject, p+member+".") || strings.HasPrefix(subject, p+teambus.All+".")
+}

@@ -1,0 +1,245 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/teambus/teambus"
+)
+
+// ReplayFilter selects mailbox messages for replay. Empty fields match all.
+type ReplayFilter struct {
+	From, To    string
+	Type        teambus.MessageType
+	SinceSeq    uint64
+	SinceTime   time.Time
+	UntilSeq    uint64
+	UntilTime   time.Time
+	Limit       int
+	Follow      bool
+	IncludeHeld bool
+}
+
+// Validate checks the ids in the filter.
+func (f ReplayFilter) Validate() error {
+	if f.From != "" {
+		if err := teambus.ValidateID("member", f.From); err != nil {
+			return err
+		}
+	}
+	if f.To != "" {
+		if err := teambus.ValidateID("member", f.To); err != nil {
+			return err
+		}
+	}
+	if f.Type != "" {
+		if _, err := teambus.ParseMessageType(string(f.Type)); err != nil {
+			return err
+		}
+	}
+	if f.Limit < 0 {
+		return teambus.Invalidf("invalid --limit %d: must be 0 (no limit) or more", f.Limit)
+	}
+	return nil
+}
+
+func (mb *Mailbox) filterSubjects(f ReplayFilter) []string {
+	tok := func(s string) string {
+		if s == "" {
+			return "*"
+		}
+		return s
+	}
+	p := "tb." + mb.team + "."
+	tail := "." + tok(f.To) + "." + tok(string(f.Type)) + "." + tok(f.From)
+	subs := []string{p + kindMail + tail, p + kindCtl + tail}
+	if f.IncludeHeld {
+		subs = append(subs, p+kindHeld+"."+tok(f.From)+"."+tok(f.To)+"."+tok(string(f.Type)))
+	}
+	return subs
+}
+
+// Replay calls fn for every message that matches f, in sequence order. It
+// reads through an ordered consumer, so memory stays constant however long
+// the stream is. Without Follow it stops at the last message stored when it
+// started; with Follow it waits for new mail until ctx is done.
+func (mb *Mailbox) Replay(ctx context.Context, f ReplayFilter, fn func(teambus.Message) error) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	st, err := mb.js.Stream(ctx, mb.Stream())
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return teambus.NotFoundf("team %s not found: use `teambus team list`", mb.team)
+	}
+	if err != nil {
+		return teambus.Unavailablef("open mailbox of team %s: %v", mb.team, err)
+	}
+	last := st.CachedInfo().State.LastSeq
+	if f.UntilSeq > 0 && f.UntilSeq < last && !f.Follow {
+		last = f.UntilSeq
+	}
+	cfg := jetstream.OrderedConsumerConfig{
+		FilterSubjects: mb.filterSubjects(f),
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	}
+	switch {
+	case f.SinceSeq > 0:
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, f.SinceSeq
+	case !f.SinceTime.IsZero():
+		t := f.SinceTime
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &t
+	}
+	if !f.Follow && (last == 0 || (f.SinceSeq > last)) {
+		return nil
+	}
+	cons, err := st.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return teambus.Unavailablef("replay mailbox of team %s: %v", mb.team, err)
+	}
+	if !f.Follow {
+		info, err := cons.Info(ctx)
+		if err == nil && info.NumPending == 0 {
+			return nil
+		}
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
+	if err != nil {
+		return teambus.Unavailablef("replay mailbox of team %s: %v", mb.team, err)
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	n := 0
+	for {
+		jm, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			return teambus.Unavailablef("replay mailbox of team %s: %v", mb.team, err)
+		}
+		md, err := jm.Metadata()
+		if err != nil {
+			continue
+		}
+		seq := md.Sequence.Stream
+		if !f.Follow && seq > last {
+			return nil
+		}
+		if f.UntilSeq > 0 && seq > f.UntilSeq {
+			return nil
+		}
+		m, derr := decode(jm.Data(), seq, jm.Subject())
+		if derr == nil {
+			if !f.UntilTime.IsZero() && md.Timestamp.After(f.UntilTime) {
+				return nil
+			}
+			if err := fn(m); err != nil {
+				return err
+			}
+			n++
+			if f.Limit > 0 && n >= f.Limit {
+				return nil
+			}
+		}
+		if !f.Follow && (seq >= last || md.NumPending == 0) {
+			return nil
+		}
+	}
+}
+
+// Tail returns the last n messages of the mailbox (mail and sidecar
+// traffic, not held mail), oldest first.
+func (mb *Mailbox) Tail(ctx context.Context, n int) ([]teambus.Message, error) {
+	st, err := mb.js.Stream(ctx, mb.Stream())
+	if err != nil {
+		return nil, teambus.Unavailablef("open mailbox of team %s: %v", mb.team, err)
+	}
+	last := st.CachedInfo().State.LastSeq
+	if last == 0 {
+		return nil, nil
+	}
+	// Held mail is rare, so a window of 2n usually holds n messages; widen
+	// until it does or the stream start is reached.
+	first := st.CachedInfo().State.FirstSeq
+	for window := uint64(2*n + 8); ; window *= 4 {
+		start := first
+		if last > window && last-window+1 > first {
+			start = last - window + 1
+		}
+		var out []teambus.Message
+		err := mb.Replay(ctx, ReplayFilter{SinceSeq: start, UntilSeq: last}, func(m teambus.Message) error {
+			out = append(out, m)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(out) >= n || start == first {
+			if len(out) > n {
+				out = out[len(out)-n:]
+			}
+			return out, nil
+		}
+	}
+}
+
+// HeldConsumer names the durable consumer that tracks which held mail of
+// a member was released.
+func HeldConsumer(member string) string { return "hd_" + member }
+
+// ReleaseHeld delivers the mail member sent while a zombie, in order, and
+// returns what it delivered. A durable consumer is the cursor: each held
+// message is acked after its delivery is stored, and the delivery's
+// idempotency key is derived from the held message, so a release cut short
+// by a crash and repeated stores each message once.
+func (mb *Mailbox) ReleaseHeld(ctx context.Context, member string) ([]teambus.Message, error) {
+	st, err := mb.js.Stream(ctx, mb.Stream())
+	if err != nil {
+		return nil, teambus.Unavailablef("open mailbox of team %s: %v", mb.team, err)
+	}
+	cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       HeldConsumer(member),
+		Description:   "teambus held mail of " + member,
+		FilterSubject: "tb." + mb.team + "." + kindHeld + "." + member + ".>",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+		MaxAckPending: 1,
+		Replicas:      mb.cfg.Replicas,
+	})
+	if err != nil {
+		return nil, teambus.Unavailablef("open held mail of %s: %v", member, err)
+	}
+	var out []teambus.Message
+	for {
+		msgs, err := fetchAll(ctx, cons, 1, 0)
+		if err != nil {
+			return out, teambus.Unavailablef("read held mail of %s: %v", member, err)
+		}
+		if len(msgs) == 0 {
+			return out, nil
+		}
+		jm := msgs[0]
+		md, err := jm.Metadata()
+		if err != nil {
+			return out, teambus.Unavailablef("read held mail of %s: %v", member, err)
+		}
+		m, err := decode(jm.Data(), md.Sequence.Stream, jm.Subject())
+		if err == nil {
+			m.Held = false
+			res, err := mb.publish(ctx, mb.subject(&m, false), "release/"+m.From+"/"+m.ID, &m, false)
+			if err != nil {
+				_ = jm.Nak()
+				return out, err
+			}
+			m.Seq = res.Seq
+			out = append(out, m)
+		}
+		if err := jm.DoubleAck(ctx); err != nil {
+			return out, teambus.Unavailablef("release held mail of %s: %v", member, err)
+		}
+	}
+}

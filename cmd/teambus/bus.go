@@ -1,0 +1,222 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/teambus/teambus/bus"
+)
+
+// busCommand is `teambus bus`: run, inspect and stop the embedded node.
+func busCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "bus",
+		Usage: "run, inspect and stop the embedded NATS JetStream node",
+		Subcommands: []*cli.Command{
+			busStartCommand(),
+			busStatusCommand(),
+			busStopCommand(),
+		},
+	}
+}
+
+// busStartCommand is `teambus bus start`, in the foreground until SIGINT
+// or SIGTERM.
+func busStartCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "start",
+		Usage: "run a bus node in the foreground (until interrupted)",
+		Description: "Starts an embedded NATS server with JetStream storing into --dir, writes the\n" +
+			"discovery file (URL and auth token, mode 0600) that other commands read, and serves\n" +
+			"until SIGINT or SIGTERM (or `teambus bus stop`). The node listens on loopback only\n" +
+			"and requires its token unless --allow-remote is given.",
+		Flags: flags([]cli.Flag{
+			dirFlag(),
+			&cli.StringFlag{Name: "listen", Usage: "client address host:port (port 0 picks a free port)", EnvVars: []string{"TEAMBUS_LISTEN"}, Value: bus.DefaultListen},
+			&cli.BoolFlag{Name: "allow-remote", Usage: "allow non-loopback --listen and --cluster-listen: anyone who reaches the port and has the token can read and write every team", EnvVars: []string{"TEAMBUS_ALLOW_REMOTE"}},
+			&cli.StringFlag{Name: "http", Usage: "monitoring address host:port, loopback only (default: off)", EnvVars: []string{"TEAMBUS_HTTP"}},
+			&cli.StringFlag{Name: "sync", Usage: "always: fsync before acknowledging; interval: fsync every --sync-interval (survives kill -9, not power loss)", EnvVars: []string{"TEAMBUS_SYNC"}, Value: bus.SyncModeAlways},
+			&cli.DurationFlag{Name: "sync-interval", Usage: "fsync interval with --sync interval", EnvVars: []string{"TEAMBUS_SYNC_INTERVAL"}, Value: bus.DefaultSyncInterval},
+			&cli.StringFlag{Name: "max-store", Usage: "disk limit of the store, e.g. 10GiB, 512MiB", EnvVars: []string{"TEAMBUS_MAX_STORE"}, Value: "8GiB"},
+			&cli.StringFlag{Name: "max-memory", Usage: "memory limit of memory streams, e.g. 256MiB", EnvVars: []string{"TEAMBUS_MAX_MEMORY"}, Value: "256MiB"},
+			&cli.StringFlag{Name: "token", Usage: "auth token clients must present (default: kept in the node directory, generated the first time)", EnvVars: []string{"TEAMBUS_TOKEN"}},
+			&cli.StringFlag{Name: "name", Usage: "server name, distinct per node of a cluster (default: host name and a hash of --dir)", EnvVars: []string{"TEAMBUS_NODE_NAME"}},
+			&cli.StringFlag{Name: "cluster-name", Usage: "cluster name (default: teambus when --cluster-listen is set)", EnvVars: []string{"TEAMBUS_CLUSTER_NAME"}},
+			&cli.StringFlag{Name: "cluster-listen", Usage: "route address host:port for other nodes (default: no cluster)", EnvVars: []string{"TEAMBUS_CLUSTER_LISTEN"}},
+			&cli.StringSliceFlag{Name: "routes", Usage: "route URLs of the other nodes, nats://host:port, repeatable or comma separated; every node needs the same --token", EnvVars: []string{"TEAMBUS_ROUTES"}},
+		}, logFlags()),
+		Action: busStart,
+	}
+}
+
+func busStart(c *cli.Context) error {
+	if err := exactArgs(c, 0); err != nil {
+		return err
+	}
+	dir, err := stateDir(c)
+	if err != nil {
+		return err
+	}
+	maxStore, err := parseSize("--max-store", c.String("max-store"))
+	if err != nil {
+		return err
+	}
+	maxMemory, err := parseSize("--max-memory", c.String("max-memory"))
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(c)
+	if err != nil {
+		return err
+	}
+	cfg := bus.NodeConfig{
+		Dir:           dir,
+		Name:          c.String("name"),
+		Listen:        c.String("listen"),
+		AllowRemote:   c.Bool("allow-remote"),
+		HTTP:          c.String("http"),
+		Sync:          c.String("sync"),
+		SyncInterval:  c.Duration("sync-interval"),
+		MaxStore:      maxStore,
+		MaxMemory:     maxMemory,
+		Token:         c.String("token"),
+		Logger:        log,
+		Debug:         c.String("log-level") == "debug",
+		ClusterName:   c.String("cluster-name"),
+		ClusterListen: c.String("cluster-listen"),
+		Routes:        splitList(c.StringSlice("routes")),
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	return bus.Run(c.Context, cfg)
+}
+
+// splitList splits comma separated values of a repeatable flag and drops
+// empty ones.
+func splitList(values []string) []string {
+	var out []string
+	for _, v := range values {
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// busStatusCommand is `teambus bus status`.
+func busStatusCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "status",
+		Usage:  "show the bus: server, sync mode, JetStream usage, teams and streams",
+		Flags:  flags(connFlags(), []cli.Flag{jsonFlag()}),
+		Action: busStatus,
+	}
+}
+
+func busStatus(c *cli.Context) error {
+	if err := exactArgs(c, 0); err != nil {
+		return err
+	}
+	ctx, cancel, err := withTimeout(c)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	cfg, err := connConfig(c)
+	if err != nil {
+		return err
+	}
+	var disc *bus.Discovery
+	if cfg.Server == "" {
+		if disc, err = bus.ReadDiscovery(cfg.Dir); err != nil {
+			return err
+		}
+	}
+	conn, err := bus.Connect(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	st, err := bus.Status(ctx, conn, disc)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, st)
+	}
+	return printStatus(c.App.Writer, st)
+}
+
+// printStatus writes the text form of bus status.
+func printStatus(w io.Writer, st *bus.StatusInfo) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	node := st.URL
+	if st.PID > 0 {
+		node += fmt.Sprintf(" (pid %d)", st.PID)
+	}
+	fmt.Fprintf(tw, "bus\t%s\n", node)
+	fmt.Fprintf(tw, "server\t%s %s\n", st.ServerName, st.Version)
+	if st.Cluster != "" {
+		fmt.Fprintf(tw, "cluster\t%s\n", st.Cluster)
+	}
+	if st.StartedAt != nil {
+		fmt.Fprintf(tw, "started\t%s\n", formatTime(*st.StartedAt))
+	}
+	sync := st.Sync
+	switch {
+	case sync == "":
+		sync = "unknown (external NATS)"
+	case st.SyncAlways:
+		sync += " (fsync before ack)"
+	}
+	fmt.Fprintf(tw, "sync\t%s\n", sync)
+	if st.StoreDir != "" {
+		fmt.Fprintf(tw, "store\t%s\n", st.StoreDir)
+	}
+	js := st.JetStream
+	fmt.Fprintf(tw, "jetstream\t%d streams, %d consumers, store %s, memory %s\n",
+		js.Streams, js.Consumers, formatSize(int64(js.StoreUsed)), formatSize(int64(js.MemoryUsed)))
+	teams := "none"
+	if len(st.Teams) > 0 {
+		teams = strings.Join(st.Teams, ", ")
+	}
+	fmt.Fprintf(tw, "teams\t%s\n", teams)
+	return tw.Flush()
+}
+
+// busStopCommand is `teambus bus stop`.
+func busStopCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "stop",
+		Usage:  "stop the bus node that runs in --dir and wait until it has stopped",
+		Flags:  []cli.Flag{dirFlag(), timeoutFlag()},
+		Action: busStop,
+	}
+}
+
+func busStop(c *cli.Context) error {
+	if err := exactArgs(c, 0); err != nil {
+		return err
+	}
+	dir, err := stateDir(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel, err := withTimeout(c)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := bus.Stop(ctx, dir); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(c.App.Writer, "stopped bus node in %s\n", dir)
+	return err
+}

@@ -1,0 +1,377 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/team"
+)
+
+func sendCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "send",
+		Usage:     "send a message (prints `stored seq N`; delivery is the recipient's ack)",
+		ArgsUsage: "BODY (or - to read it from stdin)",
+		Flags: flags(connFlags(), memberFlags(), []cli.Flag{
+			&cli.StringFlag{Name: "to", Usage: "recipient: a member, lead or all", Value: teambus.Lead},
+			&cli.StringFlag{Name: "type", Usage: "info, question, challenge, resolution, status_check, status, report, shutdown_request, shutdown_response, escalation, system", Value: string(teambus.MsgInfo)},
+			&cli.StringFlag{Name: "id", Usage: "idempotency key: the same sender and id store one message within the dedupe window (default: random)"},
+			&cli.StringFlag{Name: "data", Usage: "JSON data attached to the message"},
+			jsonFlag(),
+		}),
+		Action: send,
+	}
+}
+
+func send(c *cli.Context) error {
+	if err := exactArgs(c, 1); err != nil {
+		return err
+	}
+	a, err := actor(c)
+	if err != nil {
+		return err
+	}
+	body := c.Args().First()
+	if body == "-" {
+		b, err := io.ReadAll(io.LimitReader(c.App.Reader, 64<<20))
+		if err != nil {
+			return fmt.Errorf("read body from stdin: %w", err)
+		}
+		body = string(b)
+	}
+	typ, err := teambus.ParseMessageType(c.String("type"))
+	if err != nil {
+		return err
+	}
+	spec := team.SendSpec{To: c.String("to"), Type: typ, ID: c.String("id"), Body: body}
+	if d := c.String("data"); d != "" {
+		if err := teambus.ValidateData([]byte(d)); err != nil {
+			return err
+		}
+		spec.Data = json.RawMessage(d)
+	}
+	if spec.ID != "" {
+		if err := teambus.ValidateMessageID(spec.ID); err != nil {
+			return err
+		}
+	}
+	s, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	res, err := s.svc.Send(s.ctx, a, spec)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, res)
+	}
+	line := fmt.Sprintf("stored seq %d", res.Seq)
+	if res.Duplicate {
+		line += " (duplicate)"
+	}
+	if res.Held {
+		line += " (held: you are in zombie mode; delivered when a lead re-attaches)"
+	}
+	fmt.Fprintln(c.App.Writer, line)
+	return nil
+}
+
+func inboxCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "inbox",
+		Usage: "list your unacknowledged mail, oldest first (reading is not acking)",
+		Flags: flags(connFlags(), memberFlags(), []cli.Flag{
+			&cli.BoolFlag{Name: "ack", Usage: "acknowledge what is printed"},
+			&cli.StringFlag{Name: "wait", Usage: "block up to this long until mail arrives (e.g. 30s)"},
+			&cli.IntFlag{Name: "limit", Usage: "at most this many messages", Value: 100},
+			jsonFlag(),
+		}),
+		Action: inbox,
+	}
+}
+
+func inbox(c *cli.Context) error {
+	if err := exactArgs(c, 0); err != nil {
+		return err
+	}
+	a, err := actor(c)
+	if err != nil {
+		return err
+	}
+	var wait time.Duration
+	if w := c.String("wait"); w != "" {
+		if wait, err = teambus.ParseDuration("--wait", w); err != nil {
+			return err
+		}
+		if wait < 0 {
+			return teambus.Invalidf("invalid --wait %s: must not be negative", w)
+		}
+	}
+	if c.Int("limit") <= 0 {
+		return teambus.Invalidf("invalid --limit %d: must be positive", c.Int("limit"))
+	}
+	if wait > 0 && !c.IsSet("timeout") {
+		// --wait extends the one-shot timeout.
+		if err := c.Set("timeout", (wait + 10*time.Second).String()); err != nil {
+			return err
+		}
+	}
+	s, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	msgs, err := s.svc.Inbox(s.ctx, a, bus.InboxOptions{Max: c.Int("limit"), Wait: wait, Ack: c.Bool("ack")})
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		jl := newJSONLines(c.App.Writer)
+		for _, m := range msgs {
+			if err := jl.Write(messageJSON(m)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(msgs) == 0 {
+		fmt.Fprintln(c.App.Writer, "no unacknowledged mail")
+		return nil
+	}
+	for _, m := range msgs {
+		printMessage(c.App.Writer, m)
+	}
+	if !c.Bool("ack") {
+		seqs := make([]string, len(msgs))
+		for i, m := range msgs {
+			seqs[i] = strconv.FormatUint(m.Seq, 10)
+		}
+		fmt.Fprintf(c.App.Writer, "(%d unacknowledged; ack with `teambus ack %s`)\n", len(msgs), strings.Join(seqs, " "))
+	}
+	return nil
+}
+
+// messageLine is the JSON form of a message (spec section 11).
+type messageLine struct {
+	Seq   uint64          `json:"seq"`
+	ID    string          `json:"id"`
+	From  string          `json:"from"`
+	To    string          `json:"to"`
+	Type  string          `json:"type"`
+	Body  string          `json:"body"`
+	Data  json.RawMessage `json:"data"`
+	Epoch int64           `json:"epoch"`
+	TS    *string         `json:"ts"`
+}
+
+func messageJSON(m teambus.Message) messageLine {
+	data := m.Data
+	if len(data) == 0 {
+		data = json.RawMessage("null")
+	}
+	return messageLine{Seq: m.Seq, ID: m.ID, From: m.From, To: m.To, Type: string(m.Type), Body: m.Body, Data: data, Epoch: m.Epoch, TS: jsonTime(m.TS)}
+}
+
+func printMessage(w io.Writer, m teambus.Message) {
+	fmt.Fprintf(w, "#%d %s %s -> %s [%s] %s\n", m.Seq, formatTime(m.TS), m.From, m.To, m.Type, m.Body)
+	if len(m.Data) > 0 && string(m.Data) != "null" {
+		fmt.Fprintf(w, "    data: %s\n", m.Data)
+	}
+}
+
+func ackCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "ack",
+		Usage:     "acknowledge mail by sequence number (final; acking twice is harmless)",
+		ArgsUsage: "SEQ...",
+		Flags:     flags(connFlags(), memberFlags(), []cli.Flag{jsonFlag()}),
+		Action:    ack,
+	}
+}
+
+func ack(c *cli.Context) error {
+	if err := minArgs(c, 1); err != nil {
+		return err
+	}
+	a, err := actor(c)
+	if err != nil {
+		return err
+	}
+	var seqs []uint64
+	for _, arg := range c.Args().Slice() {
+		n, err := strconv.ParseUint(strings.TrimPrefix(arg, "#"), 10, 64)
+		if err != nil || n == 0 {
+			return teambus.Invalidf("invalid sequence %q: a positive number as `teambus inbox` prints it", arg)
+		}
+		seqs = append(seqs, n)
+	}
+	s, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	res, err := s.svc.Ack(s.ctx, a, seqs)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, res)
+	}
+	for _, n := range res.Acked {
+		fmt.Fprintf(c.App.Writer, "acked seq %d\n", n)
+	}
+	for _, n := range res.Already {
+		fmt.Fprintf(c.App.Writer, "seq %d was already acked\n", n)
+	}
+	return nil
+}
+
+func replayCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "replay",
+		Usage: "print the team's mailbox in seq order, for audit",
+		Flags: flags(connFlags(), []cli.Flag{teamFlag(),
+			&cli.StringFlag{Name: "from", Usage: "only mail from this member"},
+			&cli.StringFlag{Name: "to", Usage: "only mail to this member (lead, all)"},
+			&cli.StringFlag{Name: "type", Usage: "only mail of this type"},
+			&cli.StringFlag{Name: "since", Usage: "start at this seq, or this time (RFC 3339)"},
+			&cli.StringFlag{Name: "until", Usage: "stop after this seq, or this time (RFC 3339)"},
+			&cli.IntFlag{Name: "limit", Usage: "at most this many messages (0: all)"},
+			&cli.BoolFlag{Name: "follow", Usage: "keep printing new mail until interrupted"},
+			&cli.BoolFlag{Name: "held", Usage: "include mail held while its sender was a zombie"},
+			jsonFlag(),
+		}),
+		Action: replay,
+	}
+}
+
+// parseSeqOrTime parses a --since/--until value: a sequence number or an
+// RFC 3339 time.
+func parseSeqOrTime(name, v string) (uint64, time.Time, error) {
+	if v == "" {
+		return 0, time.Time{}, nil
+	}
+	if n, err := strconv.ParseUint(v, 10, 64); err == nil {
+		return n, time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return 0, time.Time{}, teambus.Invalidf("invalid %s %q: a sequence number or an RFC 3339 time such as 2026-11-22T10:00:00Z", name, v)
+	}
+	return 0, t, nil
+}
+
+func replayFilter(c *cli.Context) (bus.ReplayFilter, error) {
+	f := bus.ReplayFilter{From: c.String("from"), To: c.String("to"), Type: teambus.MessageType(c.String("type")),
+		Limit: c.Int("limit"), Follow: c.Bool("follow"), IncludeHeld: c.Bool("held")}
+	var err error
+	if f.SinceSeq, f.SinceTime, err = parseSeqOrTime("--since", c.String("since")); err != nil {
+		return f, err
+	}
+	if f.UntilSeq, f.UntilTime, err = parseSeqOrTime("--until", c.String("until")); err != nil {
+		return f, err
+	}
+	return f, f.Validate()
+}
+
+func replay(c *cli.Context) error {
+	if err := exactArgs(c, 0); err != nil {
+		return err
+	}
+	teamID, err := teamID(c)
+	if err != nil {
+		return err
+	}
+	f, err := replayFilter(c)
+	if err != nil {
+		return err
+	}
+	cfg, err := connConfig(c)
+	if err != nil {
+		return err
+	}
+	// Replay streams for as long as it takes (or until interrupted with
+	// --follow): --timeout bounds the connection, not the stream.
+	conn, err := bus.Connect(c.Context, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	svc := team.New(conn.JS, team.Config{})
+	if _, _, err := svc.Store().Team(c.Context, teamID); err != nil {
+		return err
+	}
+	jl := newJSONLines(c.App.Writer)
+	asJSON := c.Bool("json")
+	return svc.Mailbox(teamID).Replay(c.Context, f, func(m teambus.Message) error {
+		if asJSON {
+			return jl.Write(messageJSON(m))
+		}
+		printMessage(c.App.Writer, m)
+		return nil
+	})
+}
+
+func checkpointCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "checkpoint",
+		Usage: "record progress on your task so a fresh agent can continue it without redoing work",
+		Flags: flags(connFlags(), memberFlags(), []cli.Flag{
+			&cli.StringSliceFlag{Name: "done", Usage: "a step completed, repeatable"},
+			&cli.StringSliceFlag{Name: "remaining", Usage: "a step remaining, repeatable"},
+			&cli.StringFlag{Name: "last-action", Usage: "the last thing you did"},
+			&cli.StringSliceFlag{Name: "file", Usage: "a file you changed, repeatable"},
+			&cli.StringFlag{Name: "data", Usage: "free-form JSON"},
+			&cli.StringFlag{Name: "task", Usage: "the task (default: the one you hold)"},
+			jsonFlag(),
+		}),
+		Action: checkpoint,
+	}
+}
+
+func checkpoint(c *cli.Context) error {
+	if err := exactArgs(c, 0); err != nil {
+		return err
+	}
+	a, err := actor(c)
+	if err != nil {
+		return err
+	}
+	spec := team.CheckpointSpec{Done: c.StringSlice("done"), Remaining: c.StringSlice("remaining"),
+		LastAction: c.String("last-action"), Files: c.StringSlice("file"), Task: c.String("task")}
+	if spec.Task != "" {
+		if err := teambus.ValidateID("task", spec.Task); err != nil {
+			return err
+		}
+	}
+	if d := c.String("data"); d != "" {
+		if err := teambus.ValidateData([]byte(d)); err != nil {
+			return err
+		}
+		spec.Data = json.RawMessage(d)
+	}
+	s, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	t, err := s.svc.Checkpoint(s.ctx, a, spec)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, t.Checkpoint)
+	}
+	fmt.Fprintf(c.App.Writer, "checkpoint #%d saved with task %s\n", t.Checkpoint.Seq, t.ID)
+	return nil
+}

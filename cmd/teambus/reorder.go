@@ -1,0 +1,228 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// invocation is a command line split the way people type it: the command
+// path, the flags (with their values) and the positional arguments, in any
+// order. urfave/cli v2 stops parsing flags at the first positional argument;
+// args rebuilds the line with every flag ahead of the positionals so that
+// `teambus ack 12 13 --member tm2` parses like `teambus ack --member tm2 12 13`.
+type invocation struct {
+	prog  string
+	path  []string       // command names as typed, root excluded
+	cmds  []*cli.Command // the commands of path; the last is the leaf
+	flags []flagToken    // flag tokens in the order typed
+	pos   []string       // positional arguments, including those after "--"
+	raw   []string       // tokens after a SkipFlagParsing command, untouched
+	help  bool           // -h or --help was among the flags
+	// dangling is set when the last token is a flag that needs a value.
+	dangling bool
+}
+
+// flagToken is one flag as typed: "--x=v", or "--x" followed by its value.
+type flagToken struct {
+	name   string
+	tokens []string
+}
+
+// parseInvocation splits args (args[0] is the program name) using the flag
+// definitions of app's command tree. A token is a flag when it starts with
+// "-", is not "-" alone and is not a negative number; a flag that takes a
+// value and has no "=value" consumes the next token whatever it looks like
+// (so `--priority -1` works). "--" ends the flags: what follows is
+// positional. Command names are recognised until the first positional.
+func parseInvocation(app *cli.App, args []string) invocation {
+	inv := invocation{}
+	if len(args) == 0 {
+		return inv
+	}
+	inv.prog = args[0]
+	kinds := flagKinds(app)
+	subs := app.Commands
+	scope := [][]cli.Flag{app.Flags}
+	for i := 1; i < len(args); i++ {
+		t := args[i]
+		switch {
+		case t == "--":
+			inv.pos = append(inv.pos, args[i+1:]...)
+			return inv
+		case isFlagToken(t):
+			name, inline := splitFlag(t)
+			tok := flagToken{name: name, tokens: []string{t}}
+			if !inline && takesValue(name, scope, kinds) {
+				if i+1 == len(args) {
+					inv.dangling = true
+				} else {
+					i++
+					tok.tokens = append(tok.tokens, args[i])
+				}
+			}
+			if name == "help" || name == "h" {
+				inv.help = true
+			}
+			inv.flags = append(inv.flags, tok)
+		default:
+			if len(inv.pos) == 0 {
+				if cmd := findCommand(subs, t); cmd != nil {
+					inv.path = append(inv.path, t)
+					inv.cmds = append(inv.cmds, cmd)
+					subs = cmd.Subcommands
+					scope = append(scope, cmd.Flags)
+					if cmd.SkipFlagParsing {
+						inv.raw = append([]string{}, args[i+1:]...)
+						return inv
+					}
+					continue
+				}
+			}
+			inv.pos = append(inv.pos, t)
+		}
+	}
+	return inv
+}
+
+// args rebuilds the command line: each flag right after the deepest
+// command of the path that defines it (the leaf when none does, so that
+// urfave reports it as unknown there), then "--" and the positionals. A
+// dangling flag goes last, without the positionals, so that urfave reports
+// its missing value instead of taking "--" for it.
+func (inv invocation) args() []string {
+	out := []string{inv.prog}
+	levels := make([][]string, len(inv.cmds)+1)
+	fl := inv.flags
+	if inv.dangling {
+		fl = fl[:len(fl)-1]
+	}
+	for _, f := range fl {
+		lvl := len(inv.cmds)
+		for l := len(inv.cmds); l >= 1; l-- {
+			if hasFlagName(inv.cmds[l-1].Flags, f.name) {
+				lvl = l
+				break
+			}
+		}
+		levels[lvl] = append(levels[lvl], f.tokens...)
+	}
+	out = append(out, levels[0]...)
+	for l, name := range inv.path {
+		out = append(out, name)
+		out = append(out, levels[l+1]...)
+	}
+	if inv.dangling {
+		return append(out, inv.flags[len(inv.flags)-1].tokens...)
+	}
+	if len(inv.pos) > 0 {
+		out = append(out, "--")
+		out = append(out, inv.pos...)
+	}
+	return append(out, inv.raw...)
+}
+
+// leaf returns the last command of the path, nil for the root.
+func (inv invocation) leaf() *cli.Command {
+	if len(inv.cmds) == 0 {
+		return nil
+	}
+	return inv.cmds[len(inv.cmds)-1]
+}
+
+// isFlagToken reports whether t is a flag: "-x", "--x", "--x=v", but not
+// "-", a negative number such as "-1" or "-0.5", or a negative duration.
+func isFlagToken(t string) bool {
+	if len(t) < 2 || t[0] != '-' {
+		return false
+	}
+	if c := t[1]; c >= '0' && c <= '9' || c == '.' {
+		return false
+	}
+	return true
+}
+
+// splitFlag returns the name of a flag token and whether it carries its
+// value inline ("--x=v").
+func splitFlag(t string) (name string, inline bool) {
+	name = strings.TrimPrefix(strings.TrimPrefix(t, "-"), "-")
+	if i := strings.IndexByte(name, '='); i >= 0 {
+		return name[:i], true
+	}
+	return name, false
+}
+
+// takesValue reports whether the flag name consumes the next token. The
+// commands on the path so far decide; a flag defined only deeper (typed
+// before its command name) is looked up in the whole tree, where a name has
+// one kind (TestApp_FlagKinds checks it). Unknown flags take no value.
+func takesValue(name string, scope [][]cli.Flag, kinds map[string]bool) bool {
+	for l := len(scope) - 1; l >= 0; l-- {
+		for _, f := range scope[l] {
+			if hasName(f, name) {
+				return flagTakesValue(f)
+			}
+		}
+	}
+	return kinds[name]
+}
+
+// flagKinds maps every flag name and alias in app's tree to whether it
+// takes a value.
+func flagKinds(app *cli.App) map[string]bool {
+	kinds := map[string]bool{}
+	add := func(flags []cli.Flag) {
+		for _, f := range flags {
+			for _, n := range f.Names() {
+				kinds[n] = flagTakesValue(f)
+			}
+		}
+	}
+	add(app.Flags)
+	walkCommands(app.Commands, nil, func(_ []string, c *cli.Command) { add(c.Flags) })
+	return kinds
+}
+
+// flagTakesValue reports whether f takes a value: every kind but bool.
+func flagTakesValue(f cli.Flag) bool {
+	if d, ok := f.(cli.DocGenerationFlag); ok {
+		return d.TakesValue()
+	}
+	return false
+}
+
+func hasName(f cli.Flag, name string) bool {
+	for _, n := range f.Names() {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+func hasFlagName(flags []cli.Flag, name string) bool {
+	for _, f := range flags {
+		if hasName(f, name) {
+			return true
+		}
+	}
+	return false
+}
+
+func findCommand(cmds []*cli.Command, name string) *cli.Command {
+	for _, c := range cmds {
+		if c.HasName(name) {
+			return c
+		}
+	}
+	return nil
+}
+
+// walkCommands calls fn for every command of the tree, depth first, with
+// the names of its ancestors.
+func walkCommands(cmds []*cli.Command, parents []string, fn func(parents []string, c *cli.Command)) {
+	for _, c := range cmds {
+		fn(parents, c)
+		walkCommands(c.Subcommands, append(append([]string{}, parents...), c.Name), fn)
+	}
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/team"
+)
+
+// session is a connected one-shot command: its context (limited by
+// --timeout), the bus connection and the team service on it.
+type session struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	conn   *bus.Conn
+	svc    *team.Service
+}
+
+// open connects for a one-shot command. The caller defers close.
+func open(c *cli.Context) (*session, error) {
+	ctx, cancel, err := withTimeout(c)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := connConfig(c)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	conn, err := bus.Connect(ctx, cfg)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &session{ctx: ctx, cancel: cancel, conn: conn, svc: team.New(conn.JS, team.Config{})}, nil
+}
+
+func (s *session) close() {
+	s.conn.Close()
+	s.cancel()
+}
+
+// actor returns the member running the command from --team, --member and
+// --session (the session may be empty while the member has none).
+func actor(c *cli.Context) (team.Actor, error) {
+	t, err := teamID(c)
+	if err != nil {
+		return team.Actor{}, err
+	}
+	m, err := memberID(c)
+	if err != nil {
+		return team.Actor{}, err
+	}
+	a := team.Actor{Team: t, Member: m, Session: c.String("session")}
+	return a, a.Validate()
+}

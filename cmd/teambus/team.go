@@ -1,0 +1,277 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/team"
+)
+
+// teamCommand is `teambus team`.
+func teamCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "team",
+		Usage: "create, list, show and manage teams",
+		Subcommands: []*cli.Command{
+			teamCreateCommand(),
+			teamListCommand(),
+			teamShowCommand(),
+			teamAddMemberCommand(),
+		},
+	}
+}
+
+func teamCreateCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "create",
+		Usage:     "create a team with its members and policy",
+		ArgsUsage: "TEAM",
+		Flags: flags(connFlags(), []cli.Flag{
+			&cli.StringFlag{Name: "lead-session", Usage: "session id of the lead (default: the first `teambus lead` attaches)", EnvVars: []string{"TEAMBUS_LEAD_SESSION"}},
+			&cli.StringSliceFlag{Name: "member", Usage: "a member as ID[:ROLE[:QUANTUM]], repeatable"},
+			jsonFlag(),
+		}, policyFlags()),
+		Action: teamCreate,
+	}
+}
+
+func teamCreate(c *cli.Context) error {
+	if err := exactArgs(c, 1); err != nil {
+		return err
+	}
+	id := c.Args().First()
+	if err := teambus.ValidateID("team", id); err != nil {
+		return err
+	}
+	pol, err := policyFromFlags(c)
+	if err != nil {
+		return err
+	}
+	var specs []team.MemberSpec
+	for _, v := range c.StringSlice("member") {
+		for _, part := range strings.Split(v, ",") {
+			if part = strings.TrimSpace(part); part == "" {
+				continue
+			}
+			spec, err := team.ParseMemberSpec(part)
+			if err != nil {
+				return err
+			}
+			specs = append(specs, spec)
+		}
+	}
+	s, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	t, err := s.svc.CreateTeam(s.ctx, id, c.String("lead-session"), specs, pol)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, t)
+	}
+	var ids []string
+	for _, m := range specs {
+		ids = append(ids, m.ID)
+	}
+	fmt.Fprintf(c.App.Writer, "created team %s (%s) with %d member(s): %s\n", t.ID, t.Status, len(specs), strings.Join(ids, ", "))
+	return nil
+}
+
+func teamAddMemberCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "add-member",
+		Usage:     "add a member to a team",
+		ArgsUsage: "TEAM ID[:ROLE[:QUANTUM]]",
+		Flags:     connFlags(),
+		Action: func(c *cli.Context) error {
+			if err := exactArgs(c, 2); err != nil {
+				return err
+			}
+			id := c.Args().Get(0)
+			if err := teambus.ValidateID("team", id); err != nil {
+				return err
+			}
+			spec, err := team.ParseMemberSpec(c.Args().Get(1))
+			if err != nil {
+				return err
+			}
+			s, err := open(c)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			if _, err := s.svc.AddMember(s.ctx, id, spec); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "added member %s to team %s\n", spec.ID, id)
+			return nil
+		},
+	}
+}
+
+func teamListCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "list",
+		Usage:  "list teams",
+		Flags:  flags(connFlags(), []cli.Flag{jsonFlag()}),
+		Action: teamList,
+	}
+}
+
+type teamLine struct {
+	ID       string `json:"id"`
+	Status   string `json:"status"`
+	Members  int    `json:"members"`
+	Tasks    int    `json:"tasks"`
+	Progress int    `json:"progress"`
+	Lead     string `json:"lead_session"`
+	Created  string `json:"created_at"`
+}
+
+func teamList(c *cli.Context) error {
+	if err := exactArgs(c, 0); err != nil {
+		return err
+	}
+	s, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	ids, err := s.svc.Store().ListTeams(s.ctx)
+	if err != nil {
+		return err
+	}
+	var lines []teamLine
+	for _, id := range ids {
+		snap, err := s.svc.Store().Snapshot(s.ctx, id)
+		if err != nil {
+			continue // a team being created
+		}
+		lines = append(lines, teamLine{ID: id, Status: string(snap.Team.Status), Members: len(snap.Members),
+			Tasks: len(snap.Tasks), Progress: teambus.Progress(snap.Tasks), Lead: snap.Team.LeadSession, Created: formatTime(snap.Team.CreatedAt)})
+	}
+	if c.Bool("json") {
+		jl := newJSONLines(c.App.Writer)
+		for _, l := range lines {
+			if err := jl.Write(l); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(lines) == 0 {
+		fmt.Fprintln(c.App.Writer, "no teams: create one with `teambus team create TEAM --member tm1`")
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TEAM\tSTATUS\tMEMBERS\tTASKS\tDONE\tCREATED")
+	for _, l := range lines {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d%%\t%s\n", l.ID, l.Status, l.Members, l.Tasks, l.Progress, l.Created)
+	}
+	return tw.Flush()
+}
+
+func teamShowCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "show",
+		Usage:     "show a team: status, policy, members with liveness, tasks",
+		ArgsUsage: "TEAM",
+		Flags:     flags(connFlags(), []cli.Flag{jsonFlag()}),
+		Action:    teamShow,
+	}
+}
+
+func teamShow(c *cli.Context) error {
+	if err := exactArgs(c, 1); err != nil {
+		return err
+	}
+	id := c.Args().First()
+	if err := teambus.ValidateID("team", id); err != nil {
+		return err
+	}
+	s, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	v, err := s.svc.Show(s.ctx, id)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, v)
+	}
+	return printView(c.App.Writer, v)
+}
+
+func printView(w io.Writer, v *team.View) error {
+	t := v.Team
+	fmt.Fprintf(w, "team %s: %s, created %s\n", t.ID, t.Status, formatTime(t.CreatedAt))
+	lead := "none attached"
+	if t.LeadSession != "" {
+		state := "offline"
+		if v.Lead.Online {
+			state = "online"
+		}
+		lead = fmt.Sprintf("session %s, epoch %d, %s", t.LeadSession, t.LeadEpoch, state)
+	}
+	fmt.Fprintf(w, "lead: %s\n", lead)
+	if t.LeadTimeoutDetectedAt != nil {
+		fmt.Fprintf(w, "lead timeout detected at %s\n", formatTime(*t.LeadTimeoutDetectedAt))
+	}
+	fmt.Fprintf(w, "policy: %s\n", t.Policy)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nMEMBER\tROLE\tSTATUS\tEPOCH\tTASK\tCRASHES\tHEARTBEAT\tACTIVITY")
+	for _, m := range v.Members {
+		task := "-"
+		if m.Task != nil {
+			task = *m.Task
+		}
+		hb, act := "-", "-"
+		if m.LastHeartbeat != nil {
+			hb = formatTime(*m.LastHeartbeat)
+		}
+		if m.LastActivity != nil {
+			act = formatTime(*m.LastActivity)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", m.ID, dash(m.Role), m.Status, m.Epoch, task, m.CrashCount, hb, act)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return printTasks(w, v.Tasks)
+}
+
+func printTasks(w io.Writer, tasks []*teambus.Task) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nTASK\tSTATUS\tASSIGNED\tPRIO\tDEPS\tATTEMPTS\tFAILURES\tDESCRIPTION")
+	for _, t := range tasks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\n", t.ID, t.Status, dash(t.AssignedTo), t.Priority,
+			dash(strings.Join(t.Dependencies, ",")), t.Attempts, t.Failures, oneLine(t.Description, 60))
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// oneLine shortens text to one line of at most n runes for tables.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,197 @@
+package kv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/teambus/teambus"
+)
+
+// LeadKey is the heartbeat key of the lead.
+const LeadKey = "lead"
+
+// MemberKey is the heartbeat key of a teammate.
+func MemberKey(id string) string { return preMember + id }
+
+// MemberOfKey returns the member id of a heartbeat key, and false for the
+// lead's key or any other.
+func MemberOfKey(key string) (string, bool) {
+	return strings.CutPrefix(key, preMember)
+}
+
+// markerTTL is how long the bucket keeps the purge marker of an expired key.
+const markerTTL = 30 * time.Second
+
+// Heartbeat is what a sidecar publishes every heartbeat interval.
+type Heartbeat struct {
+	Member     string               `json:"member"`
+	Session    string               `json:"session"`
+	Epoch      int64                `json:"epoch"`
+	Status     teambus.MemberStatus `json:"status,omitempty"`
+	Task       string               `json:"task,omitempty"`
+	ContextPct int                  `json:"context_pct,omitempty"`
+	PID        int                  `json:"pid,omitempty"`
+	TS         time.Time            `json:"ts"`
+}
+
+// HeartbeatEntry is a heartbeat as read from the bucket.
+type HeartbeatEntry struct {
+	Heartbeat
+	Rev     uint64
+	Created time.Time // server time of the write
+}
+
+// TTL rounds a timeout up to whole seconds, at least one: the precision of
+// per-key TTLs in JetStream.
+func TTL(d time.Duration) time.Duration {
+	if d < time.Second {
+		return time.Second
+	}
+	return ((d + time.Second - 1) / time.Second) * time.Second
+}
+
+func (s *Store) heartbeats(ctx context.Context, team string, create bool) (jetstream.KeyValue, error) {
+	if err := teambus.ValidateID("team", team); err != nil {
+		return nil, err
+	}
+	name := HeartbeatPrefix + team
+	if create {
+		kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:         name,
+			Description:    "teambus heartbeats (per-key TTL)",
+			History:        1,
+			Storage:        jetstream.FileStorage,
+			Replicas:       s.cfg.Replicas,
+			MaxBytes:       64 << 20,
+			LimitMarkerTTL: markerTTL,
+		})
+		if err != nil {
+			return nil, unavailable("create heartbeat bucket of team "+team, err)
+		}
+		return kv, nil
+	}
+	kv, err := s.js.KeyValue(ctx, name)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, teambus.NotFoundf("team %s not found: use `teambus team list`", team)
+	}
+	if err != nil {
+		return nil, unavailable("open heartbeats of team "+team, err)
+	}
+	return kv, nil
+}
+
+// Beat writes a heartbeat under key with a time to live of ttl, so the key
+// expires on the server when no beat follows. rev is the revision of the
+// previous beat of this writer, 0 for the first. It returns the new
+// revision.
+func (s *Store) Beat(ctx context.Context, team, key string, hb *Heartbeat, ttl time.Duration, rev uint64) (uint64, error) {
+	kv, err := s.heartbeats(ctx, team, false)
+	if err != nil {
+		return 0, err
+	}
+	if hb.TS.IsZero() {
+		hb.TS = s.Now()
+	}
+	b, err := json.Marshal(hb)
+	if err != nil {
+		return 0, fmt.Errorf("encode heartbeat: %w", err)
+	}
+	ttl = TTL(ttl)
+	subject := "$KV." + HeartbeatPrefix + team + "." + key
+	for i := 0; i < 4; i++ {
+		if rev == 0 {
+			n, err := kv.Create(ctx, key, b, jetstream.KeyTTL(ttl))
+			if err == nil {
+				return n, nil
+			}
+			if !isConflict(err) {
+				return 0, unavailable("heartbeat "+key, err)
+			}
+			// A key left by an earlier writer: take over its revision.
+			e, gerr := kv.Get(ctx, key)
+			if gerr != nil {
+				continue
+			}
+			rev = e.Revision()
+		}
+		ack, err := s.js.Publish(ctx, subject, b, jetstream.WithMsgTTL(ttl), jetstream.WithExpectLastSequencePerSubject(rev))
+		if err == nil {
+			return ack.Sequence, nil
+		}
+		if !isConflict(err) {
+			return 0, unavailable("heartbeat "+key, err)
+		}
+		// Expired (purged) or written by someone else: start again.
+		rev = 0
+	}
+	return 0, fmt.Errorf("heartbeat %s: %w", key, ErrConflict)
+}
+
+// StopBeat deletes the heartbeat key, as a clean shutdown does.
+func (s *Store) StopBeat(ctx context.Context, team, key string) error {
+	kv, err := s.heartbeats(ctx, team, false)
+	if err != nil {
+		return err
+	}
+	if err := kv.Delete(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return unavailable("stop heartbeat "+key, err)
+	}
+	return nil
+}
+
+// Heartbeats reads every live heartbeat of the team by key.
+func (s *Store) Heartbeats(ctx context.Context, team string) (map[string]HeartbeatEntry, error) {
+	w, err := s.WatchHeartbeats(ctx, team)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	out := map[string]HeartbeatEntry{}
+	for {
+		var e jetstream.KeyValueEntry
+		select {
+		case <-ctx.Done():
+			return nil, teambus.Unavailablef("read heartbeats of team %s: %v", team, ctx.Err())
+		case e = <-w.Updates():
+		}
+		if e == nil {
+			return out, nil
+		}
+		if hb, ok := DecodeHeartbeat(e); ok {
+			out[e.Key()] = hb
+		}
+	}
+}
+
+// WatchHeartbeats watches the team's heartbeat bucket, including deletes
+// and the purges of expired keys. The first updates are the current values,
+// then a nil entry.
+func (s *Store) WatchHeartbeats(ctx context.Context, team string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	kv, err := s.heartbeats(ctx, team, false)
+	if err != nil {
+		return nil, err
+	}
+	w, err := kv.WatchAll(ctx, opts...)
+	if err != nil {
+		return nil, unavailable("watch heartbeats of team "+team, err)
+	}
+	return w, nil
+}
+
+// DecodeHeartbeat decodes a put entry; deletes and purges give false.
+func DecodeHeartbeat(e jetstream.KeyValueEntry) (HeartbeatEntry, bool) {
+	if e == nil || e.Operation() != jetstream.KeyValuePut {
+		return HeartbeatEntry{}, false
+	}
+	var hb Heartbeat
+	if err := json.Unmarshal(e.Value(), &hb); err != nil {
+		return HeartbeatEntry{}, false
+	}
+	return HeartbeatEntry{Heartbeat: hb, Rev: e.Revision(), Created: e.Created()}, true
+}

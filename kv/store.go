@@ -1,0 +1,542 @@
+package kv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/teambus/teambus"
+)
+
+// Bucket name prefixes. A team id can not contain a dot, so these never
+// collide.
+const (
+	StatePrefix     = "TBS_"
+	HeartbeatPrefix = "TBH_"
+)
+
+// Keys in the state bucket.
+const (
+	keyTeam     = "team"
+	preMember   = "member."
+	preTask     = "task."
+	preActivity = "activity."
+)
+
+// ErrConflict is returned by a Put whose revision is stale.
+var ErrConflict = fmt.Errorf("%w: record changed since it was read", teambus.ErrConflict)
+
+// Config holds the storage settings of team buckets.
+type Config struct {
+	// Replicas of each bucket: 1 on a single node, 3 in a cluster.
+	Replicas int
+	// MaxBytes caps each team's state bucket. 0 means 256 MiB.
+	MaxBytes int64
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Store is typed team state over JetStream KV.
+type Store struct {
+	js  jetstream.JetStream
+	cfg Config
+}
+
+// New returns a store on js. It does no I/O.
+func New(js jetstream.JetStream, cfg Config) *Store {
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = 256 << 20
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Store{js: js, cfg: cfg}
+}
+
+// Now returns the store's clock reading.
+func (s *Store) Now() time.Time { return s.cfg.Now().UTC() }
+
+// JetStream returns the JetStream context the store uses.
+func (s *Store) JetStream() jetstream.JetStream { return s.js }
+
+// Snapshot is a consistent-enough read of a whole team: every record with
+// the revision it was read at.
+type Snapshot struct {
+	Team      *teambus.Team
+	TeamRev   uint64
+	Members   map[string]*teambus.Member
+	MemberRev map[string]uint64
+	Tasks     map[string]*teambus.Task
+	TaskRev   map[string]uint64
+	Activity  map[string]time.Time
+}
+
+// MemberIDs returns the member ids sorted.
+func (s *Snapshot) MemberIDs() []string {
+	ids := make([]string, 0, len(s.Members))
+	for id := range s.Members {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// TaskIDs returns the task ids in creation order, then id.
+func (s *Snapshot) TaskIDs() []string {
+	ids := make([]string, 0, len(s.Tasks))
+	for id := range s.Tasks {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		a, b := s.Tasks[ids[i]], s.Tasks[ids[j]]
+		if !a.CreatedAt.Equal(b.CreatedAt) {
+			return a.CreatedAt.Before(b.CreatedAt)
+		}
+		return a.ID < b.ID
+	})
+	return ids
+}
+
+// Member returns the member or an ErrNotFound naming the team.
+func (s *Snapshot) Member(id string) (*teambus.Member, error) {
+	m, ok := s.Members[id]
+	if !ok {
+		return nil, teambus.NotFoundf("team %s has no member %s: see `teambus team show %s`", s.Team.ID, id, s.Team.ID)
+	}
+	return m, nil
+}
+
+// Task returns the task or an ErrNotFound naming the team.
+func (s *Snapshot) Task(id string) (*teambus.Task, error) {
+	t, ok := s.Tasks[id]
+	if !ok {
+		return nil, teambus.NotFoundf("team %s has no task %s: see `teambus task list --team %s`", s.Team.ID, id, s.Team.ID)
+	}
+	return t, nil
+}
+
+// MemberTasks returns the active tasks assigned to member, sorted by id.
+func (s *Snapshot) MemberTasks(member string) []*teambus.Task {
+	var out []*teambus.Task
+	for _, t := range s.Tasks {
+		if t.Active() && t.AssignedTo == member {
+			out = append(out, t)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// WorkStatus is the member's status as users see it: the stored lifecycle
+// status, or for a working member the status derived from its tasks.
+func (s *Snapshot) WorkStatus(member string) teambus.MemberStatus {
+	m := s.Members[member]
+	if m == nil {
+		return ""
+	}
+	switch m.Status {
+	case teambus.MemberSpawned, teambus.MemberIdle, teambus.MemberInProgress, teambus.MemberBlocked, teambus.MemberComplete:
+	default:
+		return m.Status
+	}
+	tasks := s.MemberTasks(member)
+	for _, t := range tasks {
+		if t.Status == teambus.TaskInProgress {
+			return teambus.MemberInProgress
+		}
+	}
+	if len(tasks) > 0 {
+		return teambus.MemberBlocked
+	}
+	if m.Status == teambus.MemberSpawned {
+		return teambus.MemberSpawned
+	}
+	return teambus.MemberIdle
+}
+
+func (s *Store) stateBucket(ctx context.Context, team string) (jetstream.KeyValue, error) {
+	if err := teambus.ValidateID("team", team); err != nil {
+		return nil, err
+	}
+	kv, err := s.js.KeyValue(ctx, StatePrefix+team)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, teambus.NotFoundf("team %s not found: use `teambus team list`", team)
+	}
+	if err != nil {
+		return nil, unavailable("open team "+team, err)
+	}
+	return kv, nil
+}
+
+// CreateTeam creates the team's buckets and records. It fails with ErrState
+// when the team exists. Creating the buckets is idempotent, so a create that
+// died half-way can be repeated.
+func (s *Store) CreateTeam(ctx context.Context, t *teambus.Team, members []*teambus.Member) error {
+	if err := teambus.ValidateID("team", t.ID); err != nil {
+		return err
+	}
+	kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      StatePrefix + t.ID,
+		Description: "teambus team state",
+		History:     8,
+		Storage:     jetstream.FileStorage,
+		Replicas:    s.cfg.Replicas,
+		MaxBytes:    s.cfg.MaxBytes,
+	})
+	if err != nil {
+		return unavailable("create state bucket of team "+t.ID, err)
+	}
+	if _, err := s.heartbeats(ctx, t.ID, true); err != nil {
+		return err
+	}
+	if e, err := kv.Get(ctx, keyTeam); err == nil {
+		var old teambus.Team
+		if json.Unmarshal(e.Value(), &old) == nil && old.ID != "" {
+			return teambus.Statef("team %s already exists (created %s): pick another id, or see `teambus team show %s`", t.ID, old.CreatedAt.Format(time.RFC3339), t.ID)
+		}
+	}
+	for _, m := range members {
+		b, _ := json.Marshal(m)
+		if _, err := kv.Create(ctx, preMember+m.ID, b); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			return unavailable("create member "+m.ID, err)
+		}
+	}
+	// The team record goes last: a team exists once its record does.
+	b, _ := json.Marshal(t)
+	if _, err := kv.Create(ctx, keyTeam, b); err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return teambus.Statef("team %s already exists: pick another id", t.ID)
+		}
+		return unavailable("create team "+t.ID, err)
+	}
+	return nil
+}
+
+// TeamExists reports whether the team's record exists.
+func (s *Store) TeamExists(ctx context.Context, team string) (bool, error) {
+	_, _, err := s.Team(ctx, team)
+	if errors.Is(err, teambus.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// ListTeams returns the ids of all teams, sorted.
+func (s *Store) ListTeams(ctx context.Context) ([]string, error) {
+	lister := s.js.KeyValueStoreNames(ctx)
+	var out []string
+	for name := range lister.Name() {
+		if id, ok := strings.CutPrefix(name, StatePrefix); ok {
+			out = append(out, id)
+		}
+	}
+	if err := lister.Error(); err != nil {
+		return nil, unavailable("list teams", err)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// DeleteTeam removes the team's state and heartbeat buckets.
+func (s *Store) DeleteTeam(ctx context.Context, team string) error {
+	for _, b := range []string{StatePrefix + team, HeartbeatPrefix + team} {
+		if err := s.js.DeleteKeyValue(ctx, b); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return unavailable("delete bucket "+b, err)
+		}
+	}
+	return nil
+}
+
+// Team reads the team record and its revision.
+func (s *Store) Team(ctx context.Context, team string) (*teambus.Team, uint64, error) {
+	kv, err := s.stateBucket(ctx, team)
+	if err != nil {
+		return nil, 0, err
+	}
+	var t teambus.Team
+	rev, err := get(ctx, kv, keyTeam, &t)
+	if errors.Is(err, teambus.ErrNotFound) {
+		return nil, 0, teambus.NotFoundf("team %s not found: use `teambus team list`", team)
+	}
+	return &t, rev, err
+}
+
+// Snapshot reads every record of the team in one pass over the bucket.
+func (s *Store) Snapshot(ctx context.Context, team string) (*Snapshot, error) {
+	kv, err := s.stateBucket(ctx, team)
+	if err != nil {
+		return nil, err
+	}
+	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, unavailable("read team "+team, err)
+	}
+	defer w.Stop()
+	snap := &Snapshot{
+		Members: map[string]*teambus.Member{}, MemberRev: map[string]uint64{},
+		Tasks: map[string]*teambus.Task{}, TaskRev: map[string]uint64{},
+		Activity: map[string]time.Time{},
+	}
+	for {
+		var e jetstream.KeyValueEntry
+		select {
+		case <-ctx.Done():
+			return nil, teambus.Unavailablef("read team %s: %v", team, ctx.Err())
+		case e = <-w.Updates():
+		}
+		if e == nil {
+			break
+		}
+		if err := snap.add(e); err != nil {
+			return nil, fmt.Errorf("read team %s: %w", team, err)
+		}
+	}
+	if snap.Team == nil {
+		return nil, teambus.NotFoundf("team %s not found: use `teambus team list`", team)
+	}
+	return snap, nil
+}
+
+func (snap *Snapshot) add(e jetstream.KeyValueEntry) error {
+	key := e.Key()
+	switch {
+	case key == keyTeam:
+		var t teambus.Team
+		if err := json.Unmarshal(e.Value(), &t); err != nil {
+			return fmt.Errorf("decode team record: %w", err)
+		}
+		snap.Team, snap.TeamRev = &t, e.Revision()
+	case strings.HasPrefix(key, preMember):
+		var m teambus.Member
+		if err := json.Unmarshal(e.Value(), &m); err != nil {
+			return fmt.Errorf("decode %s: %w", key, err)
+		}
+		snap.Members[m.ID], snap.MemberRev[m.ID] = &m, e.Revision()
+	case strings.HasPrefix(key, preTask):
+		var t teambus.Task
+		if err := json.Unmarshal(e.Value(), &t); err != nil {
+			return fmt.Errorf("decode %s: %w", key, err)
+		}
+		snap.Tasks[t.ID], snap.TaskRev[t.ID] = &t, e.Revision()
+	case strings.HasPrefix(key, preActivity):
+		var at time.Time
+		if err := json.Unmarshal(e.Value(), &at); err == nil {
+			snap.Activity[strings.TrimPrefix(key, preActivity)] = at
+		}
+	}
+	return nil
+}
+
+// Member reads one member and its revision.
+func (s *Store) Member(ctx context.Context, team, id string) (*teambus.Member, uint64, error) {
+	kv, err := s.stateBucket(ctx, team)
+	if err != nil {
+		return nil, 0, err
+	}
+	var m teambus.Member
+	rev, err := get(ctx, kv, preMember+id, &m)
+	if errors.Is(err, teambus.ErrNotFound) {
+		return nil, 0, teambus.NotFoundf("team %s has no member %s: see `teambus team show %s`", team, id, team)
+	}
+	return &m, rev, err
+}
+
+// Task reads one task and its revision.
+func (s *Store) Task(ctx context.Context, team, id string) (*teambus.Task, uint64, error) {
+	kv, err := s.stateBucket(ctx, team)
+	if err != nil {
+		return nil, 0, err
+	}
+	var t teambus.Task
+	rev, err := get(ctx, kv, preTask+id, &t)
+	if errors.Is(err, teambus.ErrNotFound) {
+		return nil, 0, teambus.NotFoundf("team %s has no task %s: see `teambus task list --team %s`", team, id, team)
+	}
+	return &t, rev, err
+}
+
+// PutTeam writes the team record if its revision is still rev.
+func (s *Store) PutTeam(ctx context.Context, t *teambus.Team, rev uint64) (uint64, error) {
+	t.UpdatedAt = s.Now()
+	return s.put(ctx, t.ID, keyTeam, t, rev)
+}
+
+// PutMember writes a member if its revision is still rev; rev 0 creates it.
+func (s *Store) PutMember(ctx context.Context, team string, m *teambus.Member, rev uint64) (uint64, error) {
+	if err := teambus.ValidateMemberID(m.ID); err != nil {
+		return 0, err
+	}
+	m.UpdatedAt = s.Now()
+	return s.put(ctx, team, preMember+m.ID, m, rev)
+}
+
+// PutTask writes a task if its revision is still rev; rev 0 creates it.
+func (s *Store) PutTask(ctx context.Context, team string, t *teambus.Task, rev uint64) (uint64, error) {
+	if err := teambus.ValidateID("task", t.ID); err != nil {
+		return 0, err
+	}
+	return s.put(ctx, team, preTask+t.ID, t, rev)
+}
+
+// Touch records that member did work at the store's clock. It only moves
+// the time forward, with compare-and-set.
+func (s *Store) Touch(ctx context.Context, team, member string) error {
+	kv, err := s.stateBucket(ctx, team)
+	if err != nil {
+		return err
+	}
+	now := s.Now()
+	return Retry(ctx, func() error {
+		var at time.Time
+		rev, err := get(ctx, kv, preActivity+member, &at)
+		if err != nil && !errors.Is(err, teambus.ErrNotFound) {
+			return err
+		}
+		if !now.After(at) {
+			return nil
+		}
+		b, _ := json.Marshal(now)
+		_, err = update(ctx, kv, preActivity+member, b, rev)
+		return err
+	})
+}
+
+// Activity returns when member last did work, zero if never.
+func (s *Store) Activity(ctx context.Context, team, member string) (time.Time, error) {
+	kv, err := s.stateBucket(ctx, team)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var at time.Time
+	_, err = get(ctx, kv, preActivity+member, &at)
+	if errors.Is(err, teambus.ErrNotFound) {
+		return time.Time{}, nil
+	}
+	return at, err
+}
+
+// WatchState watches every record of the team's state bucket. The first
+// updates are the current values, then a nil entry, then changes.
+func (s *Store) WatchState(ctx context.Context, team string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	kv, err := s.stateBucket(ctx, team)
+	if err != nil {
+		return nil, err
+	}
+	w, err := kv.WatchAll(ctx, opts...)
+	if err != nil {
+		return nil, unavailable("watch team "+team, err)
+	}
+	return w, nil
+}
+
+func (s *Store) put(ctx context.Context, team, key string, v any, rev uint64) (uint64, error) {
+	kv, err := s.stateBucket(ctx, team)
+	if err != nil {
+		return 0, err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return 0, fmt.Errorf("encode %s: %w", key, err)
+	}
+	return update(ctx, kv, key, b, rev)
+}
+
+// update is the one compare-and-set write: rev 0 creates the key.
+func update(ctx context.Context, kv jetstream.KeyValue, key string, b []byte, rev uint64) (uint64, error) {
+	var (
+		n   uint64
+		err error
+	)
+	if rev == 0 {
+		n, err = kv.Create(ctx, key, b)
+	} else {
+		n, err = kv.Update(ctx, key, b, rev)
+	}
+	switch {
+	case err == nil:
+		return n, nil
+	case isConflict(err):
+		return 0, fmt.Errorf("write %s: %w", key, ErrConflict)
+	default:
+		return 0, unavailable("write "+key, err)
+	}
+}
+
+func get(ctx context.Context, kv jetstream.KeyValue, key string, v any) (uint64, error) {
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return 0, teambus.NotFoundf("%s not found", key)
+	}
+	if err != nil {
+		return 0, unavailable("read "+key, err)
+	}
+	if err := json.Unmarshal(e.Value(), v); err != nil {
+		return 0, fmt.Errorf("decode %s: %w", key, err)
+	}
+	return e.Revision(), nil
+}
+
+// isConflict matches a compare-and-set failure. ErrKeyExists matches the
+// same API code as a revision mismatch; replicated streams use 10164.
+func isConflict(err error) bool {
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == 10164
+	}
+	return false
+}
+
+// MaxRetries bounds Retry.
+const MaxRetries = 64
+
+// Retry runs fn until it does not fail with ErrConflict from a stale
+// revision, so fn can re-read and decide again. A conflict the transition
+// itself reports (a task claimed by someone else) is returned as is: fn
+// returns that from its own check, not from a Put, and Retry can not tell
+// them apart except through ErrConflict from kv, which it retries.
+func Retry(ctx context.Context, fn func() error) error {
+	var err error
+	for i := 0; i < MaxRetries; i++ {
+		err = fn()
+		if !errors.Is(err, ErrConflict) {
+			return err
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		backoff(ctx, i)
+	}
+	return err
+}
+
+func backoff(ctx context.Context, i int) {
+	if i < 2 {
+		return
+	}
+	d := time.Duration(i) * time.Millisecond
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func unavailable(what string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return teambus.Unavailablef("%s: timed out: is the bus reachable?", what)
+	}
+	return teambus.Unavailablef("%s: %v", what, err)
+}

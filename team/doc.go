@@ -1,0 +1,13 @@
+// Package team implements what members and leads do to a team, composed
+// from the kv state store and the bus mailbox: create a team, add tasks,
+// claim and finish them, checkpoint, send and read mail, register a new
+// incarnation, record a crash. The command line, both sidecars and the demo
+// call these, so every path applies the same rules.
+//
+// Each operation reads the records it needs, applies a pure transition of
+// the teambus package, and writes with compare-and-set on the revision it
+// read; a lost race re-reads and decides again (kv.Retry), so two writers
+// never both win and a transition that no longer applies is refused with its
+// own error. Member operations check the caller's session against the
+// member's current one first (fencing) and record the member's activity.
+package team

@@ -1,0 +1,226 @@
+package team
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/kv"
+)
+
+// Join registers a new incarnation of a member: epoch up, the new session
+// becomes the only one accepted, the old incarnation is fenced. The
+// member's tasks stay assigned to it; a crashed member's were requeued.
+func (s *Service) Join(ctx context.Context, team, member, session string) (*teambus.Member, error) {
+	if err := teambus.ValidateMemberID(member); err != nil {
+		return nil, err
+	}
+	if err := teambus.ValidateSession(session); err != nil {
+		return nil, err
+	}
+	var out *teambus.Member
+	err := kv.Retry(ctx, func() error {
+		snap, err := s.store.Snapshot(ctx, team)
+		if err != nil {
+			return err
+		}
+		if snap.Team.Closed() {
+			return teambus.Statef("team %s is %s: nothing to join", team, snap.Team.Status)
+		}
+		m, err := snap.Member(member)
+		if err != nil {
+			return err
+		}
+		if m.Status == teambus.MemberPaused {
+			return teambus.Statef("member %s is paused after repeated crashes: the lead must decide (task reassign, or team abort)", member)
+		}
+		m.Register(session, s.Now())
+		if _, err := s.store.PutMember(ctx, team, m, snap.MemberRev[member]); err != nil {
+			return err
+		}
+		out = m
+		return nil
+	})
+	if err == nil {
+		_ = s.store.Touch(ctx, team, member)
+	}
+	return out, err
+}
+
+// SetMemberStatus sets the stored lifecycle status of a member's current
+// incarnation. It does nothing when epoch is no longer current.
+func (s *Service) SetMemberStatus(ctx context.Context, team, member string, epoch int64, status teambus.MemberStatus) error {
+	return s.UpdateMember(ctx, team, member, epoch, func(m *teambus.Member) bool {
+		if m.Status == status {
+			return false
+		}
+		switch m.Status {
+		case teambus.MemberCrashed, teambus.MemberPaused, teambus.MemberShutdown:
+			return false
+		}
+		m.Status = status
+		if status == teambus.MemberZombie {
+			m.ZombieSince = teambus.TimePtr(s.Now())
+		} else {
+			m.ZombieSince = nil
+		}
+		return true
+	})
+}
+
+// UpdateMember applies fn to the member's current incarnation with
+// compare-and-set; fn returns whether it changed anything. A stale epoch
+// changes nothing.
+func (s *Service) UpdateMember(ctx context.Context, team, member string, epoch int64, fn func(*teambus.Member) bool) error {
+	return kv.Retry(ctx, func() error {
+		m, rev, err := s.store.Member(ctx, team, member)
+		if err != nil {
+			return err
+		}
+		if epoch != 0 && m.Epoch != epoch {
+			return nil
+		}
+		if !fn(m) {
+			return nil
+		}
+		_, err = s.store.PutMember(ctx, team, m, rev)
+		return err
+	})
+}
+
+// UpdateTeam applies fn to the team record with compare-and-set; fn returns
+// whether it changed anything.
+func (s *Service) UpdateTeam(ctx context.Context, team string, fn func(*teambus.Team) (bool, error)) (*teambus.Team, error) {
+	var out *teambus.Team
+	err := kv.Retry(ctx, func() error {
+		t, rev, err := s.store.Team(ctx, team)
+		if err != nil {
+			return err
+		}
+		changed, err := fn(t)
+		if err != nil {
+			return err
+		}
+		if changed {
+			if _, err := s.store.PutTeam(ctx, t, rev); err != nil {
+				return err
+			}
+		}
+		out = t
+		return nil
+	})
+	return out, err
+}
+
+// CrashResult says what a crash report did.
+type CrashResult struct {
+	// Counted is false when this incarnation's crash was recorded before,
+	// or the incarnation was already replaced: nothing changed.
+	Counted bool
+	// Paused is true when the crash limit was passed: the member and its
+	// task are paused and an escalation is due.
+	Paused bool
+	// Tasks are the tasks that went back to the queue (or were paused).
+	Tasks []string
+	// Crashes is the member's crash count after this crash.
+	Crashes int
+}
+
+// MarkCrashed records the crash of a member's incarnation epoch: crash count
+// +1, its tasks back to available with their checkpoints, or past the crash
+// limit the tasks and the member paused with an escalation pending. It is
+// idempotent per incarnation: reporting the same crash again, from the lead,
+// the teammate sidecar or a restarted lead, changes nothing.
+func (s *Service) MarkCrashed(ctx context.Context, team, member string, epoch int64, reason string) (CrashResult, error) {
+	var res CrashResult
+	err := kv.Retry(ctx, func() error {
+		res = CrashResult{}
+		snap, err := s.store.Snapshot(ctx, team)
+		if err != nil {
+			return err
+		}
+		m, err := snap.Member(member)
+		if err != nil {
+			return err
+		}
+		if m.Epoch != epoch || m.CrashedEpoch == epoch || m.Status == teambus.MemberShutdown {
+			res.Crashes = m.CrashCount
+			return nil
+		}
+		tasks := snap.MemberTasks(member)
+		n := m.CrashCount + 1
+		for _, t := range tasks {
+			if t.Crashes+1 > n {
+				n = t.Crashes + 1
+			}
+		}
+		m.CrashCount = n
+		m.CrashedEpoch = epoch
+		m.ZombieSince = nil
+		res.Counted, res.Crashes = true, n
+		if n > snap.Team.Policy.CrashLimit {
+			m.Status = teambus.MemberPaused
+			m.EscalatePending = true
+			res.Paused = true
+		} else {
+			m.Status = teambus.MemberCrashed
+		}
+		// The member record is the decision point: once it says this epoch
+		// crashed, the crash is counted. Its tasks follow; the lead's
+		// reconcile finishes them if this process dies in between.
+		if _, err := s.store.PutMember(ctx, team, m, snap.MemberRev[member]); err != nil {
+			return err
+		}
+		for _, t := range tasks {
+			res.Tasks = append(res.Tasks, t.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("record crash of %s: %w", member, err)
+	}
+	if _, err := s.ReconcileMember(ctx, team, member, reason); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// ReconcileMember makes a member's tasks agree with its stored status: a
+// crashed member's active tasks go back to the queue (checkpoint kept), a
+// paused member's are paused. It is idempotent and returns the tasks it
+// changed.
+func (s *Service) ReconcileMember(ctx context.Context, team, member, reason string) ([]string, error) {
+	var changed []string
+	err := kv.Retry(ctx, func() error {
+		changed = changed[:0]
+		snap, err := s.store.Snapshot(ctx, team)
+		if err != nil {
+			return err
+		}
+		m, err := snap.Member(member)
+		if err != nil {
+			return err
+		}
+		if m.Status != teambus.MemberCrashed && m.Status != teambus.MemberPaused {
+			return nil
+		}
+		for _, t := range snap.MemberTasks(member) {
+			if t.Epoch > m.CrashedEpoch && m.Status == teambus.MemberCrashed {
+				continue // claimed by a later incarnation
+			}
+			t.Crashes++
+			if m.Status == teambus.MemberPaused {
+				teambus.Pause(t, fmt.Sprintf("paused: %s crashed %d times (%s)", member, m.CrashCount, reason), s.Now())
+			} else {
+				_ = teambus.Requeue(t, snap.Tasks, s.Now())
+				t.LastError = fmt.Sprintf("%s crashed: %s", member, reason)
+			}
+			if _, err := s.store.PutTask(ctx, team, t, snap.TaskRev[t.ID]); err != nil {
+				return err
+			}
+			changed = append(changed, t.ID)
+		}
+		return nil
+	})
+	return changed, err
+}

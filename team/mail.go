@@ -1,0 +1,157 @@
+package team
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
+)
+
+// SendSpec is a message to send.
+type SendSpec struct {
+	To   string
+	Type teambus.MessageType
+	// ID is the idempotency key; empty generates one.
+	ID   string
+	Body string
+	Data json.RawMessage
+}
+
+// NewMessageID returns a random idempotency key.
+func NewMessageID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Send stores a message from the actor. An unknown recipient is refused
+// and nothing is stored. Mail of a member in zombie mode is held durably and
+// delivered when a lead re-attaches.
+func (s *Service) Send(ctx context.Context, a Actor, spec SendSpec) (bus.SendResult, error) {
+	if err := a.Validate(); err != nil {
+		return bus.SendResult{}, err
+	}
+	if spec.Type == "" {
+		spec.Type = teambus.MsgInfo
+	}
+	if _, err := teambus.ParseMessageType(string(spec.Type)); err != nil {
+		return bus.SendResult{}, err
+	}
+	if spec.ID == "" {
+		spec.ID = NewMessageID()
+	}
+	if err := teambus.ValidateMessageID(spec.ID); err != nil {
+		return bus.SendResult{}, err
+	}
+	if err := teambus.ValidateData(spec.Data); err != nil {
+		return bus.SendResult{}, err
+	}
+	if spec.To == "" {
+		spec.To = teambus.Lead
+	}
+	if spec.To != teambus.Lead && spec.To != teambus.All {
+		if err := teambus.ValidateID("recipient", spec.To); err != nil {
+			return bus.SendResult{}, err
+		}
+	}
+	// Point reads, not a snapshot: a send costs the same in a team of ten
+	// tasks or ten thousand.
+	t, _, err := s.store.Team(ctx, a.Team)
+	if err != nil {
+		return bus.SendResult{}, err
+	}
+	mb := s.teamMailbox(t)
+	if max := mb.Config().MaxBody; len(spec.Body) > max {
+		return bus.SendResult{}, teambus.Invalidf("message body is %d bytes, at most %d: nothing sent; put large content in a file and send its path", len(spec.Body), max)
+	}
+	if t.Closed() {
+		return bus.SendResult{}, teambus.Statef("team %s is %s: use `teambus team review %s`", t.ID, t.Status, t.ID)
+	}
+	var (
+		epoch int64
+		held  bool
+	)
+	if a.IsLead() {
+		if t.LeadSession != "" && a.Session != t.LeadSession {
+			return bus.SendResult{}, teambus.Fencedf("session %q is not the lead session of team %s (lead epoch %d)", a.Session, t.ID, t.LeadEpoch)
+		}
+		epoch = t.LeadEpoch
+	} else {
+		m, _, err := s.store.Member(ctx, a.Team, a.Member)
+		if err != nil {
+			return bus.SendResult{}, err
+		}
+		if err := m.Fenced(a.Session); err != nil {
+			return bus.SendResult{}, err
+		}
+		epoch, held = m.Epoch, m.Status == teambus.MemberZombie
+	}
+	if spec.To == a.Member {
+		return bus.SendResult{}, teambus.Invalidf("%s can not send mail to itself", a.Member)
+	}
+	if spec.To != teambus.Lead && spec.To != teambus.All {
+		if _, _, err := s.store.Member(ctx, a.Team, spec.To); err != nil {
+			return bus.SendResult{}, fmt.Errorf("%w: nothing sent", err)
+		}
+	}
+	m := &teambus.Message{ID: spec.ID, From: a.Member, To: spec.To, Type: spec.Type, Body: spec.Body, Data: spec.Data, Epoch: epoch, TS: s.Now()}
+	res, err := mb.Send(ctx, m, held)
+	if err == nil {
+		s.touch(ctx, a)
+	}
+	return res, err
+}
+
+// Inbox returns the actor's unacknowledged mail, oldest first.
+func (s *Service) Inbox(ctx context.Context, a Actor, opts bus.InboxOptions) ([]teambus.Message, error) {
+	if err := s.check(ctx, a); err != nil {
+		return nil, err
+	}
+	opts.Self = a.Member
+	msgs, err := s.Mailbox(a.Team).Inbox(ctx, a.Member, opts)
+	if err == nil {
+		s.touch(ctx, a)
+	}
+	return msgs, err
+}
+
+// Ack acknowledges the actor's mail by sequence.
+func (s *Service) Ack(ctx context.Context, a Actor, seqs []uint64) (bus.AckResult, error) {
+	if len(seqs) == 0 {
+		return bus.AckResult{}, teambus.Invalidf("nothing to ack: give the sequence numbers `teambus inbox` printed")
+	}
+	if err := s.check(ctx, a); err != nil {
+		return bus.AckResult{}, err
+	}
+	res, err := s.Mailbox(a.Team).Ack(ctx, a.Member, seqs)
+	if err == nil {
+		s.touch(ctx, a)
+	}
+	return res, err
+}
+
+// check validates and authorizes the actor against the team's records.
+func (s *Service) check(ctx context.Context, a Actor) error {
+	if err := a.Validate(); err != nil {
+		return err
+	}
+	if a.IsLead() {
+		t, _, err := s.store.Team(ctx, a.Team)
+		if err != nil {
+			return err
+		}
+		if t.LeadSession != "" && a.Session != t.LeadSession {
+			return teambus.Fencedf("session %q is not the lead session of team %s (lead epoch %d)", a.Session, t.ID, t.LeadEpoch)
+		}
+		return nil
+	}
+	m, _, err := s.store.Member(ctx, a.Team, a.Member)
+	if err != nil {
+		return err
+	}
+	return m.Fenced(a.Session)
+}

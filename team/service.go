@@ -1,0 +1,231 @@
+package team
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/kv"
+)
+
+// Config holds the storage limits of new teams and the clock.
+type Config struct {
+	Mailbox bus.MailboxConfig
+	KV      kv.Config
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Service runs team operations against one bus connection.
+type Service struct {
+	js    jetstream.JetStream
+	store *kv.Store
+	cfg   Config
+}
+
+// New returns a service on js. It does no I/O.
+func New(js jetstream.JetStream, cfg Config) *Service {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	cfg.KV.Now = cfg.Now
+	return &Service{js: js, store: kv.New(js, cfg.KV), cfg: cfg}
+}
+
+// Store returns the state store.
+func (s *Service) Store() *kv.Store { return s.store }
+
+// Mailbox returns the mailbox of team with the service's limits.
+func (s *Service) Mailbox(team string) *bus.Mailbox {
+	return bus.NewMailbox(s.js, team, s.cfg.Mailbox)
+}
+
+// teamMailbox returns the mailbox of t with the body limit stored with it.
+func (s *Service) teamMailbox(t *teambus.Team) *bus.Mailbox {
+	cfg := s.cfg.Mailbox
+	if t.MaxBody > 0 {
+		cfg.MaxBody = t.MaxBody
+	}
+	return bus.NewMailbox(s.js, t.ID, cfg)
+}
+
+// Now returns the service clock in UTC.
+func (s *Service) Now() time.Time { return s.cfg.Now().UTC() }
+
+// Actor is who runs a command: a member of a team, or the lead (Member ==
+// teambus.Lead), in a session.
+type Actor struct {
+	Team    string
+	Member  string
+	Session string
+}
+
+// Validate checks the actor's ids.
+func (a Actor) Validate() error {
+	if a.Team == "" {
+		return teambus.Invalidf("no team given: pass --team or set TEAMBUS_TEAM")
+	}
+	if err := teambus.ValidateID("team", a.Team); err != nil {
+		return err
+	}
+	if a.Member == "" {
+		return teambus.Invalidf("no member given: pass --member or set TEAMBUS_MEMBER (the lead is %q)", teambus.Lead)
+	}
+	if a.Member != teambus.Lead {
+		if err := teambus.ValidateMemberID(a.Member); err != nil {
+			return err
+		}
+	}
+	if a.Session != "" {
+		return teambus.ValidateSession(a.Session)
+	}
+	return nil
+}
+
+// IsLead reports whether the actor is the lead.
+func (a Actor) IsLead() bool { return a.Member == teambus.Lead }
+
+// authorize checks that the actor may act in snap's team now and returns
+// the incarnation epoch it acts as.
+func authorize(snap *kv.Snapshot, a Actor) (int64, error) {
+	t := snap.Team
+	if t.Closed() {
+		return 0, teambus.Statef("team %s is %s: use `teambus team review %s`", t.ID, t.Status, t.ID)
+	}
+	if a.IsLead() {
+		if t.LeadSession != "" && a.Session != t.LeadSession {
+			return 0, teambus.Fencedf("session %q is not the lead session of team %s (lead epoch %d): attach with `teambus team resume %s --session S`", a.Session, t.ID, t.LeadEpoch, t.ID)
+		}
+		return t.LeadEpoch, nil
+	}
+	m, err := snap.Member(a.Member)
+	if err != nil {
+		return 0, err
+	}
+	if err := m.Fenced(a.Session); err != nil {
+		return 0, err
+	}
+	return m.Epoch, nil
+}
+
+// MemberSpec describes a member at team creation: ID[:ROLE[:QUANTUM]].
+type MemberSpec struct {
+	ID, Role, Quantum string
+}
+
+// ParseMemberSpec parses ID[:ROLE[:QUANTUM]].
+func ParseMemberSpec(s string) (MemberSpec, error) {
+	parts := strings.SplitN(s, ":", 3)
+	spec := MemberSpec{ID: parts[0]}
+	if err := teambus.ValidateMemberID(spec.ID); err != nil {
+		return spec, err
+	}
+	if len(parts) > 1 {
+		spec.Role = parts[1]
+		if len(spec.Role) > 64 || strings.ContainsAny(spec.Role, "\n\r\t") {
+			return spec, teambus.Invalidf("invalid role %q for member %s: at most 64 characters on one line", spec.Role, spec.ID)
+		}
+	}
+	if len(parts) > 2 && parts[2] != "" {
+		spec.Quantum = parts[2]
+		if err := teambus.ValidateID("quantum", spec.Quantum); err != nil {
+			return spec, err
+		}
+	}
+	return spec, nil
+}
+
+// CreateTeam creates a team with its policy and members, its state
+// buckets, mailbox and the members' inboxes. leadSession may be empty: the
+// first `teambus lead` then attaches as lead.
+func (s *Service) CreateTeam(ctx context.Context, id, leadSession string, members []MemberSpec, policy teambus.Policy) (*teambus.Team, error) {
+	if err := teambus.ValidateID("team", id); err != nil {
+		return nil, err
+	}
+	if leadSession != "" {
+		if err := teambus.ValidateSession(leadSession); err != nil {
+			return nil, err
+		}
+	}
+	if err := policy.Validate(); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, m := range members {
+		if err := teambus.ValidateMemberID(m.ID); err != nil {
+			return nil, err
+		}
+		if seen[m.ID] {
+			return nil, teambus.Invalidf("member %s is listed twice", m.ID)
+		}
+		seen[m.ID] = true
+	}
+	if ok, err := s.store.TeamExists(ctx, id); err != nil {
+		return nil, err
+	} else if ok {
+		return nil, teambus.Statef("team %s already exists: pick another id, or see `teambus team show %s`", id, id)
+	}
+	now := s.Now()
+	mb := s.Mailbox(id)
+	if err := mb.Declare(ctx); err != nil {
+		return nil, err
+	}
+	for _, r := range append([]string{teambus.Lead}, keys(seen)...) {
+		if err := mb.AddRecipient(ctx, r, policy.AckWait); err != nil {
+			return nil, err
+		}
+	}
+	t := &teambus.Team{ID: id, Status: teambus.TeamPending, CreatedAt: now, LeadSession: leadSession, Policy: policy, UpdatedAt: now, MaxBody: mb.Config().MaxBody}
+	var recs []*teambus.Member
+	for _, m := range members {
+		recs = append(recs, &teambus.Member{ID: m.ID, Name: m.ID, Role: m.Role, Quantum: m.Quantum, Status: teambus.MemberSpawned, CreatedAt: now, UpdatedAt: now})
+	}
+	if err := s.store.CreateTeam(ctx, t, recs); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// AddMember adds a member to an existing team.
+func (s *Service) AddMember(ctx context.Context, team string, spec MemberSpec) (*teambus.Member, error) {
+	snap, err := s.store.Snapshot(ctx, team)
+	if err != nil {
+		return nil, err
+	}
+	if snap.Team.Closed() {
+		return nil, teambus.Statef("team %s is %s: no new members", team, snap.Team.Status)
+	}
+	if _, ok := snap.Members[spec.ID]; ok {
+		return nil, teambus.Statef("team %s already has a member %s", team, spec.ID)
+	}
+	if err := s.Mailbox(team).AddRecipient(ctx, spec.ID, snap.Team.Policy.AckWait); err != nil {
+		return nil, err
+	}
+	now := s.Now()
+	m := &teambus.Member{ID: spec.ID, Name: spec.ID, Role: spec.Role, Quantum: spec.Quantum, Status: teambus.MemberSpawned, CreatedAt: now}
+	if _, err := s.store.PutMember(ctx, team, m, 0); err != nil {
+		return nil, fmt.Errorf("add member %s: %w", spec.ID, err)
+	}
+	return m, nil
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// touch records the actor's activity; a failure is not the command's.
+func (s *Service) touch(ctx context.Context, a Actor) {
+	if a.IsLead() {
+		return
+	}
+	_ = s.store.Touch(ctx, a.Team, a.Member)
+}

@@ -1,0 +1,363 @@
+package team
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/kv"
+)
+
+// TaskSpec describes a new task.
+type TaskSpec struct {
+	ID          string
+	Description string
+	Deps        []string
+	Priority    int
+	Quantum     string
+}
+
+// AddTask adds a task to the team. It is pending until its dependencies
+// are complete.
+func (s *Service) AddTask(ctx context.Context, team string, spec TaskSpec) (*teambus.Task, error) {
+	var out *teambus.Task
+	err := kv.Retry(ctx, func() error {
+		snap, err := s.store.Snapshot(ctx, team)
+		if err != nil {
+			return err
+		}
+		if snap.Team.Closed() {
+			return teambus.Statef("team %s is %s: no new tasks", team, snap.Team.Status)
+		}
+		t, err := teambus.NewTask(spec.ID, spec.Description, spec.Deps, spec.Priority, spec.Quantum, snap.Tasks, s.Now())
+		if err != nil {
+			return err
+		}
+		if _, err := s.store.PutTask(ctx, team, t, 0); err != nil {
+			if errors.Is(err, kv.ErrConflict) {
+				return teambus.Statef("task %s already exists: use a new id", spec.ID)
+			}
+			return err
+		}
+		out = t
+		return nil
+	})
+	return out, err
+}
+
+// mutateTask runs a transition on one task as actor, with fencing and
+// compare-and-set, retrying on a stale revision. fn returns whether it
+// changed the task; an unchanged task is not written (a repeated command
+// is harmless).
+func (s *Service) mutateTask(ctx context.Context, a Actor, id string, fn func(snap *kv.Snapshot, t *teambus.Task, epoch int64) (bool, error)) (*teambus.Task, bool, error) {
+	if err := a.Validate(); err != nil {
+		return nil, false, err
+	}
+	if err := teambus.ValidateID("task", id); err != nil {
+		return nil, false, err
+	}
+	var (
+		out     *teambus.Task
+		changed bool
+	)
+	err := kv.Retry(ctx, func() error {
+		snap, err := s.store.Snapshot(ctx, a.Team)
+		if err != nil {
+			return err
+		}
+		epoch, err := authorize(snap, a)
+		if err != nil {
+			return err
+		}
+		t, err := snap.Task(id)
+		if err != nil {
+			return err
+		}
+		changed, err = fn(snap, t, epoch)
+		if err != nil {
+			return err
+		}
+		if changed {
+			if _, err := s.store.PutTask(ctx, a.Team, t, snap.TaskRev[id]); err != nil {
+				return err
+			}
+		}
+		out = t
+		return nil
+	})
+	if err == nil {
+		s.touch(ctx, a)
+	}
+	return out, changed, err
+}
+
+// Claim gives task id to the actor. Of concurrent claimers exactly one
+// wins; the others get ErrConflict (exit 3).
+func (s *Service) Claim(ctx context.Context, a Actor, id string) (*teambus.Task, error) {
+	t, _, err := s.mutateTask(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, epoch int64) (bool, error) {
+		if a.IsLead() {
+			return false, teambus.Invalidf("the lead assigns work (task reassign %s --to MEMBER); teammates claim it", id)
+		}
+		if busy := snap.MemberTasks(a.Member); len(busy) > 0 && busy[0].ID != id {
+			return false, teambus.Statef("%s already works on task %s: complete, release or block it first", a.Member, busy[0].ID)
+		}
+		return true, teambus.Claim(t, a.Member, epoch, snap.Tasks, s.Now())
+	})
+	return t, err
+}
+
+// Next claims the best task for the actor: the one that unblocks the most
+// downstream work, then priority, then creation order. It returns
+// ErrUnavailable when nothing is claimable yet and ErrState when no work is
+// left.
+func (s *Service) Next(ctx context.Context, a Actor) (*teambus.Task, error) {
+	if err := a.Validate(); err != nil {
+		return nil, err
+	}
+	for attempt := 0; attempt < kv.MaxRetries; attempt++ {
+		snap, err := s.store.Snapshot(ctx, a.Team)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := authorize(snap, a); err != nil {
+			return nil, err
+		}
+		if busy := snap.MemberTasks(a.Member); len(busy) > 0 {
+			return nil, teambus.Statef("%s already works on task %s: complete, release or block it first", a.Member, busy[0].ID)
+		}
+		quantum := ""
+		if m, ok := snap.Members[a.Member]; ok {
+			quantum = m.Quantum
+		}
+		order := teambus.Pick(snap.Tasks, quantum)
+		if len(order) == 0 {
+			counts := teambus.CountByStatus(snap.Tasks)
+			open := counts[teambus.TaskPending] + counts[teambus.TaskInProgress] + counts[teambus.TaskBlocked]
+			if open == 0 {
+				return nil, teambus.Statef("no task left to claim in team %s (%d complete, %d paused, %d failed)", a.Team, counts[teambus.TaskComplete], counts[teambus.TaskPaused], counts[teambus.TaskFailed])
+			}
+			return nil, teambus.Unavailablef("no task available yet in team %s: %d in progress, %d blocked, %d waiting on dependencies; try again later", a.Team, counts[teambus.TaskInProgress], counts[teambus.TaskBlocked], counts[teambus.TaskPending])
+		}
+		for _, cand := range order {
+			t, err := s.Claim(ctx, a, cand.ID)
+			if err == nil {
+				return t, nil
+			}
+			if !errors.Is(err, teambus.ErrConflict) && !errors.Is(err, teambus.ErrState) {
+				return nil, err
+			}
+			if errors.Is(err, teambus.ErrFenced) {
+				return nil, err
+			}
+		}
+	}
+	return nil, teambus.Conflictf("task next: lost every race for a task; try again")
+}
+
+// Complete finishes the actor's task and makes the tasks that waited on it
+// available. Completing twice is harmless.
+func (s *Service) Complete(ctx context.Context, a Actor, id, commit string) (*teambus.Task, bool, error) {
+	if len(commit) > 64 || strings.ContainsAny(commit, " \t\n") {
+		return nil, false, teambus.Invalidf("invalid commit %q: a git sha", commit)
+	}
+	t, changed, err := s.mutateTask(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, _ int64) (bool, error) {
+		return teambus.Complete(t, a.Member, commit, s.Now())
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	_, err = s.PromoteReady(ctx, a.Team)
+	return t, changed, err
+}
+
+// PromoteReady makes every pending task whose dependencies are done
+// available, and returns their ids. It is idempotent; the lead runs it
+// every heartbeat so a promotion cut short by a crash is finished.
+func (s *Service) PromoteReady(ctx context.Context, team string) ([]string, error) {
+	var out []string
+	err := kv.Retry(ctx, func() error {
+		out = out[:0]
+		snap, err := s.store.Snapshot(ctx, team)
+		if err != nil {
+			return err
+		}
+		for _, id := range teambus.Unblocked(snap.Tasks) {
+			t := snap.Tasks[id]
+			if teambus.Promote(t, snap.Tasks, s.Now()) {
+				if _, err := s.store.PutTask(ctx, team, t, snap.TaskRev[id]); err != nil {
+					return err
+				}
+				out = append(out, id)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Fail records a failed attempt of the actor's task: back to the queue with
+// its checkpoint, or paused after max-attempts failures.
+func (s *Service) Fail(ctx context.Context, a Actor, id, reason string) (*teambus.Task, error) {
+	if len(reason) > 4096 {
+		return nil, teambus.Invalidf("failure reason is %d bytes, at most 4096", len(reason))
+	}
+	t, _, err := s.mutateTask(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, _ int64) (bool, error) {
+		return true, teambus.Fail(t, a.Member, reason, snap.Team.Policy.MaxAttempts, s.Now())
+	})
+	return t, err
+}
+
+// Block marks the actor's task blocked on another task or a reason.
+func (s *Service) Block(ctx context.Context, a Actor, id, on, reason string) (*teambus.Task, error) {
+	if len(reason) > 4096 {
+		return nil, teambus.Invalidf("block reason is %d bytes, at most 4096", len(reason))
+	}
+	t, _, err := s.mutateTask(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, _ int64) (bool, error) {
+		before := *t
+		if err := teambus.Block(t, a.Member, on, reason, snap.Tasks, s.Now()); err != nil {
+			return false, err
+		}
+		return before.Status != t.Status || before.BlockedOn != t.BlockedOn || before.BlockedReason != t.BlockedReason, nil
+	})
+	return t, err
+}
+
+// Release gives the actor's task back to the queue with its checkpoint.
+// The lead may release any active task.
+func (s *Service) Release(ctx context.Context, a Actor, id string) (*teambus.Task, error) {
+	t, _, err := s.mutateTask(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, _ int64) (bool, error) {
+		if a.IsLead() {
+			return true, teambus.Requeue(t, snap.Tasks, s.Now())
+		}
+		return true, teambus.Release(t, a.Member, snap.Tasks, s.Now())
+	})
+	return t, err
+}
+
+// Reassign hands a task to member to. The lead may reassign any task; a
+// member may hand over its own.
+func (s *Service) Reassign(ctx context.Context, a Actor, id, to string) (*teambus.Task, error) {
+	if err := teambus.ValidateMemberID(to); err != nil {
+		return nil, err
+	}
+	t, _, err := s.mutateTask(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, _ int64) (bool, error) {
+		target, err := snap.Member(to)
+		if err != nil {
+			return false, err
+		}
+		if !a.IsLead() && (t.AssignedTo != a.Member || !t.Active()) {
+			return false, teambus.Fencedf("only the lead or the task's current holder may reassign task %s", id)
+		}
+		switch target.Status {
+		case teambus.MemberCrashed, teambus.MemberPaused, teambus.MemberShutdown:
+			return false, teambus.Statef("can not reassign task %s to %s: it is %s", id, to, target.Status)
+		}
+		if busy := snap.MemberTasks(to); len(busy) > 0 && busy[0].ID != id {
+			return false, teambus.Statef("%s already works on task %s", to, busy[0].ID)
+		}
+		return true, teambus.Reassign(t, to, target.Epoch, s.Now())
+	})
+	return t, err
+}
+
+// Reopen returns a finished task to the queue; only the lead may.
+func (s *Service) Reopen(ctx context.Context, a Actor, id string) (*teambus.Task, error) {
+	t, _, err := s.mutateTask(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, _ int64) (bool, error) {
+		if !a.IsLead() {
+			return false, teambus.Fencedf("only the lead may reopen task %s (--member lead)", id)
+		}
+		return true, teambus.Reopen(t, snap.Tasks, s.Now())
+	})
+	return t, err
+}
+
+// CheckpointSpec is what a member reports in a checkpoint.
+type CheckpointSpec struct {
+	Done       []string
+	Remaining  []string
+	LastAction string
+	Files      []string
+	Data       json.RawMessage
+	Auto       bool
+	// Task names the task; empty means the member's current task.
+	Task string
+}
+
+// Checkpoint records the actor's progress with its task, so a fresh agent
+// replacing it continues without redoing work.
+func (s *Service) Checkpoint(ctx context.Context, a Actor, spec CheckpointSpec) (*teambus.Task, error) {
+	if err := teambus.ValidateData(spec.Data); err != nil {
+		return nil, err
+	}
+	if len(spec.LastAction) > 4096 {
+		return nil, teambus.Invalidf("last action is %d bytes, at most 4096", len(spec.LastAction))
+	}
+	if n := len(spec.Data); n > 64<<10 {
+		return nil, teambus.Invalidf("checkpoint data is %d bytes, at most 65536", n)
+	}
+	id := spec.Task
+	if id == "" {
+		if err := a.Validate(); err != nil {
+			return nil, err
+		}
+		snap, err := s.store.Snapshot(ctx, a.Team)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := authorize(snap, a); err != nil {
+			return nil, err
+		}
+		busy := snap.MemberTasks(a.Member)
+		if len(busy) == 0 {
+			return nil, teambus.Statef("%s holds no task: a checkpoint is kept with the member's task; claim one first", a.Member)
+		}
+		id = busy[0].ID
+	}
+	t, _, err := s.mutateTask(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, epoch int64) (bool, error) {
+		if !t.Active() || t.AssignedTo != a.Member {
+			return false, teambus.Conflictf("task %s is not held by %s (it is %s): checkpoint refused", id, a.Member, t.Status)
+		}
+		seq := int64(1)
+		if t.Checkpoint != nil {
+			seq = t.Checkpoint.Seq + 1
+		}
+		cp := &teambus.Checkpoint{
+			Seq: seq, Member: a.Member, Epoch: epoch,
+			TasksCompleted: nonNil(spec.Done), TasksRemaining: nonNil(spec.Remaining),
+			LastAction: spec.LastAction, Files: nonNil(spec.Files), Data: spec.Data, Auto: spec.Auto, At: s.Now(),
+		}
+		if spec.Auto && t.Checkpoint != nil {
+			// An automatic checkpoint keeps what the agent reported and adds
+			// what the sidecar saw.
+			prev := *t.Checkpoint
+			prev.Seq, prev.Auto, prev.At, prev.Epoch = seq, true, s.Now(), epoch
+			if len(spec.Files) > 0 {
+				prev.Files = nonNil(spec.Files)
+			}
+			if spec.LastAction != "" && prev.LastAction == "" {
+				prev.LastAction = spec.LastAction
+			}
+			cp = &prev
+		}
+		t.Checkpoint = cp
+		t.UpdatedAt = s.Now()
+		return true, nil
+	})
+	return t, err
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// since formats how long ago t was.
+func since(now, t time.Time) string {
+	return fmt.Sprintf("%s ago", now.Sub(t).Round(time.Second))
+}

@@ -1,0 +1,113 @@
+package team
+
+import (
+	"context"
+	"time"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/kv"
+)
+
+// MemberView is a member as `team show` prints it (spec section 11).
+type MemberView struct {
+	ID            string               `json:"id"`
+	Name          string               `json:"name,omitempty"`
+	Role          string               `json:"role"`
+	Quantum       string               `json:"quantum,omitempty"`
+	Status        teambus.MemberStatus `json:"status"`
+	Epoch         int64                `json:"epoch"`
+	Session       string               `json:"session"`
+	Task          *string              `json:"task"`
+	CrashCount    int                  `json:"crash_count"`
+	ContextPct    int                  `json:"context_pct"`
+	Online        bool                 `json:"online"`
+	LastHeartbeat *time.Time           `json:"last_heartbeat"`
+	LastActivity  *time.Time           `json:"last_activity"`
+	ZombieSince   *time.Time           `json:"zombie_since"`
+}
+
+// View is a whole team as `team show --json` prints it.
+type View struct {
+	Team    *teambus.Team   `json:"team"`
+	Members []MemberView    `json:"members"`
+	Tasks   []*teambus.Task `json:"tasks"`
+	Counts  map[string]int  `json:"counts"`
+	Lead    *LeadView       `json:"lead"`
+	snap    *kv.Snapshot
+}
+
+// LeadView is the lead's liveness.
+type LeadView struct {
+	Session       string     `json:"session"`
+	Epoch         int64      `json:"epoch"`
+	Online        bool       `json:"online"`
+	LastHeartbeat *time.Time `json:"last_heartbeat"`
+}
+
+// Snapshot returns the records the view was built from.
+func (v *View) Snapshot() *kv.Snapshot { return v.snap }
+
+// Show reads the whole team with liveness from heartbeats.
+func (s *Service) Show(ctx context.Context, team string) (*View, error) {
+	snap, err := s.store.Snapshot(ctx, team)
+	if err != nil {
+		return nil, err
+	}
+	hbs, err := s.store.Heartbeats(ctx, team)
+	if err != nil {
+		return nil, err
+	}
+	return BuildView(snap, hbs, s.Now()), nil
+}
+
+// BuildView assembles the view from a snapshot and heartbeats. A member is
+// online when its heartbeat key exists and is younger than member-timeout
+// (keys expire on the server; the age check covers the moments after a
+// restart, before expiry runs).
+func BuildView(snap *kv.Snapshot, hbs map[string]kv.HeartbeatEntry, now time.Time) *View {
+	v := &View{Team: snap.Team, Counts: map[string]int{}, snap: snap}
+	pol := snap.Team.Policy
+	for _, id := range snap.MemberIDs() {
+		m := snap.Members[id]
+		mv := MemberView{
+			ID: m.ID, Name: m.Name, Role: m.Role, Quantum: m.Quantum, Status: snap.WorkStatus(id),
+			Epoch: m.Epoch, Session: m.Session, CrashCount: m.CrashCount, ContextPct: m.ContextPct, ZombieSince: m.ZombieSince,
+		}
+		if ts := snap.MemberTasks(id); len(ts) > 0 {
+			mv.Task = &ts[0].ID
+		}
+		if hb, ok := hbs[kv.MemberKey(id)]; ok && hb.Epoch == m.Epoch {
+			mv.LastHeartbeat = teambus.TimePtr(hb.Created)
+			mv.Online = now.Sub(hb.Created) < pol.MemberTimeout
+			if hb.ContextPct > 0 {
+				mv.ContextPct = hb.ContextPct
+			}
+		}
+		if at, ok := snap.Activity[id]; ok {
+			mv.LastActivity = teambus.TimePtr(at)
+		}
+		if !mv.Online && (mv.Status == teambus.MemberIdle || mv.Status == teambus.MemberInProgress || mv.Status == teambus.MemberBlocked) && m.Session != "" {
+			mv.Status = teambus.MemberOffline
+		}
+		v.Members = append(v.Members, mv)
+	}
+	for _, id := range snap.TaskIDs() {
+		v.Tasks = append(v.Tasks, snap.Tasks[id])
+	}
+	if v.Tasks == nil {
+		v.Tasks = []*teambus.Task{}
+	}
+	if v.Members == nil {
+		v.Members = []MemberView{}
+	}
+	for st, n := range teambus.CountByStatus(snap.Tasks) {
+		v.Counts[string(st)] = n
+	}
+	lv := &LeadView{Session: snap.Team.LeadSession, Epoch: snap.Team.LeadEpoch}
+	if hb, ok := hbs[kv.LeadKey]; ok {
+		lv.LastHeartbeat = teambus.TimePtr(hb.Created)
+		lv.Online = hb.Session == snap.Team.LeadSession && now.Sub(hb.Created) < pol.LeadTimeout
+	}
+	v.Lead = lv
+	return v
+}
