@@ -140,6 +140,15 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
+	// The limits are read again as pointers: 0 is a valid crash-limit, so
+	// only an absent field keeps its default.
+	var lim struct {
+		CrashLimit  *int `json:"crash_limit"`
+		MaxAttempts *int `json:"max_attempts"`
+	}
+	if err := json.Unmarshal(b, &lim); err != nil {
+		return err
+	}
 	out := DefaultPolicy()
 	pairs := []struct {
 		s string
@@ -161,8 +170,11 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 		}
 		*x.d = d
 	}
-	if j.CrashLimit != 0 || j.MaxAttempts != 0 {
-		out.CrashLimit, out.MaxAttempts = j.CrashLimit, j.MaxAttempts
+	if lim.CrashLimit != nil {
+		out.CrashLimit = *lim.CrashLimit
+	}
+	if lim.MaxAttempts != nil {
+		out.MaxAttempts = *lim.MaxAttempts
 	}
 	*p = out
 	return nil

@@ -28,7 +28,10 @@ type Team struct {
 	CheckpointSeq         int64             `json:"checkpoint_seq"`
 	WorkTree              string            `json:"worktree,omitempty"`
 	MaxBody               int               `json:"max_body"`
-	UpdatedAt             time.Time         `json:"updated_at"`
+	// Probes are the status checks the lead has in flight, by member, so a
+	// new lead continues them.
+	Probes    map[string]Probe `json:"probes,omitempty"`
+	UpdatedAt time.Time        `json:"updated_at"`
 }
 
 // Closed reports whether the team accepts no more work.
@@ -40,4 +43,11 @@ func (t *Team) Closed() bool {
 func TimePtr(t time.Time) *time.Time {
 	u := t.UTC()
 	return &u
+}
+
+// Probe is a status check the lead sent to a member incarnation.
+type Probe struct {
+	Epoch  int64     `json:"epoch"`
+	SentAt time.Time `json:"sent_at"`
+	Reason string    `json:"reason"`
 }

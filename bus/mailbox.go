@@ -283,6 +283,12 @@ func (mb *Mailbox) publishErr(err error) error {
 	return teambus.Unavailablef("send to team %s: %v: retry with the same --id", mb.team, err)
 }
 
+// DecodeMessage builds a message from a stored JetStream message's data,
+// stream sequence and subject.
+func DecodeMessage(data []byte, seq uint64, subject string) (teambus.Message, error) {
+	return decode(data, seq, subject)
+}
+
 // decode builds a message from a stored JetStream message.
 func decode(data []byte, seq uint64, subject string) (teambus.Message, error) {
 	var m teambus.Message

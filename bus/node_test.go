@@ -31,7 +31,7 @@ func testCtx(t *testing.T) context.Context {
 
 func TestOpen_StartStop(t *testing.T) {
 	ctx := testCtx(t)
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "node")
 	n, err := bus.Open(ctx, bus.NodeConfig{Dir: dir, Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +147,6 @@ func TestConnect_TokenRequired(t *testing.T) {
 	}{
 		{"tcp no token", bus.ConnectConfig{Server: n.URL()}},
 		{"tcp wrong token", bus.ConnectConfig{Server: n.URL(), Token: "not-the-token"}},
-		{"in-process no token", bus.ConnectConfig{InProcess: n.InProcess()}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -458,9 +457,17 @@ func TestOpen_Cluster(t *testing.T) {
 			Routes:        routes,
 		}))
 	}
-	c := bustest.Connect(t, nodes[0])
+	// JetStream answers once the cluster has elected a meta leader; a
+	// request sent before that gets no reply, so poll with short timeouts.
 	ctx := testCtx(t)
-	bustest.CheckFor(t, 8*time.Second, 100*time.Millisecond, func() error {
+	var c *bus.Conn
+	bustest.CheckFor(t, 8*time.Second, 50*time.Millisecond, func() error {
+		var err error
+		c, err = bus.Connect(ctx, bus.ConnectConfig{InProcess: nodes[0].InProcess(), Token: nodes[0].Token(), Timeout: 500 * time.Millisecond})
+		return err
+	})
+	t.Cleanup(c.Close)
+	bustest.CheckFor(t, 8*time.Second, 50*time.Millisecond, func() error {
 		_, err := c.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "R3", Subjects: []string{"r3"}, Replicas: 3})
 		return err
 	})

@@ -175,7 +175,9 @@ func TestNode_Kill9KeepsAckedMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	const total = 2000
-	body := func(i int) string { return fmt.Sprintf("message %d of the kill -9 test %s", i, strings.Repeat("x", i%97)) }
+	body := func(i int) string {
+		return fmt.Sprintf("message %d of the kill -9 test %s", i, strings.Repeat("x", i%97))
+	}
 	acked := make(map[uint64]int, total) // seq -> message index
 	for i := 1; i <= total; i++ {
 		ack, err := c.JS.Publish(ctx, "crash.msg", []byte(body(i)), jetstream.WithMsgID(fmt.Sprintf("m-%d", i)))

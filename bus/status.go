@@ -19,7 +19,8 @@ type StatusInfo struct {
 	// URL is the node URL from the discovery file, else the connected URL.
 	URL string `json:"url"`
 	// Version is the NATS server version.
-	Version    string `json:"version"`
+	Version string `json:"version"`
+	// ServerName and ServerID name the server the connection reached.
 	ServerName string `json:"server_name"`
 	ServerID   string `json:"server_id"`
 	// Cluster is the cluster name, empty for a single server.
@@ -45,19 +46,27 @@ type StatusInfo struct {
 // JetStreamStatus is the JetStream usage and limits of the account. A limit
 // of -1 means the account has none of its own (the server limits apply).
 type JetStreamStatus struct {
-	Domain       string `json:"domain,omitempty"`
-	MemoryUsed   uint64 `json:"memory_used"`
-	StoreUsed    uint64 `json:"store_used"`
-	Streams      int    `json:"streams"`
-	Consumers    int    `json:"consumers"`
-	MaxMemory    int64  `json:"max_memory"`
-	MaxStore     int64  `json:"max_store"`
-	MaxStreams   int    `json:"max_streams"`
-	MaxConsumers int    `json:"max_consumers"`
-	APIErrors    uint64 `json:"api_errors"`
+	// Domain is the JetStream domain, empty by default.
+	Domain string `json:"domain,omitempty"`
+	// MemoryUsed and StoreUsed are the bytes held by memory and file
+	// streams.
+	MemoryUsed uint64 `json:"memory_used"`
+	StoreUsed  uint64 `json:"store_used"`
+	// Streams and Consumers count what the account has defined.
+	Streams   int `json:"streams"`
+	Consumers int `json:"consumers"`
+	// MaxMemory, MaxStore, MaxStreams and MaxConsumers are the account
+	// limits.
+	MaxMemory    int64 `json:"max_memory"`
+	MaxStore     int64 `json:"max_store"`
+	MaxStreams   int   `json:"max_streams"`
+	MaxConsumers int   `json:"max_consumers"`
+	// APIErrors counts the failed JetStream API calls since the start.
+	APIErrors uint64 `json:"api_errors"`
 }
 
-// StreamStatus summarises one stream.
+// StreamStatus summarises one stream: its storage ("File" or "Memory"),
+// replicas, message count and bytes, sequence range and consumer count.
 type StreamStatus struct {
 	Name      string `json:"name"`
 	Storage   string `json:"storage"`

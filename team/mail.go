@@ -155,3 +155,18 @@ func (s *Service) check(ctx context.Context, a Actor) error {
 	}
 	return m.Fenced(a.Session)
 }
+
+// Notify sends mail on behalf of a sidecar or teambus itself: a status
+// reply, a crash notice, an escalation. It is never held and is not the
+// member's activity. id makes it idempotent: the same notice is stored once.
+func (s *Service) Notify(ctx context.Context, team, from string, epoch int64, to string, typ teambus.MessageType, id, body string, data any) (bus.SendResult, error) {
+	m := &teambus.Message{ID: id, From: from, To: to, Type: typ, Body: body, Epoch: epoch, TS: s.Now()}
+	if data != nil {
+		b, err := json.Marshal(data)
+		if err != nil {
+			return bus.SendResult{}, fmt.Errorf("encode notice data: %w", err)
+		}
+		m.Data = b
+	}
+	return s.Mailbox(team).Send(ctx, m, false)
+}

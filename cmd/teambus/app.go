@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
 	"strings"
 
@@ -35,6 +36,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			ackCommand(),
 			replayCommand(),
 			checkpointCommand(),
+			leadCommand(),
+			teammateCommand(),
+			joinCommand(),
+			briefCommand(),
 			versionCommand(),
 			helpCommand(),
 		},
@@ -113,6 +118,7 @@ func prepare(app *cli.App) {
 			c.Flags = append(c.Flags, helpFlag())
 		}
 		c.OnUsageError = onUsageError
+		requireFlags(c)
 		if len(c.Subcommands) > 0 && c.Action == nil {
 			cmd := c
 			c.Action = func(c *cli.Context) error {
@@ -123,6 +129,44 @@ func prepare(app *cli.App) {
 			}
 		}
 	})
+}
+
+// requireFlags takes over the flags of c marked Required: urfave would
+// print the whole help and return an unclassified error (exit 1). They are
+// checked before the action instead: one line, exit 2.
+func requireFlags(c *cli.Command) {
+	var required []cli.Flag
+	for _, f := range c.Flags {
+		if r, ok := f.(cli.RequiredFlag); ok && r.IsRequired() {
+			if fv := reflect.ValueOf(f); fv.Kind() == reflect.Pointer {
+				if field := fv.Elem().FieldByName("Required"); field.IsValid() && field.CanSet() && field.Kind() == reflect.Bool {
+					field.SetBool(false)
+					required = append(required, f)
+				}
+			}
+		}
+	}
+	if len(required) == 0 {
+		return
+	}
+	before := c.Before
+	c.Before = func(ctx *cli.Context) error {
+		for _, f := range required {
+			name := f.Names()[0]
+			if ctx.IsSet(name) {
+				continue
+			}
+			hint := ""
+			if d, ok := f.(cli.DocGenerationFlag); ok && len(d.GetEnvVars()) > 0 {
+				hint = " (or " + strings.Join(d.GetEnvVars(), ", ") + ")"
+			}
+			return usageError(ctx, "missing --%s%s", name, hint)
+		}
+		if before != nil {
+			return before(ctx)
+		}
+		return nil
+	}
 }
 
 // helpFlag is -h/--help. It is handled by runApp before urfave sees it.

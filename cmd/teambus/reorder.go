@@ -13,6 +13,7 @@ import (
 // `teambus ack 12 13 --member tm2` parses like `teambus ack --member tm2 12 13`.
 type invocation struct {
 	prog  string
+	root  []cli.Flag     // the flags of the app
 	path  []string       // command names as typed, root excluded
 	cmds  []*cli.Command // the commands of path; the last is the leaf
 	flags []flagToken    // flag tokens in the order typed
@@ -40,7 +41,7 @@ func parseInvocation(app *cli.App, args []string) invocation {
 	if len(args) == 0 {
 		return inv
 	}
-	inv.prog = args[0]
+	inv.prog, inv.root = args[0], app.Flags
 	kinds := flagKinds(app)
 	subs := app.Commands
 	scope := [][]cli.Flag{app.Flags}
@@ -99,8 +100,8 @@ func (inv invocation) args() []string {
 	}
 	for _, f := range fl {
 		lvl := len(inv.cmds)
-		for l := len(inv.cmds); l >= 1; l-- {
-			if hasFlagName(inv.cmds[l-1].Flags, f.name) {
+		for l := len(inv.cmds); l >= 0; l-- {
+			if l == 0 && hasFlagName(inv.root, f.name) || l > 0 && hasFlagName(inv.cmds[l-1].Flags, f.name) {
 				lvl = l
 				break
 			}

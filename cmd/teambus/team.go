@@ -17,12 +17,12 @@ func teamCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "team",
 		Usage: "create, list, show and manage teams",
-		Subcommands: []*cli.Command{
+		Subcommands: append([]*cli.Command{
 			teamCreateCommand(),
 			teamListCommand(),
 			teamShowCommand(),
 			teamAddMemberCommand(),
-		},
+		}, resumeCommands()...),
 	}
 }
 

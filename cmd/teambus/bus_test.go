@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/bus/bustest"
+)
+
+func TestBusStatus(t *testing.T) {
+	t.Parallel()
+	n := bustest.NewServer(t)
+
+	r := runCLI(t, "bus", "status", "--dir", n.Dir(), "--json")
+	if r.code != 0 {
+		t.Fatalf("bus status --json: exit %d: %s", r.code, r.stderr)
+	}
+	var st bus.StatusInfo
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatalf("decode %q: %v", r.stdout, err)
+	}
+	if st.URL != n.URL() || st.Sync != bus.SyncModeAlways || !st.SyncAlways || st.PID != os.Getpid() {
+		t.Errorf("status url %q sync %q/%t pid %d, want %q always/true %d", st.URL, st.Sync, st.SyncAlways, st.PID, n.URL(), os.Getpid())
+	}
+
+	// Flags after the command name, text output.
+	r = runCLI(t, "bus", "status", "--dir", n.Dir())
+	if r.code != 0 {
+		t.Fatalf("bus status: exit %d: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{n.URL(), "always (fsync before ack)", "teams      none"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("bus status does not contain %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+func TestBusStatus_Server(t *testing.T) {
+	t.Parallel()
+	n := bustest.NewServer(t)
+	empty := t.TempDir() // no discovery file: --server and --token decide
+
+	r := runCLI(t, "bus", "status", "--json", "--dir", empty, "--server", n.URL(), "--token", n.Token())
+	if r.code != 0 {
+		t.Fatalf("bus status --server: exit %d: %s", r.code, r.stderr)
+	}
+	var st bus.StatusInfo
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatalf("decode %q: %v", r.stdout, err)
+	}
+	if st.PID != 0 || st.Sync != "" {
+		t.Errorf("external bus: pid %d sync %q, want none", st.PID, st.Sync)
+	}
+
+	runCLI(t, "bus", "status", "--dir", empty, "--server", n.URL(), "--token", "wrong").wantError(t, 2, "authorization")
+	runCLI(t, "bus", "status", "--dir", empty).wantError(t, 1, "no bus node runs in", "teambus bus start")
+}
+
+func TestBusStatus_Unreachable(t *testing.T) {
+	t.Parallel()
+	runCLI(t, "bus", "status", "--dir", t.TempDir(), "--server", "nats://127.0.0.1:1", "--timeout", "2s").wantError(t, 1, "connect to bus")
+}
+
+// TestBusStart runs `teambus bus start` in-process until its context is
+// cancelled, as SIGINT would.
+func TestBusStart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	type done struct {
+		code           int
+		stdout, stderr string
+	}
+	exited := make(chan done, 1)
+	go func() {
+		var stdout, stderr bytes.Buffer
+		code := run(ctx, []string{"teambus", "bus", "start", "--dir", dir, "--listen", "127.0.0.1:0", "--max-store", "64MiB", "--log-format", "json"}, strings.NewReader(""), &stdout, &stderr)
+		exited <- done{code, stdout.String(), stderr.String()}
+	}()
+	bustest.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
+		select {
+		case d := <-exited:
+			t.Fatalf("bus start exited early: %d: %s", d.code, d.stderr)
+		default:
+		}
+		_, err := bus.ReadDiscovery(dir)
+		return err
+	})
+
+	r := runCLI(t, "bus", "status", "--dir", dir)
+	if r.code != 0 {
+		t.Fatalf("bus status: exit %d: %s", r.code, r.stderr)
+	}
+	runCLI(t, "bus", "start", "--dir", dir, "--listen", "127.0.0.1:0").wantError(t, 2, "already runs in")
+
+	cancel()
+	select {
+	case d := <-exited:
+		if d.code != 0 || !strings.Contains(d.stderr, `"msg":"bus node ready"`) || !strings.Contains(d.stderr, `"msg":"bus node stopped"`) {
+			t.Errorf("bus start: exit %d, stderr %q", d.code, d.stderr)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("bus start did not return after cancel")
+	}
+	if _, err := os.Stat(filepath.Join(dir, bus.DiscoveryFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("discovery file after stop: %v, want removed", err)
+	}
+}
+
+func TestBusStop_NoNode(t *testing.T) {
+	t.Parallel()
+	runCLI(t, "bus", "stop", "--dir", t.TempDir()).wantError(t, 1, "no bus node runs in")
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, "version", "--json")
+	var v struct{ Version, NATSServer string }
+	if err := json.Unmarshal([]byte(r.stdout), &v); r.code != 0 || err != nil || v.Version == "" {
+		t.Errorf("version --json: exit %d, %q, %v", r.code, r.stdout, err)
+	}
+	if r := runCLI(t, "version"); r.code != 0 || !strings.HasPrefix(r.stdout, "teambus ") {
+		t.Errorf("version: exit %d, %q", r.code, r.stdout)
+	}
+}

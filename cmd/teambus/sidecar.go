@@ -1,0 +1,389 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/lead"
+	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teammate"
+)
+
+// sidecarConn connects a long-running sidecar: the connection stays up
+// (and reconnects) for as long as it runs.
+func sidecarConn(c *cli.Context) (*bus.Conn, *team.Service, error) {
+	cfg, err := connConfig(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err := bus.Connect(c.Context, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return conn, team.New(conn.JS, team.Config{}), nil
+}
+
+func leadCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "lead",
+		Usage: "run the lead sidecar beside the lead's agent session (foreground)",
+		Description: "Attaches as the team's lead (the resume validation sequence), heartbeats, probes silent or\n" +
+			"stuck teammates and confirms crashes, requeues their tasks with checkpoints, escalates past the\n" +
+			"crash limit. With --pid it stops heartbeating when the lead agent exits.",
+		Flags: flags(connFlags(), logFlags(), []cli.Flag{teamFlag(), sessionFlag(),
+			&cli.BoolFlag{Name: "force", Usage: "take over from a lead that is not stale yet", EnvVars: []string{"TEAMBUS_FORCE"}},
+			&cli.IntFlag{Name: "pid", Usage: "the lead agent's process id to watch", EnvVars: []string{"TEAMBUS_PID"}},
+		}),
+		Action: runLead,
+	}
+}
+
+func runLead(c *cli.Context) error {
+	if err := exactArgs(c, 0); err != nil {
+		return err
+	}
+	teamID, err := teamID(c)
+	if err != nil {
+		return err
+	}
+	session, err := sessionID(c)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(c)
+	if err != nil {
+		return err
+	}
+	conn, svc, err := sidecarConn(c)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	sc, err := lead.New(svc, lead.Config{Team: teamID, Session: session, Force: c.Bool("force"), PID: c.Int("pid"), Logger: log,
+		OnAttach: func(r *team.Report) {
+			fmt.Fprintf(c.App.Writer, "lead attached to team %s: %s, lead epoch %d, %d%% done (took %s)\n", r.Team, r.Decision, r.LeadEpoch, r.Progress, r.Took)
+			for _, w := range r.Warnings {
+				fmt.Fprintf(c.App.Writer, "warning: %s\n", w)
+			}
+		}})
+	if err != nil {
+		return err
+	}
+	return sc.Run(c.Context)
+}
+
+func teammateCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "teammate",
+		Usage: "run the teammate sidecar beside a teammate's agent session (foreground)",
+		Description: "Registers a new incarnation of the member, heartbeats, answers status checks and shutdown\n" +
+			"requests, enters zombie mode when the lead is gone, and with --pid reports a crash at once\n" +
+			"when the agent exits holding a task. SIGTERM is a clean shutdown.",
+		Flags: flags(connFlags(), logFlags(), memberFlags(), []cli.Flag{
+			&cli.IntFlag{Name: "pid", Usage: "the agent's process id to watch", EnvVars: []string{"TEAMBUS_PID"}},
+			&cli.StringFlag{Name: "workdir", Usage: "the agent's working tree (automatic checkpoints list its changed files)", EnvVars: []string{"TEAMBUS_WORKDIR"}},
+		}),
+		Action: runTeammate,
+	}
+}
+
+func runTeammate(c *cli.Context) error {
+	if err := exactArgs(c, 0); err != nil {
+		return err
+	}
+	teamID, err := teamID(c)
+	if err != nil {
+		return err
+	}
+	member, err := memberID(c)
+	if err != nil {
+		return err
+	}
+	session, err := sessionID(c)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(c)
+	if err != nil {
+		return err
+	}
+	conn, svc, err := sidecarConn(c)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	sc, err := teammate.New(svc, teammate.Config{Team: teamID, Member: member, Session: session, PID: c.Int("pid"), WorkDir: c.String("workdir"), Logger: log})
+	if err != nil {
+		return err
+	}
+	out, err := sc.Run(c.Context)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "teammate %s (epoch %d) stopped: %s\n", member, sc.Epoch(), out)
+	return nil
+}
+
+func joinCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "join",
+		Usage:  "register a new incarnation of a member without a sidecar (epoch up; the old session is fenced)",
+		Flags:  flags(connFlags(), memberFlags(), []cli.Flag{jsonFlag()}),
+		Action: join,
+	}
+}
+
+func join(c *cli.Context) error {
+	if err := exactArgs(c, 0); err != nil {
+		return err
+	}
+	teamID, err := teamID(c)
+	if err != nil {
+		return err
+	}
+	member, err := memberID(c)
+	if err != nil {
+		return err
+	}
+	session, err := sessionID(c)
+	if err != nil {
+		return err
+	}
+	s, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	m, err := s.svc.Join(s.ctx, teamID, member, session)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, m)
+	}
+	fmt.Fprintf(c.App.Writer, "%s registered: epoch %d, session %s\n", member, m.Epoch, session)
+	return nil
+}
+
+func briefCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "brief",
+		Usage: "print the prompt for a fresh agent replacing a member: role, task, checkpoint, recent mail",
+		Flags: flags(connFlags(), []cli.Flag{teamFlag(), memberFlag(),
+			&cli.IntFlag{Name: "mail", Usage: "recent messages to include", Value: 10, EnvVars: []string{"TEAMBUS_BRIEF_MAIL"}},
+			jsonFlag()}),
+		Action: brief,
+	}
+}
+
+func brief(c *cli.Context) error {
+	if err := exactArgs(c, 0); err != nil {
+		return err
+	}
+	teamID, err := teamID(c)
+	if err != nil {
+		return err
+	}
+	member, err := memberID(c)
+	if err != nil {
+		return err
+	}
+	if err := teambus.ValidateMemberID(member); err != nil {
+		return err
+	}
+	s, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	b, err := s.svc.Brief(s.ctx, teamID, member, c.Int("mail"))
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, b)
+	}
+	_, err = fmt.Fprint(c.App.Writer, b.Text)
+	return err
+}
+
+// resumeCommands are `team resume`, `team probe`, `team review` and the
+// team lifecycle commands.
+func resumeCommands() []*cli.Command {
+	return []*cli.Command{
+		{
+			Name: "resume", Usage: "attach a lead session to a team: validate, take over if allowed, summarize", ArgsUsage: "TEAM",
+			Flags: flags(connFlags(), []cli.Flag{sessionFlag(),
+				&cli.BoolFlag{Name: "force", Usage: "take over from a lead that is not stale yet", EnvVars: []string{"TEAMBUS_FORCE"}}, jsonFlag()}),
+			Action: func(c *cli.Context) error {
+				return teamReport(c, func(s *session, id string) (*team.Report, error) {
+					sess, err := sessionID(c)
+					if err != nil {
+						return nil, err
+					}
+					return s.svc.Resume(s.ctx, id, sess, c.Bool("force"), false)
+				})
+			},
+		},
+		{
+			Name: "probe", Usage: "check whether a team can be resumed (read-only)", ArgsUsage: "TEAM",
+			Flags: flags(connFlags(), []cli.Flag{jsonFlag()}),
+			Action: func(c *cli.Context) error {
+				return teamReport(c, func(s *session, id string) (*team.Report, error) { return s.svc.Probe(s.ctx, id) })
+			},
+		},
+		{
+			Name: "review", Usage: "review a finished team (read-only)", ArgsUsage: "TEAM",
+			Flags: flags(connFlags(), []cli.Flag{jsonFlag()}),
+			Action: func(c *cli.Context) error {
+				if err := exactArgs(c, 1); err != nil {
+					return err
+				}
+				if err := teambus.ValidateID("team", c.Args().First()); err != nil {
+					return err
+				}
+				s, err := open(c)
+				if err != nil {
+					return err
+				}
+				defer s.close()
+				v, err := s.svc.Show(s.ctx, c.Args().First())
+				if err != nil {
+					return err
+				}
+				if c.Bool("json") {
+					return printJSON(c.App.Writer, v)
+				}
+				if !v.Team.Closed() {
+					fmt.Fprintf(c.App.Writer, "note: team %s is %s, not finished; this is its current state\n", v.Team.ID, v.Team.Status)
+				}
+				return printView(c.App.Writer, v)
+			},
+		},
+		transitionCommand("consolidate", "mark the team consolidating (the lead's final phase: merge, build, commit)", teambus.TeamConsolidating),
+		transitionCommand("complete", "mark the team complete; sidecars shut down", teambus.TeamComplete),
+		transitionCommand("abort", "abort the team (emergency); sidecars shut down", teambus.TeamAborted),
+		{
+			Name: "facts", Usage: "register facts files whose sha256 is checked at every resume", ArgsUsage: "TEAM FILE...",
+			Flags: connFlags(),
+			Action: func(c *cli.Context) error {
+				if err := minArgs(c, 2); err != nil {
+					return err
+				}
+				id := c.Args().First()
+				if err := teambus.ValidateID("team", id); err != nil {
+					return err
+				}
+				s, err := open(c)
+				if err != nil {
+					return err
+				}
+				defer s.close()
+				facts, err := s.svc.RegisterFacts(s.ctx, id, c.Args().Tail())
+				if err != nil {
+					return err
+				}
+				for p, sum := range facts {
+					fmt.Fprintf(c.App.Writer, "%s  %s\n", sum, p)
+				}
+				return nil
+			},
+		},
+	}
+}
+
+func transitionCommand(name, usage string, to teambus.TeamStatus) *cli.Command {
+	var extra []cli.Flag
+	if to == teambus.TeamConsolidating {
+		extra = append(extra, &cli.StringFlag{Name: "worktree", Usage: "the working tree being consolidated (default: the current directory)", EnvVars: []string{"TEAMBUS_WORKTREE"}})
+	}
+	return &cli.Command{
+		Name: name, Usage: usage, ArgsUsage: "TEAM", Flags: flags(connFlags(), extra),
+		Action: func(c *cli.Context) error {
+			if err := exactArgs(c, 1); err != nil {
+				return err
+			}
+			id := c.Args().First()
+			if err := teambus.ValidateID("team", id); err != nil {
+				return err
+			}
+			wt := c.String("worktree")
+			if to == teambus.TeamConsolidating && wt == "" {
+				wt, _ = os.Getwd()
+			}
+			s, err := open(c)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			t, err := s.svc.Transition(s.ctx, id, to, wt)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "team %s is %s\n", t.ID, t.Status)
+			return nil
+		},
+	}
+}
+
+func teamReport(c *cli.Context, fn func(*session, string) (*team.Report, error)) error {
+	if err := exactArgs(c, 1); err != nil {
+		return err
+	}
+	id := c.Args().First()
+	if err := teambus.ValidateID("team", id); err != nil {
+		return err
+	}
+	s, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	r, err := fn(s, id)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, r)
+	}
+	return printReport(c, r)
+}
+
+func printReport(c *cli.Context, r *team.Report) error {
+	w := c.App.Writer
+	fmt.Fprintf(w, "team %s: %s — %s (lead epoch %d, session %s, took %s)\n", r.Team, r.Status, r.Decision, r.LeadEpoch, dash(r.LeadSession), r.Took)
+	if r.OldLead != "" {
+		fmt.Fprintf(w, "took over from lead session %s (fenced)\n", r.OldLead)
+	}
+	if r.LeadTimeoutDetectedAt != nil {
+		fmt.Fprintf(w, "teammates detected the lead gone at %s\n", formatTime(*r.LeadTimeoutDetectedAt))
+	}
+	fmt.Fprintf(w, "progress %d%%:", r.Progress)
+	for _, st := range teambus.TaskStatuses {
+		if n := r.Tasks[string(st)]; n > 0 {
+			fmt.Fprintf(w, " %d %s", n, st)
+		}
+	}
+	fmt.Fprintln(w)
+	for _, m := range r.Members {
+		task := "-"
+		if m.Task != nil {
+			task = *m.Task
+		}
+		fmt.Fprintf(w, "  %-12s %-8s %-12s task %s\n", m.ID, m.State, m.Status, task)
+	}
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+	if len(r.MailboxTail) > 0 {
+		fmt.Fprintln(w, "last messages:")
+		for _, m := range r.MailboxTail {
+			printMessage(w, m)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,22 @@
+// Package lead runs the sidecar beside the lead's agent session.
+//
+// The sidecar attaches through the resume validation sequence (team.Resume:
+// lead epoch up, the old lead fenced), heartbeats into the team's heartbeat
+// bucket with a time to live of lead-timeout and records lead_last_seen
+// with its state every heartbeat, so a new lead loses at most one heartbeat
+// of state. It watches the teammates' heartbeat keys: an expired key (a
+// silent member) or a fresh heartbeat without activity for stuck-timeout (a
+// wedged member) gets a status_check; a member that answers is alive, one
+// that does not answer within probe-timeout is crashed: crash count +1, its
+// task back to the queue with its checkpoint, or past the crash limit the
+// task and member paused and exactly one escalation in the lead's inbox.
+// Every heartbeat it also finishes what a crash may have cut short:
+// dependents of completed tasks become available, crashed members' tasks
+// are requeued, pending escalations are sent.
+//
+// Handlers are idempotent: probes and escalations carry ids derived from the
+// member's incarnation, crash records are counted once per incarnation, so
+// mail redelivered after a lead crash changes nothing twice. With a pid, the
+// sidecar stops heartbeating when the lead's agent exits, so the teammates
+// see the lead gone after lead-timeout.
+package lead

@@ -1,0 +1,456 @@
+package lead
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/proc"
+	"github.com/teambus/teambus/team"
+)
+
+// Config says which team the lead sidecar attaches to.
+type Config struct {
+	Team    string
+	Session string
+	// Force takes over from a lead that is not yet stale.
+	Force bool
+	// PID is the lead agent process; 0 watches none.
+	PID    int
+	Logger *slog.Logger
+	// OnAttach, if set, receives the resume report once attached.
+	OnAttach func(*team.Report)
+}
+
+// Validate checks the ids.
+func (c Config) Validate() error {
+	if err := teambus.ValidateID("team", c.Team); err != nil {
+		return err
+	}
+	if c.PID < 0 {
+		return teambus.Invalidf("invalid --pid %d", c.PID)
+	}
+	return teambus.ValidateSession(c.Session)
+}
+
+// Sidecar is the lead sidecar.
+type Sidecar struct {
+	cfg    Config
+	svc    *team.Service
+	log    *slog.Logger
+	epoch  int64
+	policy teambus.Policy
+	hbRev  uint64
+	// seen is when this sidecar last saw each member's heartbeat, on its
+	// own clock, with the incarnation that wrote it.
+	seen map[string]seenBeat
+}
+
+type seenBeat struct {
+	at    time.Time
+	epoch int64
+}
+
+// New returns a lead sidecar. It does no I/O.
+func New(svc *team.Service, cfg Config) (*Sidecar, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Sidecar{cfg: cfg, svc: svc, log: cfg.Logger.With("team", cfg.Team, "role", "lead"), seen: map[string]seenBeat{}}, nil
+}
+
+// Epoch returns the lead epoch this sidecar attached as.
+func (s *Sidecar) Epoch() int64 { return s.epoch }
+
+// Run attaches and runs until ctx is cancelled, the lead agent exits, or a
+// newer lead fences this one (ErrFenced).
+func (s *Sidecar) Run(ctx context.Context) error {
+	rep, err := s.svc.Resume(ctx, s.cfg.Team, s.cfg.Session, s.cfg.Force, true)
+	if err != nil {
+		return err
+	}
+	s.epoch = rep.LeadEpoch
+	s.log = s.log.With("epoch", s.epoch)
+	t, _, err := s.svc.Store().Team(ctx, s.cfg.Team)
+	if err != nil {
+		return err
+	}
+	s.policy = t.Policy
+	if err := s.beat(ctx); err != nil {
+		return err
+	}
+	if rep.LeadTimeoutDetectedAt != nil {
+		_, _ = s.svc.UpdateTeam(ctx, s.cfg.Team, func(t *teambus.Team) (bool, error) {
+			if t.LeadTimeoutDetectedAt == nil {
+				return false, nil
+			}
+			t.LeadTimeoutDetectedAt = nil
+			return true, nil
+		})
+	}
+	s.log.Info("lead attached", "decision", rep.Decision, "session", s.cfg.Session, "took", rep.Took)
+	if s.cfg.OnAttach != nil {
+		s.cfg.OnAttach(rep)
+	}
+
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	hbCh, err := s.watchMembers(wctx)
+	if err != nil {
+		return err
+	}
+	replies, err := s.consumeReplies(wctx)
+	if err != nil {
+		return err
+	}
+	var agentGone <-chan struct{}
+	if s.cfg.PID > 0 {
+		agentGone = proc.Exited(wctx, s.cfg.PID)
+	}
+	tick := time.NewTicker(s.policy.Heartbeat)
+	defer tick.Stop()
+	// Probe deadlines are checked on a finer tick than the heartbeat, so a
+	// crash is confirmed close to probe-timeout.
+	check := time.NewTicker(min(s.policy.Heartbeat, s.policy.ProbeTimeout/4+time.Millisecond))
+	defer check.Stop()
+	s.reconcile(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			s.log.Info("lead sidecar stopped")
+			return nil
+		case <-agentGone:
+			// Stop heartbeating without removing the key: it expires after
+			// lead-timeout and the teammates see the lead gone.
+			s.log.Warn("lead agent exited: heartbeat stopped", "pid", s.cfg.PID)
+			return nil
+		case ev := <-hbCh:
+			s.onHeartbeat(ctx, ev)
+		case jm := <-replies:
+			s.onReply(ctx, jm)
+		case <-check.C:
+			s.checkProbes(ctx)
+		case <-tick.C:
+			if err := s.beat(ctx); err != nil {
+				if errors.Is(err, teambus.ErrFenced) {
+					s.log.Warn("lead replaced: stopping", "err", err)
+					return err
+				}
+				s.log.Warn("lead heartbeat failed", "err", err)
+				continue
+			}
+			s.reconcile(ctx)
+		}
+	}
+}
+
+// beat renews the lead heartbeat and persists lead_last_seen; it fails with
+// ErrFenced when another lead attached since.
+func (s *Sidecar) beat(ctx context.Context) error {
+	now := s.svc.Now()
+	_, err := s.svc.UpdateTeam(ctx, s.cfg.Team, func(t *teambus.Team) (bool, error) {
+		if t.LeadSession != s.cfg.Session || t.LeadEpoch != s.epoch {
+			return false, teambus.Fencedf("lead epoch %d (session %s) replaced this lead (epoch %d)", t.LeadEpoch, t.LeadSession, s.epoch)
+		}
+		t.LeadLastSeen = teambus.TimePtr(now)
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	hb := &kv.Heartbeat{Member: teambus.Lead, Session: s.cfg.Session, Epoch: s.epoch, PID: s.cfg.PID}
+	rev, err := s.svc.Store().Beat(ctx, s.cfg.Team, kv.LeadKey, hb, s.policy.LeadTimeout, s.hbRev)
+	if err != nil {
+		s.hbRev = 0
+		return err
+	}
+	s.hbRev = rev
+	return nil
+}
+
+type beatEvent struct {
+	member string
+	alive  bool
+	epoch  int64
+}
+
+// watchMembers reports teammates' heartbeats and expiries.
+func (s *Sidecar) watchMembers(ctx context.Context) (<-chan beatEvent, error) {
+	w, err := s.svc.Store().WatchHeartbeats(ctx, s.cfg.Team)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan beatEvent, 64)
+	go func() {
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					continue
+				}
+				id, ok := kv.MemberOfKey(e.Key())
+				if !ok {
+					continue
+				}
+				ev := beatEvent{member: id}
+				switch e.Operation() {
+				case jetstream.KeyValuePut:
+					hb, ok := kv.DecodeHeartbeat(e)
+					if !ok {
+						continue
+					}
+					ev.alive, ev.epoch = true, hb.Epoch
+				case jetstream.KeyValuePurge:
+					ev.alive = false // expired: silent for member-timeout
+				default:
+					continue // deleted: a clean shutdown
+				}
+				select {
+				case ch <- ev:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return ch, nil
+}
+
+func (s *Sidecar) onHeartbeat(ctx context.Context, ev beatEvent) {
+	if ev.alive {
+		s.seen[ev.member] = seenBeat{at: time.Now(), epoch: ev.epoch}
+		return
+	}
+	delete(s.seen, ev.member)
+	m, _, err := s.svc.Store().Member(ctx, s.cfg.Team, ev.member)
+	if err != nil || !watched(m) {
+		return
+	}
+	s.probe(ctx, m, fmt.Sprintf("no heartbeat for %s", s.policy.MemberTimeout))
+}
+
+// watched reports whether crash detection applies to the member: it has
+// registered and is not crashed, paused or shut down.
+func watched(m *teambus.Member) bool {
+	if m.Session == "" {
+		return false
+	}
+	switch m.Status {
+	case teambus.MemberCrashed, teambus.MemberPaused, teambus.MemberShutdown:
+		return false
+	}
+	return true
+}
+
+// probe sends a status_check to the member's sidecar and records the probe
+// with the team, so a new lead continues it. One probe per incarnation is
+// in flight at a time.
+func (s *Sidecar) probe(ctx context.Context, m *teambus.Member, reason string) {
+	now := s.svc.Now()
+	var sent bool
+	_, err := s.svc.UpdateTeam(ctx, s.cfg.Team, func(t *teambus.Team) (bool, error) {
+		sent = false
+		if p, ok := t.Probes[m.ID]; ok && p.Epoch == m.Epoch {
+			return false, nil
+		}
+		if t.Probes == nil {
+			t.Probes = map[string]teambus.Probe{}
+		}
+		t.Probes[m.ID] = teambus.Probe{Epoch: m.Epoch, SentAt: now, Reason: reason}
+		sent = true
+		return true, nil
+	})
+	if err != nil || !sent {
+		return
+	}
+	s.log.Info("probing member", "member", m.ID, "member_epoch", m.Epoch, "reason", reason)
+	id := fmt.Sprintf("probe/%s/%d/%d", m.ID, m.Epoch, now.UnixNano())
+	body := fmt.Sprintf("status check (%s): are you still working?", reason)
+	if _, err := s.svc.Notify(ctx, s.cfg.Team, teambus.Lead, s.epoch, m.ID, teambus.MsgStatusCheck, id, body, map[string]any{"reason": reason}); err != nil {
+		s.log.Warn("send status check", "member", m.ID, "err", err)
+	}
+}
+
+// consumeReplies delivers status and shutdown replies to the lead sidecar.
+func (s *Sidecar) consumeReplies(ctx context.Context) (<-chan jetstream.Msg, error) {
+	mb := s.svc.Mailbox(s.cfg.Team)
+	cons, err := s.svc.Store().JetStream().Consumer(ctx, mb.Stream(), bus.SidecarConsumer(teambus.Lead))
+	if err != nil {
+		return nil, teambus.Unavailablef("open lead sidecar inbox: %v", err)
+	}
+	ch := make(chan jetstream.Msg, 64)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case ch <- m:
+		case <-ctx.Done():
+		}
+	})
+	if err != nil {
+		return nil, teambus.Unavailablef("consume lead sidecar inbox: %v", err)
+	}
+	context.AfterFunc(ctx, cc.Stop)
+	return ch, nil
+}
+
+// onReply clears the probe of a member that answered. Handling a reply
+// twice is harmless.
+func (s *Sidecar) onReply(ctx context.Context, jm jetstream.Msg) {
+	md, err := jm.Metadata()
+	if err != nil {
+		_ = jm.Term()
+		return
+	}
+	msg, err := bus.DecodeMessage(jm.Data(), md.Sequence.Stream, jm.Subject())
+	if err != nil || msg.Type != teambus.MsgStatus {
+		_ = jm.DoubleAck(ctx)
+		return
+	}
+	_, err = s.svc.UpdateTeam(ctx, s.cfg.Team, func(t *teambus.Team) (bool, error) {
+		p, ok := t.Probes[msg.From]
+		if !ok || p.Epoch != msg.Epoch {
+			return false, nil
+		}
+		delete(t.Probes, msg.From)
+		return true, nil
+	})
+	if err != nil {
+		_ = jm.Nak()
+		return
+	}
+	s.seen[msg.From] = seenBeat{at: time.Now(), epoch: msg.Epoch}
+	s.log.Info("member answered status check", "member", msg.From, "body", msg.Body)
+	_ = jm.DoubleAck(ctx)
+}
+
+// checkProbes confirms the crash of every member whose probe went
+// unanswered for probe-timeout.
+func (s *Sidecar) checkProbes(ctx context.Context) {
+	t, _, err := s.svc.Store().Team(ctx, s.cfg.Team)
+	if err != nil || len(t.Probes) == 0 {
+		return
+	}
+	now := s.svc.Now()
+	for id, p := range t.Probes {
+		if now.Sub(p.SentAt) < s.policy.ProbeTimeout {
+			continue
+		}
+		s.confirmCrash(ctx, id, p)
+	}
+}
+
+func (s *Sidecar) confirmCrash(ctx context.Context, member string, p teambus.Probe) {
+	reason := fmt.Sprintf("%s, no status reply within %s", p.Reason, s.policy.ProbeTimeout)
+	res, err := s.svc.MarkCrashed(ctx, s.cfg.Team, member, p.Epoch, reason)
+	if err != nil {
+		s.log.Warn("record crash", "member", member, "err", err)
+		return
+	}
+	if res.Counted {
+		s.log.Warn("member crashed", "member", member, "member_epoch", p.Epoch, "tasks", res.Tasks, "crashes", res.Crashes, "paused", res.Paused)
+		body := fmt.Sprintf("%s crashed (%s), crash %d: task %v back in the queue with its checkpoint; respawn it with `teambus brief --team %s --member %s`", member, reason, res.Crashes, res.Tasks, s.cfg.Team, member)
+		if res.Paused {
+			body = fmt.Sprintf("%s crashed (%s), crash %d: past the crash limit; its task and the member are paused", member, reason, res.Crashes)
+		}
+		_, _ = s.svc.Notify(ctx, s.cfg.Team, teambus.Lead, s.epoch, teambus.Lead, teambus.MsgSystem, fmt.Sprintf("crash/%s/%d", member, p.Epoch), body,
+			map[string]any{"member": member, "epoch": p.Epoch, "tasks": res.Tasks, "crashes": res.Crashes, "paused": res.Paused})
+	}
+	_, _ = s.svc.UpdateTeam(ctx, s.cfg.Team, func(t *teambus.Team) (bool, error) {
+		if q, ok := t.Probes[member]; !ok || q.Epoch != p.Epoch {
+			return false, nil
+		}
+		delete(t.Probes, member)
+		return true, nil
+	})
+	s.sendEscalations(ctx)
+}
+
+// reconcile runs every heartbeat: silent and stuck members are probed,
+// crashed members' tasks requeued, dependents of completed tasks made
+// available, pending escalations sent. Every step is idempotent.
+func (s *Sidecar) reconcile(ctx context.Context) {
+	snap, err := s.svc.Store().Snapshot(ctx, s.cfg.Team)
+	if err != nil {
+		s.log.Warn("read team", "err", err)
+		return
+	}
+	now := time.Now()
+	for _, id := range snap.MemberIDs() {
+		m := snap.Members[id]
+		switch m.Status {
+		case teambus.MemberCrashed, teambus.MemberPaused:
+			if ids, err := s.svc.ReconcileMember(ctx, s.cfg.Team, id, "crash recorded earlier"); err == nil && len(ids) > 0 {
+				s.log.Info("requeued tasks of crashed member", "member", id, "tasks", ids)
+			}
+			continue
+		}
+		if !watched(m) {
+			continue
+		}
+		seen, ok := s.seen[id]
+		if !ok {
+			// Never seen by this sidecar: judge from attach time.
+			s.seen[id] = seenBeat{at: now, epoch: m.Epoch}
+			continue
+		}
+		if seen.epoch == m.Epoch && now.Sub(seen.at) >= s.policy.MemberTimeout {
+			s.probe(ctx, m, fmt.Sprintf("no heartbeat for %s", s.policy.MemberTimeout))
+			continue
+		}
+		if len(snap.MemberTasks(id)) > 0 {
+			last := snap.Activity[id]
+			if !last.IsZero() && s.svc.Now().Sub(last) >= s.policy.StuckTimeout {
+				s.probe(ctx, m, fmt.Sprintf("heartbeat fresh but no activity for %s", s.policy.StuckTimeout))
+			}
+		}
+	}
+	if ids, err := s.svc.PromoteReady(ctx, s.cfg.Team); err == nil && len(ids) > 0 {
+		s.log.Info("tasks unblocked", "tasks", ids)
+	}
+	s.sendEscalations(ctx)
+}
+
+// sendEscalations sends one escalation per paused incarnation to the
+// lead's inbox. The message id derives from the incarnation and the flag is
+// cleared after the send, so restarts and re-checks send it once.
+func (s *Sidecar) sendEscalations(ctx context.Context) {
+	snap, err := s.svc.Store().Snapshot(ctx, s.cfg.Team)
+	if err != nil {
+		return
+	}
+	for _, id := range snap.MemberIDs() {
+		m := snap.Members[id]
+		if !m.EscalatePending {
+			continue
+		}
+		body := fmt.Sprintf("escalation: %s crashed %d times (crash limit %d); the member and its task are paused. Decide: `teambus task reassign TASK --to MEMBER --member lead`, or `teambus task reopen TASK --member lead` after fixing the cause.", id, m.CrashCount, s.policy.CrashLimit)
+		if _, err := s.svc.Notify(ctx, s.cfg.Team, teambus.Lead, s.epoch, teambus.Lead, teambus.MsgEscalation,
+			fmt.Sprintf("escalation/%s/%d", id, m.CrashedEpoch), body, map[string]any{"member": id, "crashes": m.CrashCount, "epoch": m.CrashedEpoch}); err != nil {
+			s.log.Warn("send escalation", "member", id, "err", err)
+			continue
+		}
+		_ = s.svc.UpdateMember(ctx, s.cfg.Team, id, 0, func(m *teambus.Member) bool {
+			if !m.EscalatePending {
+				return false
+			}
+			m.EscalatePending = false
+			return true
+		})
+		s.log.Warn("escalated", "member", id)
+	}
+}

@@ -1,0 +1,147 @@
+package team
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/teambus/teambus"
+)
+
+// Brief is the prompt that lets a fresh agent replace a dead member without
+// redoing completed work.
+type Brief struct {
+	Team       string            `json:"team"`
+	Member     string            `json:"member"`
+	Role       string            `json:"role"`
+	Task       *teambus.Task     `json:"task"`
+	Deps       []*teambus.Task   `json:"dependencies"`
+	RecentMail []teambus.Message `json:"recent_mail"`
+	Text       string            `json:"text"`
+}
+
+// Brief builds the respawn prompt for member: its role, the task it held
+// (or the task it will pick up: its last one, requeued), the dependencies,
+// the checkpoint, and its recent mail.
+func (s *Service) Brief(ctx context.Context, teamID, member string, mailN int) (*Brief, error) {
+	if err := teambus.ValidateMemberID(member); err != nil {
+		return nil, err
+	}
+	snap, err := s.store.Snapshot(ctx, teamID)
+	if err != nil {
+		return nil, err
+	}
+	m, err := snap.Member(member)
+	if err != nil {
+		return nil, err
+	}
+	b := &Brief{Team: teamID, Member: member, Role: m.Role}
+	// The task: the one it holds, else the last one it had (requeued after a
+	// crash, with its checkpoint).
+	if ts := snap.MemberTasks(member); len(ts) > 0 {
+		b.Task = ts[0]
+	} else {
+		for _, id := range snap.TaskIDs() {
+			t := snap.Tasks[id]
+			if t.Checkpoint != nil && t.Checkpoint.Member == member && !t.Done() {
+				if b.Task == nil || t.Checkpoint.At.After(b.Task.Checkpoint.At) {
+					b.Task = t
+				}
+			}
+		}
+	}
+	if b.Task != nil {
+		for _, d := range b.Task.Dependencies {
+			if t, ok := snap.Tasks[d]; ok {
+				b.Deps = append(b.Deps, t)
+			}
+		}
+	}
+	if mailN <= 0 {
+		mailN = 10
+	}
+	tail, err := s.teamMailbox(snap.Team).Tail(ctx, 200)
+	if err == nil {
+		for _, msg := range tail {
+			if msg.To == member || msg.From == member || msg.To == teambus.All {
+				b.RecentMail = append(b.RecentMail, msg)
+			}
+		}
+		if len(b.RecentMail) > mailN {
+			b.RecentMail = b.RecentMail[len(b.RecentMail)-mailN:]
+		}
+	}
+	b.Text = b.render(snap.Tasks)
+	return b, nil
+}
+
+func (b *Brief) render(tasks map[string]*teambus.Task) string {
+	var w strings.Builder
+	fmt.Fprintf(&w, "You are %s", b.Member)
+	if b.Role != "" {
+		fmt.Fprintf(&w, " (%s)", b.Role)
+	}
+	fmt.Fprintf(&w, " in team %s, replacing an earlier session of %s that stopped.\n", b.Team, b.Member)
+	fmt.Fprintf(&w, "Set TEAMBUS_TEAM=%s TEAMBUS_MEMBER=%s and your own TEAMBUS_SESSION; start `teambus teammate` beside you.\n\n", b.Team, b.Member)
+	if b.Task == nil {
+		w.WriteString("You hold no task. Take the next one with `teambus task next`.\n")
+	} else {
+		t := b.Task
+		fmt.Fprintf(&w, "TASK %s (%s): %s\n", t.ID, t.Status, t.Description)
+		if t.Status != teambus.TaskInProgress {
+			fmt.Fprintf(&w, "Claim it with `teambus task claim %s`.\n", t.ID)
+		}
+		if len(b.Deps) > 0 {
+			w.WriteString("Dependencies:\n")
+			for _, d := range b.Deps {
+				fmt.Fprintf(&w, "  - %s (%s): %s\n", d.ID, d.Status, d.Description)
+			}
+		}
+		if cp := t.Checkpoint; cp != nil {
+			fmt.Fprintf(&w, "\nCHECKPOINT RESUME (checkpoint #%d, %s) — DO NOT re-execute completed work.\n", cp.Seq, cp.At.Format("2006-01-02T15:04:05Z"))
+			fmt.Fprintf(&w, "Tasks already completed: %s\n", list(cp.TasksCompleted))
+			fmt.Fprintf(&w, "Tasks remaining: %s\n", list(cp.TasksRemaining))
+			fmt.Fprintf(&w, "Last action: %s\n", orNone(cp.LastAction))
+			fmt.Fprintf(&w, "Files touched: %s\n", list(cp.Files))
+			if len(cp.Data) > 0 {
+				fmt.Fprintf(&w, "Data: %s\n", cp.Data)
+			}
+			w.WriteString("Continue from the remaining tasks only.\n")
+		} else {
+			w.WriteString("\nNo checkpoint was recorded: check the working tree before starting over.\n")
+		}
+		if t.LastError != "" {
+			fmt.Fprintf(&w, "Why it stopped: %s\n", t.LastError)
+		}
+	}
+	if len(b.RecentMail) > 0 {
+		w.WriteString("\nRecent mail:\n")
+		for _, m := range b.RecentMail {
+			fmt.Fprintf(&w, "  #%d %s -> %s [%s] %s\n", m.Seq, m.From, m.To, m.Type, oneLine(m.Body))
+		}
+	}
+	w.WriteString("\nRecord progress with `teambus checkpoint --done ... --remaining ... --last-action ...`; finish with `teambus task complete ID`.\n")
+	return w.String()
+}
+
+func list(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, "; ")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > 160 {
+		return string(r[:159]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,289 @@
+package team
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/teambus/teambus"
+)
+
+// MemberState is a member's liveness at resume: online, offline or zombie,
+// or its lifecycle status when it is not running.
+type MemberState struct {
+	ID     string               `json:"id"`
+	State  string               `json:"state"`
+	Status teambus.MemberStatus `json:"status"`
+	Task   *string              `json:"task"`
+	Epoch  int64                `json:"epoch"`
+}
+
+// Report is the summary of a resume or a probe (spec section 11).
+type Report struct {
+	Team        string             `json:"team"`
+	Status      teambus.TeamStatus `json:"status"`
+	Decision    string             `json:"decision"`
+	Warnings    []string           `json:"warnings"`
+	Members     []MemberState      `json:"members"`
+	Tasks       map[string]int     `json:"tasks"`
+	Progress    int                `json:"progress"`
+	MailboxTail []teambus.Message  `json:"mailbox_tail"`
+	LeadSession string             `json:"lead_session"`
+	LeadEpoch   int64              `json:"lead_epoch"`
+	// OldLead is the session replaced by a takeover.
+	OldLead string `json:"old_lead,omitempty"`
+	// LeadTimeoutDetectedAt is when teammates saw the old lead gone.
+	LeadTimeoutDetectedAt *time.Time `json:"lead_timeout_detected_at"`
+	Took                  string     `json:"took"`
+}
+
+// Resume decisions.
+const (
+	DecisionAttach    = "attach"    // the first lead of a pending team
+	DecisionReattach  = "reattach"  // the same lead session again
+	DecisionTakeover  = "takeover"  // a new lead session replaced a stale (or forced) one
+	DecisionResumable = "resumable" // probe: a lead may resume the team
+	DecisionReview    = "review"    // probe: the team is finished; review it
+)
+
+// Resume runs the resume validation sequence of spec section 8 and attaches
+// session as the team's lead: lead epoch up, the old lead fenced. asLead is
+// true for the lead sidecar, which may attach to a pending team as its first
+// lead; `team resume` may not.
+func (s *Service) Resume(ctx context.Context, team, session string, force, asLead bool) (*Report, error) {
+	start := time.Now()
+	if err := teambus.ValidateID("team", team); err != nil {
+		return nil, err
+	}
+	if err := teambus.ValidateSession(session); err != nil {
+		return nil, err
+	}
+	var (
+		decision, oldLead string
+		warnings          []string
+	)
+	// Steps 1-3 decide and write with compare-and-set: of two leads
+	// resuming at once, one wins.
+	t, err := s.UpdateTeam(ctx, team, func(t *teambus.Team) (bool, error) {
+		decision, oldLead, warnings = "", "", nil
+		now := s.Now()
+		switch t.Status {
+		case teambus.TeamActive:
+		case teambus.TeamConsolidating:
+			warnings = append(warnings, "consolidation was interrupted: check the working tree, then run `teambus team complete "+team+"` or continue the work")
+		case teambus.TeamComplete:
+			return false, teambus.Statef("team %s is complete: use `teambus team review %s`", team, team)
+		case teambus.TeamAborted:
+			return false, teambus.Statef("team %s was aborted: use `teambus team review %s`", team, team)
+		case teambus.TeamPending:
+			if !asLead {
+				return false, teambus.Statef("team %s has never had a lead: start one with `teambus lead --team %s --session %s`", team, team, session)
+			}
+		}
+		switch {
+		case t.LeadSession == "" || (t.Status == teambus.TeamPending && t.LeadSession == session):
+			decision = DecisionAttach
+		case t.LeadSession == session:
+			decision = DecisionReattach
+		default:
+			age := time.Duration(1 << 62)
+			if t.LeadLastSeen != nil {
+				age = now.Sub(*t.LeadLastSeen)
+			}
+			if !force && age < t.Policy.TakeoverAfter {
+				at := now.Add(t.Policy.TakeoverAfter - age)
+				return false, teambus.Unavailablef("team %s has a live lead (session %s, last seen %s ago): takeover becomes possible at %s (takeover-after %s), or use --force", team, t.LeadSession, age.Round(time.Second), at.Format(time.RFC3339), t.Policy.TakeoverAfter)
+			}
+			decision, oldLead = DecisionTakeover, t.LeadSession
+			if force && age < t.Policy.TakeoverAfter {
+				warnings = append(warnings, fmt.Sprintf("forced takeover from session %s, last seen %s ago: it is fenced now", t.LeadSession, age.Round(time.Second)))
+			}
+		}
+		if t.Status == teambus.TeamPending {
+			t.Status = teambus.TeamActive
+		}
+		t.LeadSession = session
+		t.LeadEpoch++
+		t.LeadLastSeen = teambus.TimePtr(now)
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	rep, err := s.report(ctx, t, decision)
+	if err != nil {
+		return nil, err
+	}
+	rep.OldLead = oldLead
+	rep.Warnings = append(warnings, rep.Warnings...)
+	rep.Took = time.Since(start).Round(time.Microsecond).String()
+	return rep, nil
+}
+
+// Probe runs steps 1, 2, 4 and 5 of the resume sequence without changing
+// anything.
+func (s *Service) Probe(ctx context.Context, team string) (*Report, error) {
+	start := time.Now()
+	t, _, err := s.store.Team(ctx, team)
+	if err != nil {
+		return nil, err
+	}
+	decision := DecisionResumable
+	var warn []string
+	switch t.Status {
+	case teambus.TeamComplete, teambus.TeamAborted:
+		decision = DecisionReview
+	case teambus.TeamPending:
+		warn = append(warn, "no lead has attached yet: start one with `teambus lead --team "+team+" --session S`")
+	case teambus.TeamConsolidating:
+		warn = append(warn, "consolidation was interrupted")
+	}
+	rep, err := s.report(ctx, t, decision)
+	if err != nil {
+		return nil, err
+	}
+	rep.Warnings = append(warn, rep.Warnings...)
+	rep.Took = time.Since(start).Round(time.Microsecond).String()
+	return rep, nil
+}
+
+// report builds steps 4 to 7: member liveness, facts, the mailbox tail and
+// the task summary.
+func (s *Service) report(ctx context.Context, t *teambus.Team, decision string) (*Report, error) {
+	snap, err := s.store.Snapshot(ctx, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	hbs, err := s.store.Heartbeats(ctx, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Team: t.ID, Status: t.Status, Decision: decision, Warnings: []string{}, Tasks: map[string]int{},
+		Progress: teambus.Progress(snap.Tasks), LeadSession: t.LeadSession, LeadEpoch: t.LeadEpoch,
+		LeadTimeoutDetectedAt: t.LeadTimeoutDetectedAt, Members: []MemberState{}}
+	view := BuildView(snap, hbs, s.Now())
+	for _, m := range view.Members {
+		st := MemberState{ID: m.ID, Status: m.Status, Task: m.Task, Epoch: m.Epoch}
+		switch {
+		case m.Status == teambus.MemberZombie:
+			st.State = "zombie"
+		case m.Online:
+			st.State = "online"
+		default:
+			st.State = "offline"
+		}
+		if st.State == "offline" && m.Task != nil {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("member %s is offline holding task %s: the lead's crash detection will probe it", m.ID, *m.Task))
+		}
+		rep.Members = append(rep.Members, st)
+	}
+	for st, n := range teambus.CountByStatus(snap.Tasks) {
+		rep.Tasks[string(st)] = n
+	}
+	if n := rep.Tasks[string(teambus.TaskPaused)]; n > 0 {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%d task(s) paused: they need a lead decision (task reassign or reopen)", n))
+	}
+	rep.Warnings = append(rep.Warnings, CheckFacts(t.Facts)...)
+	if tail, err := s.teamMailbox(t).Tail(ctx, 10); err == nil {
+		rep.MailboxTail = tail
+	}
+	if rep.MailboxTail == nil {
+		rep.MailboxTail = []teambus.Message{}
+	}
+	return rep, nil
+}
+
+// CheckFacts recomputes the sha256 of every registered facts file and
+// returns a warning for each that changed or can not be read.
+func CheckFacts(facts map[string]string) []string {
+	var paths []string
+	for p := range facts {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var out []string
+	for _, p := range paths {
+		sum, err := FileSHA256(p)
+		switch {
+		case err != nil:
+			out = append(out, fmt.Sprintf("facts file %s can not be read: %v", p, err))
+		case sum != facts[p]:
+			out = append(out, fmt.Sprintf("facts file %s changed since it was registered (sha256 %s…, now %s…): facts may be stale", p, facts[p][:12], sum[:12]))
+		}
+	}
+	return out
+}
+
+// FileSHA256 returns the hex sha256 of a file.
+func FileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// RegisterFacts records the sha256 of files with the team, to be checked at
+// every resume.
+func (s *Service) RegisterFacts(ctx context.Context, team string, paths []string) (map[string]string, error) {
+	sums := map[string]string{}
+	for _, p := range paths {
+		sum, err := FileSHA256(p)
+		if err != nil {
+			return nil, teambus.Invalidf("facts file %s: %v", p, err)
+		}
+		sums[p] = sum
+	}
+	t, err := s.UpdateTeam(ctx, team, func(t *teambus.Team) (bool, error) {
+		if t.Facts == nil {
+			t.Facts = map[string]string{}
+		}
+		for p, sum := range sums {
+			t.Facts[p] = sum
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return t.Facts, nil
+}
+
+// Transition moves the team to consolidating, complete or aborted.
+// worktree is recorded at consolidate, for the resume check.
+func (s *Service) Transition(ctx context.Context, team string, to teambus.TeamStatus, worktree string) (*teambus.Team, error) {
+	return s.UpdateTeam(ctx, team, func(t *teambus.Team) (bool, error) {
+		if t.Status == to {
+			return false, nil
+		}
+		if t.Closed() {
+			return false, teambus.Statef("team %s is already %s", team, t.Status)
+		}
+		switch to {
+		case teambus.TeamConsolidating:
+			if t.Status != teambus.TeamActive {
+				return false, teambus.Statef("team %s is %s: only an active team can consolidate", team, t.Status)
+			}
+			t.WorkTree = worktree
+		case teambus.TeamComplete:
+			if t.Status != teambus.TeamActive && t.Status != teambus.TeamConsolidating {
+				return false, teambus.Statef("team %s is %s: only an active or consolidating team can complete", team, t.Status)
+			}
+		case teambus.TeamAborted:
+		default:
+			return false, teambus.Invalidf("unknown team transition to %s", to)
+		}
+		t.Status = to
+		return true, nil
+	})
+}

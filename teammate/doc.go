@@ -1,0 +1,20 @@
+// Package teammate runs the sidecar beside a teammate's agent session.
+//
+// The sidecar registers a new incarnation of its member (epoch up, its
+// session the only one accepted), heartbeats into the team's heartbeat
+// bucket with a time to live of member-timeout, and answers the status
+// checks and shutdown requests the lead sends to the member's sidecar
+// inbox. It watches the lead's heartbeat key: when the lead has been silent
+// for lead-timeout it enters zombie mode (member status zombie, the team
+// records lead_timeout_detected_at, the member's mail is held, checkpoints
+// are taken automatically); when a lead heartbeat reappears it leaves zombie
+// mode, releases the held mail in order and tells the lead. After zombie-max
+// it releases its task with its checkpoint and shuts down. A blocked task
+// past blocked-timeout goes back to the queue.
+//
+// With a pid, the sidecar watches the agent process: when the agent exits
+// while holding a task, the crash is recorded at once (its task back to the
+// queue with its checkpoint, or paused past the crash limit) and the lead is
+// told. A cancelled context (SIGTERM) is a clean shutdown: the task is
+// released, the member marked shutdown, the heartbeat key removed.
+package teammate

@@ -1,0 +1,554 @@
+package teammate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/proc"
+	"github.com/teambus/teambus/team"
+)
+
+// Config says which member the sidecar stands for.
+type Config struct {
+	Team    string
+	Member  string
+	Session string
+	// PID is the agent process to watch; 0 watches none.
+	PID int
+	// WorkDir is the agent's working tree: automatic checkpoints list the
+	// files git reports changed there. Empty skips that.
+	WorkDir string
+	Logger  *slog.Logger
+}
+
+// Validate checks the ids.
+func (c Config) Validate() error {
+	if err := teambus.ValidateID("team", c.Team); err != nil {
+		return err
+	}
+	if err := teambus.ValidateMemberID(c.Member); err != nil {
+		return err
+	}
+	if err := teambus.ValidateSession(c.Session); err != nil {
+		return err
+	}
+	if c.PID < 0 {
+		return teambus.Invalidf("invalid --pid %d", c.PID)
+	}
+	return nil
+}
+
+// Outcome says why the sidecar stopped.
+type Outcome string
+
+// Outcomes of Run.
+const (
+	OutcomeShutdown  Outcome = "shutdown"   // clean shutdown: signal or approved shutdown_request
+	OutcomeCrashed   Outcome = "crashed"    // the agent exited holding a task; the crash is recorded
+	OutcomeAgentDone Outcome = "agent_done" // the agent exited holding no task
+	OutcomeZombieMax Outcome = "zombie_max" // zombie longer than zombie-max: task released
+	OutcomeFenced    Outcome = "fenced"     // a newer incarnation replaced this one
+	OutcomeTeamDone  Outcome = "team_done"  // the team completed or was aborted
+)
+
+// Sidecar is the teammate sidecar.
+type Sidecar struct {
+	cfg Config
+	svc *team.Service
+	log *slog.Logger
+
+	epoch    int64
+	policy   teambus.Policy
+	hbRev    uint64
+	zombie   bool
+	zombieAt time.Time
+}
+
+// New returns a sidecar. It does no I/O.
+func New(svc *team.Service, cfg Config) (*Sidecar, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Sidecar{cfg: cfg, svc: svc, log: cfg.Logger.With("team", cfg.Team, "member", cfg.Member)}, nil
+}
+
+// Epoch returns the incarnation the sidecar registered.
+func (s *Sidecar) Epoch() int64 { return s.epoch }
+
+type leadEvent struct {
+	alive bool // a heartbeat was written; false: the key expired
+}
+
+// Run registers the member and runs until ctx is cancelled (a clean
+// shutdown), the agent exits, zombie-max passes, or the member is replaced.
+func (s *Sidecar) Run(ctx context.Context) (Outcome, error) {
+	store := s.svc.Store()
+	t, _, err := store.Team(ctx, s.cfg.Team)
+	if err != nil {
+		return "", err
+	}
+	s.policy = t.Policy
+	m, err := s.svc.Join(ctx, s.cfg.Team, s.cfg.Member, s.cfg.Session)
+	if err != nil {
+		return "", fmt.Errorf("register %s: %w", s.cfg.Member, err)
+	}
+	s.epoch = m.Epoch
+	s.log = s.log.With("epoch", s.epoch)
+	if err := s.svc.SetMemberStatus(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.MemberIdle); err != nil {
+		return "", err
+	}
+	if err := s.beat(ctx); err != nil {
+		return "", err
+	}
+	s.log.Info("teammate registered", "session", s.cfg.Session, "pid", s.cfg.PID)
+
+	// Background watchers feed channels; everything that changes state
+	// happens in this goroutine's select loop.
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	leadCh, err := s.watchLead(wctx)
+	if err != nil {
+		return "", err
+	}
+	teamCh, err := s.watchTeam(wctx)
+	if err != nil {
+		return "", err
+	}
+	ctlCh, err := s.consumeControl(wctx)
+	if err != nil {
+		return "", err
+	}
+	var agentGone <-chan struct{}
+	if s.cfg.PID > 0 {
+		agentGone = proc.Exited(wctx, s.cfg.PID)
+	}
+
+	hb := time.NewTicker(s.policy.Heartbeat)
+	defer hb.Stop()
+	cp := time.NewTicker(s.policy.CheckpointEvery)
+	defer cp.Stop()
+	// The lead is judged by when this sidecar last saw it beat, on its own
+	// clock: a lead never seen gets lead-timeout from now.
+	leadTimer := time.NewTimer(s.policy.LeadTimeout)
+	defer leadTimer.Stop()
+	var zombieMax <-chan time.Time
+
+	for {
+		select {
+		case <-ctx.Done():
+			return s.shutdown(context.WithoutCancel(ctx), "sidecar stopped (signal)")
+		case <-agentGone:
+			return s.agentExited(context.WithoutCancel(ctx))
+		case ev := <-leadCh:
+			if ev.alive {
+				resetTimer(leadTimer, s.policy.LeadTimeout)
+				if s.zombie {
+					s.leaveZombie(ctx)
+					zombieMax = nil
+				}
+			} else if !s.zombie {
+				s.enterZombie(ctx, "lead heartbeat expired")
+				zombieMax = time.After(s.policy.ZombieMax)
+			}
+		case <-leadTimer.C:
+			if !s.zombie {
+				s.enterZombie(ctx, fmt.Sprintf("no lead heartbeat for %s", s.policy.LeadTimeout))
+				zombieMax = time.After(s.policy.ZombieMax)
+			}
+		case <-zombieMax:
+			return s.zombieExpired(context.WithoutCancel(ctx))
+		case st := <-teamCh:
+			if st == teambus.TeamComplete || st == teambus.TeamAborted {
+				s.log.Info("team finished", "status", st)
+				out, err := s.shutdown(context.WithoutCancel(ctx), "team "+string(st))
+				if out == OutcomeShutdown {
+					out = OutcomeTeamDone
+				}
+				return out, err
+			}
+		case msg := <-ctlCh:
+			if done, out, err := s.handleControl(ctx, msg); done {
+				return out, err
+			}
+		case <-hb.C:
+			if err := s.beat(ctx); err != nil {
+				if errors.Is(err, teambus.ErrFenced) {
+					return OutcomeFenced, err
+				}
+				s.log.Warn("heartbeat failed", "err", err)
+			}
+			s.checkBlocked(ctx)
+		case <-cp.C:
+			if s.zombie {
+				s.autoCheckpoint(ctx)
+			}
+		}
+	}
+}
+
+func resetTimer(t *time.Timer, d time.Duration) {
+	t.Stop()
+	select {
+	case <-t.C:
+	default:
+	}
+	t.Reset(d)
+}
+
+// beat writes a heartbeat and checks that this incarnation is current.
+func (s *Sidecar) beat(ctx context.Context) error {
+	store := s.svc.Store()
+	m, _, err := store.Member(ctx, s.cfg.Team, s.cfg.Member)
+	if err != nil {
+		return err
+	}
+	if m.Epoch != s.epoch || m.Session != s.cfg.Session {
+		return teambus.Fencedf("member %s was replaced by epoch %d (session %s)", s.cfg.Member, m.Epoch, m.Session)
+	}
+	hb := &kv.Heartbeat{Member: s.cfg.Member, Session: s.cfg.Session, Epoch: s.epoch, Status: m.Status, PID: s.cfg.PID, ContextPct: m.ContextPct}
+	rev, err := store.Beat(ctx, s.cfg.Team, kv.MemberKey(s.cfg.Member), hb, s.policy.MemberTimeout, s.hbRev)
+	if err != nil {
+		s.hbRev = 0
+		return err
+	}
+	s.hbRev = rev
+	return nil
+}
+
+// watchLead reports the lead's heartbeats and expiries.
+func (s *Sidecar) watchLead(ctx context.Context) (<-chan leadEvent, error) {
+	w, err := s.svc.Store().WatchHeartbeats(ctx, s.cfg.Team, jetstream.UpdatesOnly())
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan leadEvent, 16)
+	go func() {
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil || e.Key() != kv.LeadKey {
+					continue
+				}
+				ev := leadEvent{alive: e.Operation() == jetstream.KeyValuePut}
+				if e.Operation() == jetstream.KeyValueDelete {
+					continue // a clean lead stop: lead-timeout still applies
+				}
+				select {
+				case ch <- ev:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return ch, nil
+}
+
+// watchTeam reports changes of the team's status.
+func (s *Sidecar) watchTeam(ctx context.Context) (<-chan teambus.TeamStatus, error) {
+	w, err := s.svc.Store().WatchState(ctx, s.cfg.Team)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan teambus.TeamStatus, 4)
+	go func() {
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil || e.Key() != "team" || e.Operation() != jetstream.KeyValuePut {
+					continue
+				}
+				t, _, err := s.svc.Store().Team(ctx, s.cfg.Team)
+				if err != nil {
+					continue
+				}
+				select {
+				case ch <- t.Status:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return ch, nil
+}
+
+// consumeControl delivers the member's sidecar mail (status checks,
+// shutdown requests). Each message is acked after it is handled; one not
+// acked within ack-wait is delivered again.
+func (s *Sidecar) consumeControl(ctx context.Context) (<-chan jetstream.Msg, error) {
+	mb := s.svc.Mailbox(s.cfg.Team)
+	cons, err := s.svc.Store().JetStream().Consumer(ctx, mb.Stream(), bus.SidecarConsumer(s.cfg.Member))
+	if err != nil {
+		return nil, teambus.Unavailablef("open sidecar inbox of %s: %v", s.cfg.Member, err)
+	}
+	ch := make(chan jetstream.Msg, 16)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case ch <- m:
+		case <-ctx.Done():
+		}
+	})
+	if err != nil {
+		return nil, teambus.Unavailablef("consume sidecar inbox of %s: %v", s.cfg.Member, err)
+	}
+	context.AfterFunc(ctx, cc.Stop)
+	return ch, nil
+}
+
+// handleControl answers one sidecar message; done is true when the sidecar
+// must stop.
+func (s *Sidecar) handleControl(ctx context.Context, jm jetstream.Msg) (bool, Outcome, error) {
+	md, err := jm.Metadata()
+	if err != nil {
+		_ = jm.Term()
+		return false, "", nil
+	}
+	msg, err := bus.DecodeMessage(jm.Data(), md.Sequence.Stream, jm.Subject())
+	if err != nil {
+		_ = jm.Term()
+		return false, "", nil
+	}
+	snap, err := s.svc.Store().Snapshot(ctx, s.cfg.Team)
+	if err != nil {
+		_ = jm.Nak()
+		return false, "", nil
+	}
+	status := snap.WorkStatus(s.cfg.Member)
+	var task string
+	if ts := snap.MemberTasks(s.cfg.Member); len(ts) > 0 {
+		task = ts[0].ID
+	}
+	switch msg.Type {
+	case teambus.MsgStatusCheck:
+		data := map[string]any{"reply_to": msg.Seq, "status": status, "task": task, "epoch": s.epoch, "activity": snap.Activity[s.cfg.Member]}
+		body := fmt.Sprintf("%s alive: %s", s.cfg.Member, status)
+		if task != "" {
+			body += " on " + task
+		}
+		// The reply's id derives from the check's, so a redelivered check is
+		// answered once.
+		if _, err := s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, msg.From, teambus.MsgStatus, fmt.Sprintf("status/%d", msg.Seq), body, data); err != nil {
+			_ = jm.Nak()
+			return false, "", nil
+		}
+		_ = jm.DoubleAck(ctx)
+	case teambus.MsgShutdownRequest:
+		approve := task == ""
+		body := "approve: shutting down"
+		if !approve {
+			body = fmt.Sprintf("approve:false: still working on %s", task)
+		}
+		if _, err := s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, msg.From, teambus.MsgShutdownResponse, fmt.Sprintf("shutdown/%d", msg.Seq), body, map[string]any{"approve": approve, "reply_to": msg.Seq, "task": task}); err != nil {
+			_ = jm.Nak()
+			return false, "", nil
+		}
+		_ = jm.DoubleAck(ctx)
+		if approve {
+			out, err := s.shutdown(context.WithoutCancel(ctx), "shutdown_request approved")
+			return true, out, err
+		}
+	default:
+		_ = jm.DoubleAck(ctx)
+	}
+	return false, "", nil
+}
+
+func (s *Sidecar) enterZombie(ctx context.Context, why string) {
+	s.zombie, s.zombieAt = true, time.Now()
+	s.log.Warn("zombie mode: lead gone", "why", why)
+	if err := s.svc.SetMemberStatus(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.MemberZombie); err != nil {
+		s.log.Warn("set zombie", "err", err)
+	}
+	now := s.svc.Now()
+	if _, err := s.svc.UpdateTeam(ctx, s.cfg.Team, func(t *teambus.Team) (bool, error) {
+		if t.LeadTimeoutDetectedAt != nil {
+			return false, nil
+		}
+		t.LeadTimeoutDetectedAt = teambus.TimePtr(now)
+		return true, nil
+	}); err != nil {
+		s.log.Warn("record lead timeout", "err", err)
+	}
+	s.autoCheckpoint(ctx)
+}
+
+func (s *Sidecar) leaveZombie(ctx context.Context) {
+	zombieFor := time.Since(s.zombieAt).Round(time.Millisecond)
+	s.zombie = false
+	if err := s.svc.SetMemberStatus(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.MemberIdle); err != nil {
+		s.log.Warn("leave zombie", "err", err)
+	}
+	released, err := s.svc.Mailbox(s.cfg.Team).ReleaseHeld(ctx, s.cfg.Member)
+	if err != nil {
+		s.log.Warn("release held mail", "err", err)
+	}
+	s.log.Info("zombie mode left: lead is back", "zombie_for", zombieFor, "released", len(released))
+	body := fmt.Sprintf("%s left zombie mode after %s: %d held message(s) released", s.cfg.Member, zombieFor, len(released))
+	id := fmt.Sprintf("unzombie/%d/%d", s.epoch, s.zombieAt.UnixNano())
+	if _, err := s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.Lead, teambus.MsgSystem, id, body, map[string]any{"released": len(released), "zombie_for": zombieFor.String()}); err != nil {
+		s.log.Warn("tell lead", "err", err)
+	}
+}
+
+// autoCheckpoint keeps the member's checkpoint fresh while the lead is
+// away, adding the files git reports changed in the work tree.
+func (s *Sidecar) autoCheckpoint(ctx context.Context) {
+	a := team.Actor{Team: s.cfg.Team, Member: s.cfg.Member, Session: s.cfg.Session}
+	_, err := s.svc.Checkpoint(ctx, a, team.CheckpointSpec{Auto: true, Files: gitChangedFiles(ctx, s.cfg.WorkDir), LastAction: "automatic checkpoint in zombie mode"})
+	if err != nil && !errors.Is(err, teambus.ErrState) {
+		s.log.Warn("auto checkpoint", "err", err)
+	}
+}
+
+// checkBlocked returns the member's blocked task to the queue once it has
+// been blocked for blocked-timeout without a lead decision.
+func (s *Sidecar) checkBlocked(ctx context.Context) {
+	snap, err := s.svc.Store().Snapshot(ctx, s.cfg.Team)
+	if err != nil {
+		return
+	}
+	for _, t := range snap.MemberTasks(s.cfg.Member) {
+		if t.Status == teambus.TaskBlocked && t.BlockedAt != nil && s.svc.Now().Sub(*t.BlockedAt) >= s.policy.BlockedTimeout {
+			a := team.Actor{Team: s.cfg.Team, Member: s.cfg.Member, Session: s.cfg.Session}
+			if _, err := s.svc.Release(ctx, a, t.ID); err == nil {
+				s.log.Info("blocked task returned to the queue", "task", t.ID, "blocked_for", s.policy.BlockedTimeout)
+				_, _ = s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.Lead, teambus.MsgSystem,
+					fmt.Sprintf("blocked-timeout/%s/%d", t.ID, t.BlockedAt.UnixNano()),
+					fmt.Sprintf("task %s was blocked for %s without a decision: back in the queue", t.ID, s.policy.BlockedTimeout), nil)
+			}
+		}
+	}
+}
+
+// releaseTasks gives the member's tasks back to the queue with their
+// checkpoints.
+func (s *Sidecar) releaseTasks(ctx context.Context, why string) []string {
+	snap, err := s.svc.Store().Snapshot(ctx, s.cfg.Team)
+	if err != nil {
+		return nil
+	}
+	a := team.Actor{Team: s.cfg.Team, Member: s.cfg.Member, Session: s.cfg.Session}
+	var out []string
+	for _, t := range snap.MemberTasks(s.cfg.Member) {
+		if _, err := s.svc.Release(ctx, a, t.ID); err == nil {
+			out = append(out, t.ID)
+			s.log.Info("task released", "task", t.ID, "why", why)
+		}
+	}
+	return out
+}
+
+// shutdown is the clean exit: tasks released with their checkpoints, the
+// member marked shutdown, the heartbeat key removed, the lead told.
+func (s *Sidecar) shutdown(ctx context.Context, why string) (Outcome, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	released := s.releaseTasks(ctx, why)
+	if err := s.svc.SetMemberStatus(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.MemberShutdown); err != nil {
+		s.log.Warn("mark shutdown", "err", err)
+	}
+	_ = s.svc.Store().StopBeat(ctx, s.cfg.Team, kv.MemberKey(s.cfg.Member))
+	body := fmt.Sprintf("%s shut down (%s)", s.cfg.Member, why)
+	if len(released) > 0 {
+		body += fmt.Sprintf(": task %s back in the queue with its checkpoint", strings.Join(released, ", "))
+	}
+	_, _ = s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.Lead, teambus.MsgSystem, fmt.Sprintf("shutdown/%d", s.epoch), body, map[string]any{"released": released})
+	s.log.Info("teammate shut down", "why", why)
+	return OutcomeShutdown, nil
+}
+
+// agentExited handles the exit of the watched agent: a crash when it held
+// a task, else a clean end.
+func (s *Sidecar) agentExited(ctx context.Context) (Outcome, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	snap, err := s.svc.Store().Snapshot(ctx, s.cfg.Team)
+	if err != nil {
+		return "", err
+	}
+	if len(snap.MemberTasks(s.cfg.Member)) == 0 {
+		out, err := s.shutdown(ctx, fmt.Sprintf("agent process %d exited holding no task", s.cfg.PID))
+		if out == OutcomeShutdown {
+			out = OutcomeAgentDone
+		}
+		return out, err
+	}
+	reason := fmt.Sprintf("agent process %d exited without a clean shutdown", s.cfg.PID)
+	res, err := s.svc.MarkCrashed(ctx, s.cfg.Team, s.cfg.Member, s.epoch, reason)
+	if err != nil {
+		return "", err
+	}
+	_ = s.svc.Store().StopBeat(ctx, s.cfg.Team, kv.MemberKey(s.cfg.Member))
+	s.log.Warn("agent crashed", "pid", s.cfg.PID, "tasks", res.Tasks, "crashes", res.Crashes, "paused", res.Paused)
+	if res.Counted {
+		body := CrashNotice(s.cfg.Team, s.cfg.Member, reason, res)
+		_, _ = s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.Lead, teambus.MsgSystem, fmt.Sprintf("crash/%s/%d", s.cfg.Member, s.epoch), body,
+			map[string]any{"member": s.cfg.Member, "epoch": s.epoch, "tasks": res.Tasks, "crashes": res.Crashes, "paused": res.Paused})
+	}
+	return OutcomeCrashed, nil
+}
+
+// CrashNotice is the text of a crash notice to the lead.
+func CrashNotice(teamID, member, reason string, res team.CrashResult) string {
+	tasks := strings.Join(res.Tasks, ", ")
+	if tasks == "" {
+		tasks = "none"
+	}
+	if res.Paused {
+		return fmt.Sprintf("%s crashed (%s), crash %d: past the crash limit, task %s and the member are paused; decide with `teambus task reassign` or `teambus task reopen`", member, reason, res.Crashes, tasks)
+	}
+	return fmt.Sprintf("%s crashed (%s), crash %d: task %s back in the queue with its checkpoint; respawn it with `teambus brief --team %s --member %s`", member, reason, res.Crashes, tasks, teamID, member)
+}
+
+// zombieExpired releases the task and shuts down after zombie-max.
+func (s *Sidecar) zombieExpired(ctx context.Context) (Outcome, error) {
+	s.autoCheckpoint(ctx)
+	_, err := s.shutdown(ctx, fmt.Sprintf("zombie for longer than zombie-max %s", s.policy.ZombieMax))
+	return OutcomeZombieMax, err
+}
+
+// gitChangedFiles lists the files git reports changed in dir, or nil.
+func gitChangedFiles(ctx context.Context, dir string) []string {
+	if dir == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "git", "-C", dir, "status", "--porcelain").Output()
+	if err != nil {
+		return nil
+	}
+	var files []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if len(line) > 3 {
+			files = append(files, strings.TrimSpace(line[3:]))
+		}
+	}
+	return files
+}
