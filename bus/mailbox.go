@@ -30,10 +30,15 @@ const (
 	kindHeld = "held"
 )
 
+// DefaultMailboxBytes is the default size limit of a team's mailbox:
+// about 200,000 messages of 1 KiB. Stream limits are reserved against the
+// node's store limit, so this bounds how many teams a node holds.
+const DefaultMailboxBytes int64 = 256 << 20
+
 // MailboxConfig holds the limits of a team's mailbox stream.
 type MailboxConfig struct {
 	// MaxBytes caps the stream; a full stream refuses new mail, it never
-	// drops old mail. 0 means 1 GiB.
+	// drops old mail. 0 means DefaultMailboxBytes.
 	MaxBytes int64
 	// MaxBody caps a message body. 0 means teambus.DefaultMaxBody.
 	MaxBody int
@@ -45,7 +50,7 @@ type MailboxConfig struct {
 
 func (c *MailboxConfig) defaults() {
 	if c.MaxBytes <= 0 {
-		c.MaxBytes = 1 << 30
+		c.MaxBytes = DefaultMailboxBytes
 	}
 	if c.MaxBody <= 0 {
 		c.MaxBody = teambus.DefaultMaxBody

@@ -45,7 +45,7 @@ const (
 	// DefaultSyncInterval is the fsync interval of SyncModeInterval.
 	DefaultSyncInterval = 2 * time.Minute
 	// DefaultMaxStore is the disk the node's JetStream store may use.
-	DefaultMaxStore int64 = 8 << 30
+	DefaultMaxStore int64 = 64 << 30
 	// DefaultMaxMemory is the memory the node's JetStream may use for
 	// memory streams.
 	DefaultMaxMemory int64 = 256 << 20
@@ -563,7 +563,8 @@ func Run(ctx context.Context, cfg NodeConfig) error {
 // Stop asks the node that runs in dir to stop (SIGTERM) and waits until
 // it has released the directory, up to the ctx deadline (30s without
 // one). With no node running it returns an ErrUnavailable error and
-// removes a discovery file left by a crashed node.
+// removes a discovery file left by a crashed node; a node of this very
+// process is refused (ErrState): close it instead.
 func Stop(ctx context.Context, dir string) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc

@@ -68,7 +68,7 @@ func (s *Store) heartbeats(ctx context.Context, team string, create bool) (jetst
 			History:        1,
 			Storage:        jetstream.FileStorage,
 			Replicas:       s.cfg.Replicas,
-			MaxBytes:       64 << 20,
+			MaxBytes:       8 << 20,
 			LimitMarkerTTL: markerTTL,
 		})
 		if err != nil {

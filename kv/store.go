@@ -36,7 +36,7 @@ var ErrConflict = fmt.Errorf("%w: record changed since it was read", teambus.Err
 type Config struct {
 	// Replicas of each bucket: 1 on a single node, 3 in a cluster.
 	Replicas int
-	// MaxBytes caps each team's state bucket. 0 means 256 MiB.
+	// MaxBytes caps each team's state bucket. 0 means 64 MiB.
 	MaxBytes int64
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -54,7 +54,7 @@ func New(js jetstream.JetStream, cfg Config) *Store {
 		cfg.Replicas = 1
 	}
 	if cfg.MaxBytes <= 0 {
-		cfg.MaxBytes = 256 << 20
+		cfg.MaxBytes = 64 << 20
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

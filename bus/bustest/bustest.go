@@ -39,7 +39,7 @@ func NewServerConfig(t testing.TB, cfg bus.NodeConfig) *bus.Node {
 		cfg.Listen = "127.0.0.1:-1"
 	}
 	if cfg.MaxStore == 0 {
-		cfg.MaxStore = 1 << 30
+		cfg.MaxStore = 64 << 30
 	}
 	if cfg.MaxMemory == 0 {
 		cfg.MaxMemory = 64 << 20

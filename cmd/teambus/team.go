@@ -5,10 +5,12 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/team"
 )
 
@@ -34,6 +36,9 @@ func teamCreateCommand() *cli.Command {
 		Flags: flags(connFlags(), []cli.Flag{
 			&cli.StringFlag{Name: "lead-session", Usage: "session id of the lead (default: the first `teambus lead` attaches)", EnvVars: []string{"TEAMBUS_LEAD_SESSION"}},
 			&cli.StringSliceFlag{Name: "member", Usage: "a member as ID[:ROLE[:QUANTUM]], repeatable"},
+			&cli.StringFlag{Name: "max-body", Usage: "largest message body (e.g. 256KiB)", Value: "256KiB", EnvVars: []string{"TEAMBUS_MAX_BODY"}},
+			&cli.StringFlag{Name: "mailbox-max-bytes", Usage: "size limit of the team's mailbox; a full mailbox refuses new mail, it never drops old mail", Value: "256MiB", EnvVars: []string{"TEAMBUS_MAILBOX_MAX_BYTES"}},
+			&cli.StringFlag{Name: "dedupe-window", Usage: "how long a message id is remembered for idempotent sends", Value: "10m", EnvVars: []string{"TEAMBUS_DEDUPE_WINDOW"}},
 			jsonFlag(),
 		}, policyFlags()),
 		Action: teamCreate,
@@ -65,11 +70,33 @@ func teamCreate(c *cli.Context) error {
 			specs = append(specs, spec)
 		}
 	}
+	var mbc bus.MailboxConfig
+	maxBody, err := parseSize("--max-body", c.String("max-body"))
+	if err != nil {
+		return err
+	}
+	if maxBody < 1 || maxBody > 8<<20 {
+		return teambus.Invalidf("invalid --max-body %s: 1 byte to 8MiB", c.String("max-body"))
+	}
+	if mbc.MaxBytes, err = parseSize("--mailbox-max-bytes", c.String("mailbox-max-bytes")); err != nil {
+		return err
+	}
+	if mbc.MaxBytes < 1<<20 {
+		return teambus.Invalidf("invalid --mailbox-max-bytes %s: at least 1MiB", c.String("mailbox-max-bytes"))
+	}
+	if mbc.Duplicates, err = teambus.ParseDuration("--dedupe-window", c.String("dedupe-window")); err != nil {
+		return err
+	}
+	if mbc.Duplicates < time.Second {
+		return teambus.Invalidf("invalid --dedupe-window %s: at least 1s", c.String("dedupe-window"))
+	}
+	mbc.MaxBody = int(maxBody)
 	s, err := open(c)
 	if err != nil {
 		return err
 	}
 	defer s.close()
+	s.svc = team.New(s.conn.JS, team.Config{Mailbox: mbc})
 	t, err := s.svc.CreateTeam(s.ctx, id, c.String("lead-session"), specs, pol)
 	if err != nil {
 		return err
