@@ -191,6 +191,25 @@ func (mb *Mailbox) Tail(ctx context.Context, n int) ([]teambus.Message, error) {
 // a member was released.
 func HeldConsumer(member string) string { return "hd_" + member }
 
+// HeldPending returns how many held messages of member wait for release.
+// It counts only after a first release created the cursor; before that,
+// mail is held only while the member is a zombie and the release on leaving
+// zombie mode delivers it.
+func (mb *Mailbox) HeldPending(ctx context.Context, member string) (uint64, error) {
+	cons, err := mb.js.Consumer(ctx, mb.Stream(), HeldConsumer(member))
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, teambus.Unavailablef("read held mail of %s: %v", member, err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return 0, teambus.Unavailablef("read held mail of %s: %v", member, err)
+	}
+	return info.NumPending + uint64(info.NumAckPending), nil
+}
+
 // ReleaseHeld delivers the mail member sent while a zombie, in order, and
 // returns what it delivered. A durable consumer is the cursor: each held
 // message is acked after its delivery is stored, and the delivery's

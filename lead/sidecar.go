@@ -51,6 +51,18 @@ type Sidecar struct {
 	// seen is when this sidecar last saw each member's heartbeat, on its
 	// own clock, with the incarnation that wrote it.
 	seen map[string]seenBeat
+	// waits is, per open probe, how long the member has had a reachable
+	// bus to answer it, on this sidecar's own clock; lastCheck is when the
+	// previous probe check reached the bus.
+	waits     map[string]*probeWait
+	lastCheck time.Time
+}
+
+// probeWait is the reply opportunity an open probe has had so far.
+type probeWait struct {
+	epoch  int64
+	sentAt time.Time
+	waited time.Duration
 }
 
 type seenBeat struct {
@@ -66,7 +78,7 @@ func New(svc *team.Service, cfg Config) (*Sidecar, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Sidecar{cfg: cfg, svc: svc, log: cfg.Logger.With("team", cfg.Team, "role", "lead"), seen: map[string]seenBeat{}}, nil
+	return &Sidecar{cfg: cfg, svc: svc, log: cfg.Logger.With("team", cfg.Team, "role", "lead"), seen: map[string]seenBeat{}, waits: map[string]*probeWait{}}, nil
 }
 
 // Epoch returns the lead epoch this sidecar attached as.
@@ -74,7 +86,7 @@ func (s *Sidecar) Epoch() int64 { return s.epoch }
 
 // Run attaches and runs until ctx is cancelled, the lead agent exits, or a
 // newer lead fences this one (ErrFenced).
-func (s *Sidecar) Run(ctx context.Context) error {
+func (s *Sidecar) Run(ctx context.Context) (err error) {
 	rep, err := s.svc.Resume(ctx, s.cfg.Team, s.cfg.Session, s.cfg.Force, true)
 	if err != nil {
 		return err
@@ -99,6 +111,11 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		})
 	}
 	s.log.Info("lead attached", "decision", rep.Decision, "session", s.cfg.Session, "took", rep.Took)
+	// This run's own session in the event log; a kill -9 leaves it
+	// without session.end.
+	es := s.svc.StartSession(ctx, s.cfg.Team, teambus.Lead, s.epoch, map[string]any{"command": "lead", "mode": rep.Decision, "session": s.cfg.Session, "pid": s.cfg.PID})
+	outcome := "stopped"
+	defer func() { es.End(context.WithoutCancel(ctx), outcome, err) }()
 	if s.cfg.OnAttach != nil {
 		s.cfg.OnAttach(rep)
 	}
@@ -121,9 +138,11 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	defer tick.Stop()
 	// Probe deadlines are checked on a finer tick than the heartbeat, so a
 	// crash is confirmed close to probe-timeout.
-	check := time.NewTicker(min(s.policy.Heartbeat, s.policy.ProbeTimeout/4+time.Millisecond))
+	check := time.NewTicker(s.checkEvery())
 	defer check.Stop()
-	s.reconcile(ctx)
+	if s.reconcile(ctx) {
+		return nil
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -133,6 +152,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 			// Stop heartbeating without removing the key: it expires after
 			// lead-timeout and the teammates see the lead gone.
 			s.log.Warn("lead agent exited: heartbeat stopped", "pid", s.cfg.PID)
+			outcome = "agent_exited"
 			return nil
 		case ev := <-hbCh:
 			s.onHeartbeat(ctx, ev)
@@ -144,12 +164,16 @@ func (s *Sidecar) Run(ctx context.Context) error {
 			if err := s.beat(ctx); err != nil {
 				if errors.Is(err, teambus.ErrFenced) {
 					s.log.Warn("lead replaced: stopping", "err", err)
+					outcome = "fenced"
 					return err
 				}
 				s.log.Warn("lead heartbeat failed", "err", err)
 				continue
 			}
-			s.reconcile(ctx)
+			if s.reconcile(ctx) {
+				s.log.Info("team finished: lead sidecar stops")
+				return nil
+			}
 		}
 	}
 }
@@ -339,19 +363,50 @@ func (s *Sidecar) onReply(ctx context.Context, jm jetstream.Msg) {
 }
 
 // checkProbes confirms the crash of every member whose probe went
-// unanswered for probe-timeout.
+// unanswered for probe-timeout of real reply opportunity: time is counted
+// on this sidecar's own clock (never from the probe's timestamp, which may
+// come from another lead's clock), from when it first saw the probe, and
+// only while the bus answers its checks promptly. A stretch in which the
+// bus (or this sidecar) was stopped or stalled does not count: a member
+// cannot answer through a stopped bus.
 func (s *Sidecar) checkProbes(ctx context.Context) {
+	start := time.Now()
 	t, _, err := s.svc.Store().Team(ctx, s.cfg.Team)
-	if err != nil || len(t.Probes) == 0 {
+	end := time.Now()
+	if err != nil {
+		s.lastCheck = time.Time{}
 		return
 	}
-	now := s.svc.Now()
+	every := s.checkEvery()
+	stall := max(s.policy.ProbeTimeout/4, 250*time.Millisecond)
+	var credit time.Duration
+	if gap := end.Sub(s.lastCheck); !s.lastCheck.IsZero() && end.Sub(start) < stall && gap < every+stall {
+		credit = gap
+	}
+	s.lastCheck = end
+	for id := range s.waits {
+		if _, ok := t.Probes[id]; !ok {
+			delete(s.waits, id)
+		}
+	}
 	for id, p := range t.Probes {
-		if now.Sub(p.SentAt) < s.policy.ProbeTimeout {
+		w := s.waits[id]
+		if w == nil || w.epoch != p.Epoch || !w.sentAt.Equal(p.SentAt) {
+			s.waits[id] = &probeWait{epoch: p.Epoch, sentAt: p.SentAt}
+			continue
+		}
+		w.waited += credit
+		if w.waited < s.policy.ProbeTimeout {
 			continue
 		}
 		s.confirmCrash(ctx, id, p)
 	}
+}
+
+// checkEvery is the interval of probe checks: finer than the heartbeat,
+// so a crash is confirmed close to probe-timeout.
+func (s *Sidecar) checkEvery() time.Duration {
+	return min(s.policy.Heartbeat, s.policy.ProbeTimeout/4+time.Millisecond)
 }
 
 func (s *Sidecar) confirmCrash(ctx context.Context, member string, p teambus.Probe) {
@@ -383,11 +438,14 @@ func (s *Sidecar) confirmCrash(ctx context.Context, member string, p teambus.Pro
 // reconcile runs every heartbeat: silent and stuck members are probed,
 // crashed members' tasks requeued, dependents of completed tasks made
 // available, pending escalations sent. Every step is idempotent.
-func (s *Sidecar) reconcile(ctx context.Context) {
+func (s *Sidecar) reconcile(ctx context.Context) (finished bool) {
 	snap, err := s.svc.Store().Snapshot(ctx, s.cfg.Team)
 	if err != nil {
 		s.log.Warn("read team", "err", err)
-		return
+		return false
+	}
+	if snap.Team.Closed() {
+		return true
 	}
 	now := time.Now()
 	for _, id := range snap.MemberIDs() {
@@ -423,6 +481,7 @@ func (s *Sidecar) reconcile(ctx context.Context) {
 		s.log.Info("tasks unblocked", "tasks", ids)
 	}
 	s.sendEscalations(ctx)
+	return false
 }
 
 // sendEscalations sends one escalation per paused incarnation to the
@@ -451,6 +510,7 @@ func (s *Sidecar) sendEscalations(ctx context.Context) {
 			m.EscalatePending = false
 			return true
 		})
+		s.svc.LogEvent(ctx, s.cfg.Team, teambus.EvEscalation, id, map[string]any{"name": id, "crashes": m.CrashCount, "epoch": m.CrashedEpoch, "crash_limit": s.policy.CrashLimit})
 		s.log.Warn("escalated", "member", id)
 	}
 }

@@ -94,7 +94,7 @@ type leadEvent struct {
 
 // Run registers the member and runs until ctx is cancelled (a clean
 // shutdown), the agent exits, zombie-max passes, or the member is replaced.
-func (s *Sidecar) Run(ctx context.Context) (Outcome, error) {
+func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 	store := s.svc.Store()
 	t, _, err := store.Team(ctx, s.cfg.Team)
 	if err != nil {
@@ -114,6 +114,10 @@ func (s *Sidecar) Run(ctx context.Context) (Outcome, error) {
 		return "", err
 	}
 	s.log.Info("teammate registered", "session", s.cfg.Session, "pid", s.cfg.PID)
+	// This run's own session in the event log; a kill -9 leaves it
+	// without session.end.
+	es := s.svc.StartSession(ctx, s.cfg.Team, s.cfg.Member, s.epoch, map[string]any{"command": "teammate", "session": s.cfg.Session, "pid": s.cfg.PID})
+	defer func() { es.End(context.WithoutCancel(ctx), string(out), err) }()
 
 	// Background watchers feed channels; everything that changes state
 	// happens in this goroutine's select loop.
@@ -191,6 +195,12 @@ func (s *Sidecar) Run(ctx context.Context) (Outcome, error) {
 				s.log.Warn("heartbeat failed", "err", err)
 			}
 			s.checkBlocked(ctx)
+			if !s.zombie {
+				// A send that saw the member as a zombie just before it left
+				// zombie mode stores its mail as held after the release pass;
+				// the next heartbeat delivers it.
+				s.releaseStragglers(ctx)
+			}
 		case <-cp.C:
 			if s.zombie {
 				s.autoCheckpoint(ctx)
@@ -215,8 +225,8 @@ func (s *Sidecar) beat(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if m.Epoch != s.epoch || m.Session != s.cfg.Session {
-		return teambus.Fencedf("member %s was replaced by epoch %d (session %s)", s.cfg.Member, m.Epoch, m.Session)
+	if err := s.fenced(m); err != nil {
+		return err
 	}
 	hb := &kv.Heartbeat{Member: s.cfg.Member, Session: s.cfg.Session, Epoch: s.epoch, Status: m.Status, PID: s.cfg.PID, ContextPct: m.ContextPct}
 	rev, err := store.Beat(ctx, s.cfg.Team, kv.MemberKey(s.cfg.Member), hb, s.policy.MemberTimeout, s.hbRev)
@@ -226,6 +236,17 @@ func (s *Sidecar) beat(ctx context.Context) error {
 	}
 	s.hbRev = rev
 	return nil
+}
+
+// fenced reports why this incarnation may no longer act: a newer one
+// registered, or the lead declared it crashed (or paused it) while it was
+// silent, for example stopped (SIGSTOP) past member-timeout. Its heartbeat
+// must not bring the crashed incarnation back.
+func (s *Sidecar) fenced(m *teambus.Member) error {
+	if m.Epoch != s.epoch || m.Session != s.cfg.Session {
+		return teambus.Fencedf("member %s was replaced by epoch %d (session %s)", s.cfg.Member, m.Epoch, m.Session)
+	}
+	return m.Fenced(s.cfg.Session)
 }
 
 // watchLead reports the lead's heartbeats and expiries.
@@ -339,6 +360,12 @@ func (s *Sidecar) handleControl(ctx context.Context, jm jetstream.Msg) (bool, Ou
 		_ = jm.Nak()
 		return false, "", nil
 	}
+	if m, ok := snap.Members[s.cfg.Member]; ok {
+		if err := s.fenced(m); err != nil {
+			_ = jm.DoubleAck(ctx)
+			return true, OutcomeFenced, err
+		}
+	}
 	status := snap.WorkStatus(s.cfg.Member)
 	var task string
 	if ts := snap.MemberTasks(s.cfg.Member); len(ts) > 0 {
@@ -413,6 +440,18 @@ func (s *Sidecar) leaveZombie(ctx context.Context) {
 	id := fmt.Sprintf("unzombie/%d/%d", s.epoch, s.zombieAt.UnixNano())
 	if _, err := s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.Lead, teambus.MsgSystem, id, body, map[string]any{"released": len(released), "zombie_for": zombieFor.String()}); err != nil {
 		s.log.Warn("tell lead", "err", err)
+	}
+}
+
+// releaseStragglers delivers held mail that arrived after zombie mode was
+// left. It reads the held-mail cursor only when one exists.
+func (s *Sidecar) releaseStragglers(ctx context.Context) {
+	mb := s.svc.Mailbox(s.cfg.Team)
+	if pending, err := mb.HeldPending(ctx, s.cfg.Member); err != nil || pending == 0 {
+		return
+	}
+	if released, err := mb.ReleaseHeld(ctx, s.cfg.Member); err == nil && len(released) > 0 {
+		s.log.Info("late held mail released", "released", len(released))
 	}
 }
 
