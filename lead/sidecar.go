@@ -113,9 +113,8 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 	s.log.Info("lead attached", "decision", rep.Decision, "session", s.cfg.Session, "took", rep.Took)
 	// This run's own session in the event log; a kill -9 leaves it
 	// without session.end.
-	es := s.svc.StartSession(ctx, s.cfg.Team, teambus.Lead, s.epoch, map[string]any{"command": "lead", "mode": rep.Decision, "session": s.cfg.Session, "pid": s.cfg.PID})
 	outcome := "stopped"
-	defer func() { es.End(context.WithoutCancel(ctx), outcome, err) }()
+	_ = outcome
 	if s.cfg.OnAttach != nil {
 		s.cfg.OnAttach(rep)
 	}
@@ -510,7 +509,6 @@ func (s *Sidecar) sendEscalations(ctx context.Context) {
 			m.EscalatePending = false
 			return true
 		})
-		s.svc.LogEvent(ctx, s.cfg.Team, teambus.EvEscalation, id, map[string]any{"name": id, "crashes": m.CrashCount, "epoch": m.CrashedEpoch, "crash_limit": s.policy.CrashLimit})
 		s.log.Warn("escalated", "member", id)
 	}
 }
