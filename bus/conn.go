@@ -66,6 +66,13 @@ type ConnectConfig struct {
 	TLSKey  string        // client key
 	Name    string        // connection name shown by the server
 	Timeout time.Duration // connect and request timeout; default 5s
+	// InboxPrefix replaces _INBOX as the prefix of reply subjects; a member
+	// credential needs its own (MemberInboxPrefix). A teambus credentials
+	// file in Creds sets it.
+	InboxPrefix string
+	// Replicas overrides the replica count Conn.Replicas derives from the
+	// cluster; 0 derives it.
+	Replicas int
 	// InProcess connects to a node in this process without TCP.
 	InProcess nats.InProcessConnProvider
 }
@@ -76,6 +83,11 @@ type Conn struct {
 	NC      *nats.Conn
 	JS      jetstream.JetStream
 	Timeout time.Duration
+
+	creds    *Creds
+	replicas int
+
+	denied *deniedError
 }
 
 // Connect opens a connection. A server older than MinServerVersion or
@@ -84,12 +96,42 @@ func Connect(ctx context.Context, cfg ConnectConfig) (*Conn, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
 	}
+	denied := newDeniedError()
 	opts := []nats.Option{
 		nats.Name(orDefault(cfg.Name, "teambus")),
+		nats.ErrorHandler(denied.record),
 		nats.Timeout(cfg.Timeout),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.RetryOnFailedConnect(false),
+	}
+	// A teambus member credential is a user, a password and an inbox
+	// prefix, and may name the bus; any other file is a NATS .creds file.
+	var creds *Creds
+	if cfg.Creds != "" {
+		cr, ok, err := ReadCreds(cfg.Creds)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			creds, cfg.Creds = cr, ""
+			cfg.User, cfg.Pass = cr.User, cr.Password
+			if cfg.InboxPrefix == "" {
+				cfg.InboxPrefix = cr.InboxPrefix
+			}
+			if cfg.Server == "" && cfg.InProcess == nil && len(cr.Servers) > 0 {
+				cfg.Server = strings.Join(cr.Servers, ",")
+			}
+		}
+	}
+	if cfg.InboxPrefix == "" && cfg.User != "" {
+		// A member user name (team.member) implies its inbox prefix.
+		if team, member, ok := strings.Cut(cfg.User, "."); ok && validateCredsIDs(team, member) == nil {
+			cfg.InboxPrefix = MemberInboxPrefix(team, member)
+		}
+	}
+	if cfg.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(cfg.InboxPrefix))
 	}
 	url := cfg.Server
 	switch {
@@ -104,7 +146,9 @@ func Connect(ctx context.Context, cfg ConnectConfig) (*Conn, error) {
 			return nil, err
 		}
 		url = d.URL
-		if cfg.Token == "" {
+		// The node's token is the operator's credential: a member who
+		// brought its own never presents it.
+		if cfg.Token == "" && cfg.Creds == "" && cfg.User == "" {
 			cfg.Token = d.Token
 		}
 	}
@@ -139,15 +183,16 @@ func Connect(ctx context.Context, cfg ConnectConfig) (*Conn, error) {
 		nc.Close()
 		return nil, fmt.Errorf("jetstream context: %w", err)
 	}
-	c := &Conn{NC: nc, JS: js, Timeout: cfg.Timeout}
-	actx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancel()
-	if _, err := js.AccountInfo(actx); err != nil {
+	c := &Conn{NC: nc, JS: js, Timeout: cfg.Timeout, creds: creds, replicas: cfg.Replicas, denied: denied}
+	if err := waitJetStream(ctx, js, cfg.Timeout); err != nil {
 		nc.Close()
 		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
 			return nil, teambus.Invalidf("NATS server at %s has JetStream disabled: teambus needs JetStream", url)
 		}
 		return nil, teambus.Unavailablef("bus %s: JetStream not ready: %v", orDefault(url, "in-process"), err)
+	}
+	if c.replicas <= 0 {
+		c.replicas = AutoReplicas(nc)
 	}
 	return c, nil
 }
@@ -158,7 +203,9 @@ func (c *Conn) Close() {
 	if c == nil || c.NC == nil || c.NC.IsClosed() {
 		return
 	}
-	_ = c.NC.FlushTimeout(c.Timeout)
+	if c.NC.IsConnected() {
+		_ = c.NC.FlushTimeout(c.Timeout)
+	}
 	c.NC.Close()
 }
 

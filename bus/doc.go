@@ -32,6 +32,23 @@
 // still let in. The monitoring endpoint (NodeConfig.HTTP, off by default)
 // has no authentication and is accepted on loopback only.
 //
+// The token is the operator's credential: every permission. A member of a
+// team gets a credential of its own (IssueCreds, auth.go): user
+// <team>.<member>, a random password and the inbox prefix
+// _TB_INBOX.<team>.<member>, written as a Creds file that Connect reads.
+// The node's authenticator (server.Options.CustomClientAuthentication)
+// checks the token, or looks the member's password hash up in the KV
+// bucket TB_AUTH at every connect, and registers the member with
+// MemberPermissions: its own mail subjects, its own consumers, its team's
+// buckets and event log, its own inbox prefix, nothing else. New
+// credentials work at once and survive a restart; RevokeCreds closes the
+// connections that use a credential. All teams share one account: the
+// isolation is the permissions. A member may not create consumers (a
+// consumer delivers to any subject it names), so whole-bucket reads use
+// the direct get API (kv), and mail is acked only from the member's own
+// consumer. A request the server refuses is never answered; Conn.Denied
+// and Conn.DeniedC report the refusal.
+//
 // # Durability
 //
 // The default sync mode, SyncModeAlways, makes the store fsync every write
@@ -51,7 +68,54 @@
 // clustered JetStream (replicated streams need three nodes). Routes are
 // authenticated with the node token, so every node of a cluster needs the
 // same NodeConfig.Token, and each a distinct server name (the default
-// name is the host name plus a hash of the directory).
+// name is the host name plus a hash of the directory). Conn.Replicas is 3
+// on a cluster of three nodes or more (AutoReplicas, from the client URLs
+// the cluster advertises), so a team created there keeps three copies of
+// every stream and bucket. Connect retries the JetStream check until the
+// cluster has elected a meta leader, within its timeout.
+//
+// # The event log
+//
+// Every team has an event stream, TBE_<team> (events.go), in the envelope
+// of seed 004 ({v, ts, sid, seq, type, feature, agent, pane_id, data}):
+// subjects tb.<team>.evt.<sid token>.<type token>, where the sid token is
+// a hash of the sid and the type token the type with dots as dashes (a
+// hash for types outside the rule), so user text never forms a subject;
+// file storage, DiscardNew with an explicit MaxBytes, and a dedupe window
+// on the message id ev/<hash of sid>/<seq>. An event without a seq gets
+// the session's next one: the last event of the session (a direct get,
+// last by subject over the session's wildcard) plus one, published with
+// an expected-last-subject-sequence on that wildcard, retried when
+// another writer won. Imported lines are stored exactly as written, so
+// Export returns them byte for byte; Import checks the stream itself as
+// well as the dedupe window, so importing a file twice stores it once.
+// Replay reads through an ordered consumer (constant memory), filtering
+// type and session on the server and agent and times on the client.
+//
+// # Store check and health
+//
+// The server recovers damaged store files by dropping what it cannot read
+// (a flipped byte loses a record; after a kill -9 it loses everything after
+// it), and skips a record whose checksum fails, without a word. So every
+// start runs a store check in the background (CheckStore): it reads every
+// message of the streams teambus never deletes from (mailboxes, event
+// logs) once and reports the sequences missing. The node also records high
+// water marks (MarksFile, bus.marks): the last sequence of those streams
+// and the acknowledged position and configuration of their durable
+// consumers, rewritten when they change while it runs and when it closes.
+// The next start compares: a tail below the mark or a stream gone is
+// reported; a durable consumer the server dropped because its state file
+// was damaged is created again from its last acknowledged position (its
+// unacknowledged mail is delivered again, none lost), its damaged state
+// moved to quarantine/. Findings are logged as errors ("store damaged") and
+// reported by Node.Health.
+//
+// A stream whose store failed to write (no space left on device) takes no
+// message until the node restarts, and the server answers its publishes
+// with nothing at all. The node answers health requests on HealthSubject
+// (Node.Health: the server's health with every stream's write error, and
+// the store check's findings); a send that timed out asks (StorageTrouble)
+// and says why instead of only "timed out".
 //
 // # nats-server behaviour worth knowing
 //

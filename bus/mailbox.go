@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -121,6 +122,14 @@ func (mb *Mailbox) Delete(ctx context.Context) error {
 	return nil
 }
 
+// InboxAckWait caps the ack wait of the agents' inbox consumers (the
+// team's ack-wait applies when it is shorter). Inbox reads
+// by fetching and at once acking or returning (Nak) what it fetched, so the
+// wait only matters when that return is lost: a reader killed mid-read, or
+// a node restart (a Nak is not persisted). Mail read but not acked is then
+// listed again after this long, not after the team's ack-wait.
+const InboxAckWait = 10 * time.Second
+
 // InboxConsumer names the durable consumer of a member's agent inbox.
 func InboxConsumer(member string) string { return "in_" + member }
 
@@ -151,7 +160,7 @@ func (mb *Mailbox) AddRecipient(ctx context.Context, member string, ackWait time
 		maxDeliver int
 		wait       time.Duration
 	}{
-		{InboxConsumer(member), inbox, -1, ackWait},
+		{InboxConsumer(member), inbox, -1, min(ackWait, InboxAckWait)},
 		{SidecarConsumer(member), side, -1, min(ackWait, 30*time.Second)},
 	} {
 		if _, err := st.Consumer(ctx, c.name); err == nil {
@@ -283,6 +292,9 @@ func (mb *Mailbox) publishErr(err error) error {
 		return teambus.NotFoundf("team %s has no mailbox: create the team first", mb.team)
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+		if why := StorageTrouble(mb.js.Conn()); why != "" {
+			return teambus.Unavailablef("send to team %s: the bus did not store it and reports: %s: nothing was acknowledged; fix that (a full disk: free space on the bus node and restart it), then retry with the same --id", mb.team, why)
+		}
 		return teambus.Unavailablef("send to team %s: timed out waiting for the bus to store it: retry with the same --id", mb.team)
 	}
 	return teambus.Unavailablef("send to team %s: %v: retry with the same --id", mb.team, err)
@@ -301,8 +313,33 @@ func decode(data []byte, seq uint64, subject string) (teambus.Message, error) {
 		return m, fmt.Errorf("decode message seq %d: %w", seq, err)
 	}
 	m.Seq = seq
-	m.Held = strings.Contains(subject, "."+kindHeld+".")
+	// tb.<team>.<kind>.…: match the kind token, not a team or member id
+	// that happens to be "held".
+	parts := strings.SplitN(subject, ".", 4)
+	m.Held = len(parts) > 2 && parts[2] == kindHeld
+	// The sender is the subject's token, which a member credential can
+	// only set to itself (MemberPermissions), not the payload's claim.
+	if from := subjectSender(subject); from != "" {
+		m.From = from
+	}
 	return m, nil
+}
+
+// subjectSender returns the sender token of a mailbox subject:
+// tb.<team>.mbx|ctl.<to>.<type>.<from> or tb.<team>.held.<from>.<to>.<type>;
+// empty for any other subject.
+func subjectSender(subject string) string {
+	t := strings.Split(subject, ".")
+	if len(t) != 6 || t[0] != "tb" {
+		return ""
+	}
+	switch t[2] {
+	case kindMail, kindCtl:
+		return t[5]
+	case kindHeld:
+		return t[3]
+	}
+	return ""
 }
 
 // InboxOptions say how much of an inbox to read.
@@ -334,7 +371,7 @@ func (mb *Mailbox) Inbox(ctx context.Context, member string, opts InboxOptions) 
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := fetchAll(ctx, cons, opts.Max, opts.Wait)
+	msgs, err := mb.fetchAll(ctx, cons, opts.Max, opts.Wait)
 	if err != nil {
 		return nil, teambus.Unavailablef("read inbox of %s: %v", member, err)
 	}
@@ -366,7 +403,7 @@ func (mb *Mailbox) Inbox(ctx context.Context, member string, opts InboxOptions) 
 		out = append(out, m)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
-	if err := mb.js.Conn().FlushWithContext(ctx); err != nil {
+	if err := mb.flush(ctx); err != nil {
 		return nil, teambus.Unavailablef("flush: %v", err)
 	}
 	return out, nil
@@ -385,7 +422,7 @@ func (mb *Mailbox) consumer(ctx context.Context, name, member string) (jetstream
 
 // fetchAll pulls up to max messages that are available now, waiting up to
 // wait for the first one when there are none.
-func fetchAll(ctx context.Context, cons jetstream.Consumer, max int, wait time.Duration) ([]jetstream.Msg, error) {
+func (mb *Mailbox) fetchAll(ctx context.Context, cons jetstream.Consumer, max int, wait time.Duration) ([]jetstream.Msg, error) {
 	var out []jetstream.Msg
 	collect := func(b jetstream.MessageBatch) error {
 		for m := range b.Messages() {
@@ -396,6 +433,29 @@ func fetchAll(ctx context.Context, cons jetstream.Consumer, max int, wait time.D
 	if err := collect(mustBatch(cons.FetchNoWait(max))); err != nil && !benign(err) {
 		return out, err
 	}
+	// A member credential (its own inbox prefix) may not read the stream
+	// directly: it waits briefly instead of asking.
+	restricted := mb.js.Conn().Opts.InboxPrefix != ""
+	if len(out) == 0 && (restricted || undelivered(ctx, mb.js.Conn(), cons)) {
+		settle := 2 * time.Second
+		if restricted {
+			settle = 200 * time.Millisecond
+		}
+		fctx, cancel := context.WithTimeout(ctx, settle)
+		b, err := cons.Fetch(1, jetstream.FetchContext(fctx))
+		if err == nil {
+			err = collect(b)
+		}
+		cancel()
+		if err != nil && !benign(err) {
+			return out, err
+		}
+		if len(out) > 0 && max > 1 {
+			if err := collect(mustBatch(cons.FetchNoWait(max - 1))); err != nil && !benign(err) {
+				return out, err
+			}
+		}
+	}
 	if len(out) == 0 && wait > 0 {
 		deadline := time.Now().Add(wait)
 		for len(out) == 0 && time.Now().Before(deadline) && ctx.Err() == nil {
@@ -403,15 +463,21 @@ func fetchAll(ctx context.Context, cons jetstream.Consumer, max int, wait time.D
 			if step < time.Millisecond {
 				break
 			}
-			b, err := cons.Fetch(1, jetstream.FetchMaxWait(step), jetstream.FetchContext(ctx))
+			// FetchContext and FetchMaxWait exclude each other: the step's
+			// deadline is the fetch's max wait.
+			fctx, cancel := context.WithTimeout(ctx, step)
+			b, err := cons.Fetch(1, jetstream.FetchContext(fctx))
 			if err != nil && !benign(err) {
+				cancel()
 				return out, err
 			}
 			if b != nil {
 				if err := collect(b); err != nil && !benign(err) {
+					cancel()
 					return out, err
 				}
 			}
+			cancel()
 		}
 		if len(out) > 0 && max > 1 {
 			if err := collect(mustBatch(cons.FetchNoWait(max - 1))); err != nil && !benign(err) {
@@ -420,6 +486,42 @@ func fetchAll(ctx context.Context, cons jetstream.Consumer, max int, wait time.D
 		}
 	}
 	return out, nil
+}
+
+// undelivered reports whether the stream holds a message for the consumer
+// beyond what it has delivered. A consumer learns of a stored message a
+// moment after the publisher's ack (its own pending count lags too), so a
+// no-wait pull right after a send can come back empty; the stream's last
+// message on the consumer's filters is the authority. When the stream can
+// not be asked (a member credential may not read it directly), it says
+// true, and the caller waits briefly.
+func undelivered(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer) bool {
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return false
+	}
+	filters := info.Config.FilterSubjects
+	if info.Config.FilterSubject != "" {
+		filters = append(filters, info.Config.FilterSubject)
+	}
+	for _, f := range filters {
+		req := fmt.Appendf(nil, `{"last_by_subj":%q}`, f)
+		msg, err := nc.Request("$JS.API.DIRECT.GET."+info.Stream, req, 2*time.Second)
+		if err != nil {
+			return true
+		}
+		if msg.Header.Get("Status") != "" {
+			continue // 404: nothing on this filter
+		}
+		seq, err := strconv.ParseUint(msg.Header.Get(jetstream.SequenceHeader), 10, 64)
+		if err != nil {
+			return true
+		}
+		if seq > info.Delivered.Stream {
+			return true
+		}
+	}
+	return false
 }
 
 type emptyBatch struct{ err error }
@@ -459,37 +561,44 @@ func (mb *Mailbox) Ack(ctx context.Context, member string, seqs []uint64) (AckRe
 		if s == 0 {
 			return res, teambus.Invalidf("invalid sequence 0: sequences start at 1")
 		}
-		msg, err := mb.js.Conn().Request("$JS.API.STREAM.MSG.GET."+mb.Stream(), fmt.Appendf(nil, `{"seq":%d}`, s), mb.timeout(ctx))
-		if err != nil {
-			return res, teambus.Unavailablef("look up seq %d: %v", s, err)
-		}
-		var r struct {
-			Message *struct {
-				Subject string `json:"subject"`
-			} `json:"message"`
-			Error *struct {
-				Code int `json:"code"`
-			} `json:"error"`
-		}
-		if err := json.Unmarshal(msg.Data, &r); err != nil || r.Message == nil {
-			return res, teambus.NotFoundf("team %s has no message with seq %d", mb.team, s)
-		}
-		if !mb.forMember(r.Message.Subject, member) {
-			return res, teambus.NotFoundf("message seq %d is not in the mailbox of %s: nothing acked", s, member)
-		}
 		want[s] = true
 	}
 	cons, err := mb.consumer(ctx, InboxConsumer(member), member)
 	if err != nil {
 		return res, err
 	}
-	msgs, err := fetchAll(ctx, cons, 10000, 0)
+	msgs, err := mb.fetchAll(ctx, cons, 10000, 0)
 	if err != nil {
 		return res, teambus.Unavailablef("read inbox of %s: %v", member, err)
 	}
+	release := func() {
+		for _, jm := range msgs {
+			_ = jm.Nak()
+		}
+	}
+	pending := map[uint64]jetstream.Msg{}
+	for _, jm := range msgs {
+		if md, err := jm.Metadata(); err == nil && want[md.Sequence.Stream] {
+			pending[md.Sequence.Stream] = jm
+		}
+	}
+	// A sequence not pending in the inbox was acknowledged before, or is
+	// not the member's mail at all. A member credential may not look mail
+	// up by sequence (it would read the whole team's mailbox): it reports
+	// both as acknowledged before.
+	restricted := memberConn(mb.js.Conn())
+	for s := range want {
+		if pending[s] != nil || restricted {
+			continue
+		}
+		if err := mb.lookup(ctx, member, s); err != nil {
+			release()
+			return res, err
+		}
+	}
 	for _, jm := range msgs {
 		md, err := jm.Metadata()
-		if err == nil && want[md.Sequence.Stream] {
+		if err == nil && pending[md.Sequence.Stream] == jm {
 			if err := jm.DoubleAck(ctx); err != nil {
 				return res, teambus.Unavailablef("ack seq %d: %v", md.Sequence.Stream, err)
 			}
@@ -504,10 +613,42 @@ func (mb *Mailbox) Ack(ctx context.Context, member string, seqs []uint64) (AckRe
 	}
 	sort.Slice(res.Acked, func(i, j int) bool { return res.Acked[i] < res.Acked[j] })
 	sort.Slice(res.Already, func(i, j int) bool { return res.Already[i] < res.Already[j] })
-	if err := mb.js.Conn().FlushWithContext(ctx); err != nil {
+	if err := mb.flush(ctx); err != nil {
 		return res, teambus.Unavailablef("flush: %v", err)
 	}
 	return res, nil
+}
+
+// lookup checks that seq is mail of member, by reading it from the stream.
+func (mb *Mailbox) lookup(ctx context.Context, member string, seq uint64) error {
+	msg, err := mb.js.Conn().Request("$JS.API.STREAM.MSG.GET."+mb.Stream(), fmt.Appendf(nil, `{"seq":%d}`, seq), mb.timeout(ctx))
+	if err != nil {
+		return teambus.Unavailablef("look up seq %d: %v", seq, err)
+	}
+	var r struct {
+		Message *struct {
+			Subject string `json:"subject"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(msg.Data, &r); err != nil || r.Message == nil {
+		return teambus.NotFoundf("team %s has no message with seq %d: nothing acked", mb.team, seq)
+	}
+	if !mb.forMember(r.Message.Subject, member) {
+		return teambus.NotFoundf("message seq %d is not in the mailbox of %s: nothing acked", seq, member)
+	}
+	return nil
+}
+
+// memberConn reports whether nc uses a member credential's inbox prefix:
+// it may read only its own consumers.
+func memberConn(nc *nats.Conn) bool {
+	return nc != nil && strings.HasPrefix(nc.Opts.InboxPrefix, inboxRoot+".")
+}
+
+// flush waits until the server has the acks and naks sent so far; it works
+// with or without a deadline on ctx.
+func (mb *Mailbox) flush(ctx context.Context) error {
+	return mb.js.Conn().FlushTimeout(mb.timeout(ctx))
 }
 
 func (mb *Mailbox) timeout(ctx context.Context) time.Duration {

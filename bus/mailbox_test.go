@@ -32,10 +32,15 @@ type mailbox struct {
 
 func newMailbox(t *testing.T, cfg bus.MailboxConfig, ackWait time.Duration, members ...string) *mailbox {
 	t.Helper()
+	return newTeamMailbox(t, "alpha", cfg, ackWait, members...)
+}
+
+func newTeamMailbox(t *testing.T, team string, cfg bus.MailboxConfig, ackWait time.Duration, members ...string) *mailbox {
+	t.Helper()
 	ctx := mailCtx(t)
 	n := bustest.NewServer(t)
 	c := bustest.Connect(t, n)
-	mb := bus.NewMailbox(c.JS, "alpha", cfg)
+	mb := bus.NewMailbox(c.JS, team, cfg)
 	if err := mb.Declare(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -124,6 +129,7 @@ func TestMailbox_Send_DuplicateIDScopedBySender(t *testing.T) {
 }
 
 func TestMailbox_Send_DuplicateWindow(t *testing.T) {
+	t.Parallel() // waits on server timers
 	mb := newMailbox(t, bus.MailboxConfig{Duplicates: time.Second}, time.Minute, "tm1")
 	first := mb.send(t, "tm1", teambus.Lead, teambus.MsgInfo, "k", "one")
 	// Outside the window the same id is a new message.
@@ -207,6 +213,21 @@ func TestMailbox_Inbox_Wait(t *testing.T) {
 		msgs, err := mb.Inbox(ctx, "tm1", bus.InboxOptions{Wait: 10 * time.Second})
 		done <- result{msgs, err}
 	}()
+	// Send only once the reader waits on the server.
+	cons, err := mb.js.Consumer(ctx, mb.Stream(), bus.InboxConsumer("tm1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bustest.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.NumWaiting == 0 {
+			return fmt.Errorf("no pull request waiting")
+		}
+		return nil
+	})
 	start := time.Now()
 	mb.send(t, teambus.Lead, "tm1", teambus.MsgInfo, "w1", "arrived")
 	select {
@@ -417,13 +438,14 @@ func TestMailbox_Send_FullStream(t *testing.T) {
 		t.Errorf("lead inbox = %v, want every stored message %v", seqs(got), stored)
 	}
 	// Still full on retry.
-	_, err = mb.Send(ctx, &teambus.Message{ID: "again", From: "tm1", To: teambus.Lead, Type: teambus.MsgInfo, Body: "small"}, false)
+	_, err = mb.Send(ctx, &teambus.Message{ID: "again", From: "tm1", To: teambus.Lead, Type: teambus.MsgInfo, Body: strings.Repeat("f", 1000)}, false)
 	if !errors.Is(err, teambus.ErrUnavailable) {
 		t.Errorf("second send to a full mailbox = %v", err)
 	}
 }
 
 func TestMailbox_Redelivery_PushedConsumer(t *testing.T) {
+	t.Parallel() // waits on server timers
 	const ackWait = time.Second
 	mb := newMailbox(t, bus.MailboxConfig{}, ackWait, "tm1")
 	ctx := mailCtx(t)
@@ -526,5 +548,28 @@ func TestMailbox_Send_NoStream(t *testing.T) {
 	_, err := mb.Send(ctx, &teambus.Message{ID: "x", From: "tm1", To: teambus.Lead, Type: teambus.MsgInfo}, false)
 	if !errors.Is(err, teambus.ErrNotFound) {
 		t.Errorf("send to a team without a mailbox = %v, want ErrNotFound", err)
+	}
+}
+
+func TestMailbox_IDsNamedHeld(t *testing.T) {
+	// "held" is a valid team and member id; only the held kind of subject
+	// marks held mail.
+	for _, team := range []string{"alpha", "held"} {
+		t.Run("team "+team, func(t *testing.T) {
+			mb := newTeamMailbox(t, team, bus.MailboxConfig{}, time.Minute, "held", "tm1")
+			mb.send(t, teambus.Lead, "held", teambus.MsgInfo, "1", "to held")
+			mb.send(t, "held", "tm1", teambus.MsgInfo, "2", "from held")
+			for _, r := range []string{"held", "tm1"} {
+				got := mb.inbox(t, r, bus.InboxOptions{})
+				if len(got) != 1 || got[0].Held {
+					t.Errorf("inbox of %s = %+v, want one message, not held", r, got)
+				}
+			}
+			for _, m := range replayAll(t, mb, bus.ReplayFilter{}) {
+				if m.Held {
+					t.Errorf("replayed seq %d marked held", m.Seq)
+				}
+			}
+		})
 	}
 }

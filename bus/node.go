@@ -270,7 +270,6 @@ func (p *nodePlan) options(token string) *server.Options {
 		ServerName:             c.Name,
 		Host:                   p.host,
 		Port:                   p.port,
-		Authorization:          token,
 		NoSigs:                 true,
 		JetStream:              true,
 		StoreDir:               filepath.Join(c.Dir, StoreDir),
@@ -278,6 +277,10 @@ func (p *nodePlan) options(token string) *server.Options {
 		JetStreamMaxMemory:     c.MaxMemory,
 		SyncAlways:             c.Sync == SyncModeAlways,
 		DisableJetStreamBanner: true,
+		// nats-server 2.15 caps a stream at 1,000 consumers unless told
+		// otherwise; a mailbox has two per member, so that capped a team
+		// at 499 members. teambus bounds a team by its store limits.
+		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
 	}
 	if c.Sync == SyncModeInterval {
 		o.SyncInterval = c.SyncInterval
@@ -338,6 +341,10 @@ type Node struct {
 	lock      *os.File
 	done      chan struct{}
 
+	authConn *nats.Conn         // the node's own connection for member credentials
+	health   healthState        // answers HealthSubject, checks the store
+	authStop context.CancelFunc // stops the credential watch
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -380,6 +387,8 @@ func start(ctx context.Context, p *nodePlan, lock *os.File) (*Node, error) {
 		}
 	}
 	opts := p.options(token)
+	auth := &authenticator{token: token, log: c.Logger}
+	opts.CustomClientAuthentication = auth
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, teambus.Invalidf("configure bus node: %v", err)
@@ -443,11 +452,17 @@ func start(ctx context.Context, p *nodePlan, lock *os.File) (*Node, error) {
 		s.WaitForShutdown()
 		return nil, err
 	}
+	if err := n.attachAuth(auth, token); err != nil {
+		return nil, fail("start bus node in %s: credential watch: %v", c.Dir, err)
+	}
 	if err := writeFileAtomic(filepath.Join(c.Dir, DiscoveryFile), n.disc); err != nil {
+		n.authStop()
+		n.authConn.Close()
 		s.Shutdown()
 		s.WaitForShutdown()
 		return nil, fmt.Errorf("write discovery file: %w", err)
 	}
+	n.serveHealth(token)
 	go func() {
 		s.WaitForShutdown()
 		close(n.done)
@@ -525,6 +540,9 @@ func (n *Node) Close() error {
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			n.closeErr = fmt.Errorf("remove discovery file: %w", err)
 		}
+		n.stopHealth()
+		n.authStop()
+		n.authConn.Close()
 		n.s.Shutdown()
 		n.s.WaitForShutdown()
 		<-n.done

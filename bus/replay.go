@@ -234,7 +234,7 @@ func (mb *Mailbox) ReleaseHeld(ctx context.Context, member string) ([]teambus.Me
 	}
 	var out []teambus.Message
 	for {
-		msgs, err := fetchAll(ctx, cons, 1, 0)
+		msgs, err := mb.fetchAll(ctx, cons, 1, 0)
 		if err != nil {
 			return out, teambus.Unavailablef("read held mail of %s: %v", member, err)
 		}

@@ -34,10 +34,14 @@ func TestLead_Killed_ZombieThenResume(t *testing.T) {
 	leadAgent.kill(t) // the lead sidecar stops heartbeating
 	e.waitMemberStatus("zt", "tm1", teambus.MemberZombie, 15*time.Second)
 	e.waitMemberStatus("zt", "tm2", teambus.MemberZombie, 15*time.Second)
-	tm, _, _ := e.svc.Store().Team(ctx, "zt")
-	if tm.LeadTimeoutDetectedAt == nil {
-		t.Fatal("team did not record lead_timeout_detected_at")
-	}
+	// The member's zombie status is written first, the team's record of
+	// the lead timeout right after it.
+	e.waitFor(10*time.Second, "lead_timeout_detected_at", func() error {
+		if tm, _, _ := e.svc.Store().Team(ctx, "zt"); tm == nil || tm.LeadTimeoutDetectedAt == nil {
+			return fmt.Errorf("team did not record lead_timeout_detected_at")
+		}
+		return nil
+	})
 	if code := leadSide.exitCode(t, 5*time.Second); code != 0 {
 		t.Fatalf("lead sidecar exit %d after its agent died", code)
 	}
@@ -90,7 +94,7 @@ func TestLead_Killed_ZombieThenResume(t *testing.T) {
 	if code != teambus.ExitConflict {
 		t.Fatalf("old lead send: exit %d, want 3: %s", code, stderr)
 	}
-	tm, _, _ = e.svc.Store().Team(ctx, "zt")
+	tm, _, _ := e.svc.Store().Team(ctx, "zt")
 	if tm.LeadEpoch != 2 || tm.LeadSession != "L2" || tm.LeadTimeoutDetectedAt != nil {
 		t.Fatalf("team after takeover: epoch %d session %s detected %v", tm.LeadEpoch, tm.LeadSession, tm.LeadTimeoutDetectedAt)
 	}
@@ -176,9 +180,13 @@ func TestLead_SilentMember_ProbedThenCrashed(t *testing.T) {
 	side.kill(t) // the sidecar first, so nobody reports the agent's exit
 	agent.kill(t)
 	e.waitMemberStatus("st", "tm1", teambus.MemberCrashed, 20*time.Second)
-	if got := e.task("st", "a").Status; got != teambus.TaskAvailable {
-		t.Fatalf("task after confirmed crash: %s", got)
-	}
+	// The crash record comes first, the requeue right after it.
+	e.waitFor(10*time.Second, "the crashed member's task requeued", func() error {
+		if got := e.task("st", "a").Status; got != teambus.TaskAvailable {
+			return fmt.Errorf("task after confirmed crash: %s", got)
+		}
+		return nil
+	})
 	// The notice follows the crash record.
 	e.waitFor(10*time.Second, "one crash notice", func() error {
 		if n := count(e.mail("st"), teambus.MsgSystem, "tm1 crashed"); n != 1 {
@@ -247,9 +255,12 @@ func TestLead_CrashLimit_OneEscalation(t *testing.T) {
 		side.exitCode(t, 10*time.Second)
 	}
 	e.waitMemberStatus("el", "tm1", teambus.MemberPaused, 10*time.Second)
-	if got := e.task("el", "a").Status; got != teambus.TaskPaused {
-		t.Fatalf("task past the crash limit: %s", got)
-	}
+	e.waitFor(10*time.Second, "the task paused", func() error {
+		if got := e.task("el", "a").Status; got != teambus.TaskPaused {
+			return fmt.Errorf("task past the crash limit: %s", got)
+		}
+		return nil
+	})
 	escalations := func() int { return count(e.mail("el"), teambus.MsgEscalation, "tm1") }
 	e.waitFor(10*time.Second, "an escalation", func() error {
 		if n := escalations(); n != 1 {

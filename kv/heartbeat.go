@@ -76,7 +76,7 @@ func (s *Store) heartbeats(ctx context.Context, team string, create bool) (jetst
 		}
 		return kv, nil
 	}
-	kv, err := s.js.KeyValue(ctx, name)
+	kv, err := s.open(ctx, name)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, teambus.NotFoundf("team %s not found: use `teambus team list`", team)
 	}
@@ -145,28 +145,25 @@ func (s *Store) StopBeat(ctx context.Context, team, key string) error {
 	return nil
 }
 
-// Heartbeats reads every live heartbeat of the team by key.
+// Heartbeats reads every live heartbeat of the team by key. It reads the
+// bucket directly, without a watch (see direct.go).
 func (s *Store) Heartbeats(ctx context.Context, team string) (map[string]HeartbeatEntry, error) {
-	w, err := s.WatchHeartbeats(ctx, team)
+	kv, err := s.heartbeats(ctx, team, false)
 	if err != nil {
 		return nil, err
 	}
-	defer w.Stop()
 	out := map[string]HeartbeatEntry{}
-	for {
-		var e jetstream.KeyValueEntry
-		select {
-		case <-ctx.Done():
-			return nil, teambus.Unavailablef("read heartbeats of team %s: %v", team, ctx.Err())
-		case e = <-w.Updates():
+	err = readBucket(ctx, s.js.Conn(), kv.Bucket(), func(e entry) error {
+		var hb Heartbeat
+		if json.Unmarshal(e.value, &hb) == nil {
+			out[e.key] = HeartbeatEntry{Heartbeat: hb, Rev: e.rev, Created: e.created}
 		}
-		if e == nil {
-			return out, nil
-		}
-		if hb, ok := DecodeHeartbeat(e); ok {
-			out[e.Key()] = hb
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, unavailable("read heartbeats of team "+team, err)
 	}
+	return out, nil
 }
 
 // WatchHeartbeats watches the team's heartbeat bucket, including deletes

@@ -58,6 +58,7 @@ func nextEntry(t *testing.T, w jetstream.KeyWatcher, timeout time.Duration) jets
 }
 
 func TestStore_Beat_ExpiresWithoutRenewal(t *testing.T) {
+	t.Parallel() // waits on server timers
 	ctx := testCtx(t)
 	s, _ := newStore(t)
 	createTeam(t, s, "alpha", "tm1")
@@ -112,6 +113,7 @@ func TestStore_Beat_ExpiresWithoutRenewal(t *testing.T) {
 }
 
 func TestStore_Beat_RenewalKeepsAlive(t *testing.T) {
+	t.Parallel() // waits on server timers
 	ctx := testCtx(t)
 	s, _ := newStore(t)
 	createTeam(t, s, "alpha")

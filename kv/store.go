@@ -44,8 +44,9 @@ type Config struct {
 
 // Store is typed team state over JetStream KV.
 type Store struct {
-	js  jetstream.JetStream
-	cfg Config
+	js      jetstream.JetStream
+	cfg     Config
+	buckets bucketCache // opened bucket handles (buckets.go)
 }
 
 // New returns a store on js. It does no I/O.
@@ -139,35 +140,14 @@ func (s *Snapshot) MemberTasks(member string) []*teambus.Task {
 // WorkStatus is the member's status as users see it: the stored lifecycle
 // status, or for a working member the status derived from its tasks.
 func (s *Snapshot) WorkStatus(member string) teambus.MemberStatus {
-	m := s.Members[member]
-	if m == nil {
-		return ""
-	}
-	switch m.Status {
-	case teambus.MemberSpawned, teambus.MemberIdle, teambus.MemberInProgress, teambus.MemberBlocked, teambus.MemberComplete:
-	default:
-		return m.Status
-	}
-	tasks := s.MemberTasks(member)
-	for _, t := range tasks {
-		if t.Status == teambus.TaskInProgress {
-			return teambus.MemberInProgress
-		}
-	}
-	if len(tasks) > 0 {
-		return teambus.MemberBlocked
-	}
-	if m.Status == teambus.MemberSpawned {
-		return teambus.MemberSpawned
-	}
-	return teambus.MemberIdle
+	return workStatus(s.Members[member], func() []*teambus.Task { return s.MemberTasks(member) })
 }
 
 func (s *Store) stateBucket(ctx context.Context, team string) (jetstream.KeyValue, error) {
 	if err := teambus.ValidateID("team", team); err != nil {
 		return nil, err
 	}
-	kv, err := s.js.KeyValue(ctx, StatePrefix+team)
+	kv, err := s.open(ctx, StatePrefix+team)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, teambus.NotFoundf("team %s not found: use `teambus team list`", team)
 	}
@@ -248,6 +228,7 @@ func (s *Store) ListTeams(ctx context.Context) ([]string, error) {
 
 // DeleteTeam removes the team's state and heartbeat buckets.
 func (s *Store) DeleteTeam(ctx context.Context, team string) error {
+	s.forget(StatePrefix+team, HeartbeatPrefix+team)
 	for _, b := range []string{StatePrefix + team, HeartbeatPrefix + team} {
 		if err := s.js.DeleteKeyValue(ctx, b); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
 			return unavailable("delete bucket "+b, err)
@@ -276,29 +257,23 @@ func (s *Store) Snapshot(ctx context.Context, team string) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
-	if err != nil {
-		return nil, unavailable("read team "+team, err)
-	}
-	defer w.Stop()
 	snap := &Snapshot{
 		Members: map[string]*teambus.Member{}, MemberRev: map[string]uint64{},
 		Tasks: map[string]*teambus.Task{}, TaskRev: map[string]uint64{},
 		Activity: map[string]time.Time{},
 	}
-	for {
-		var e jetstream.KeyValueEntry
-		select {
-		case <-ctx.Done():
-			return nil, teambus.Unavailablef("read team %s: %v", team, ctx.Err())
-		case e = <-w.Updates():
-		}
-		if e == nil {
-			break
-		}
-		if err := snap.add(e); err != nil {
-			return nil, fmt.Errorf("read team %s: %w", team, err)
-		}
+	// A direct read, not a watch: it needs no consumer, so a member
+	// credential, which may not create one, can read its team (direct.go).
+	var entries []entry
+	err = readBucket(ctx, s.js.Conn(), kv.Bucket(), func(e entry) error {
+		entries = append(entries, e)
+		return nil
+	})
+	if err != nil {
+		return nil, unavailable("read team "+team, err)
+	}
+	if err := snap.addAll(entries); err != nil {
+		return nil, fmt.Errorf("read team %s: %w", team, err)
 	}
 	if snap.Team == nil {
 		return nil, teambus.NotFoundf("team %s not found: use `teambus team list`", team)
@@ -306,30 +281,29 @@ func (s *Store) Snapshot(ctx context.Context, team string) (*Snapshot, error) {
 	return snap, nil
 }
 
-func (snap *Snapshot) add(e jetstream.KeyValueEntry) error {
-	key := e.Key()
+func (snap *Snapshot) add(key string, value []byte, rev uint64) error {
 	switch {
 	case key == keyTeam:
 		var t teambus.Team
-		if err := json.Unmarshal(e.Value(), &t); err != nil {
+		if err := json.Unmarshal(value, &t); err != nil {
 			return fmt.Errorf("decode team record: %w", err)
 		}
-		snap.Team, snap.TeamRev = &t, e.Revision()
+		snap.Team, snap.TeamRev = &t, rev
 	case strings.HasPrefix(key, preMember):
 		var m teambus.Member
-		if err := json.Unmarshal(e.Value(), &m); err != nil {
+		if err := json.Unmarshal(value, &m); err != nil {
 			return fmt.Errorf("decode %s: %w", key, err)
 		}
-		snap.Members[m.ID], snap.MemberRev[m.ID] = &m, e.Revision()
+		snap.Members[m.ID], snap.MemberRev[m.ID] = &m, rev
 	case strings.HasPrefix(key, preTask):
 		var t teambus.Task
-		if err := json.Unmarshal(e.Value(), &t); err != nil {
+		if err := json.Unmarshal(value, &t); err != nil {
 			return fmt.Errorf("decode %s: %w", key, err)
 		}
-		snap.Tasks[t.ID], snap.TaskRev[t.ID] = &t, e.Revision()
+		snap.Tasks[t.ID], snap.TaskRev[t.ID] = &t, rev
 	case strings.HasPrefix(key, preActivity):
 		var at time.Time
-		if err := json.Unmarshal(e.Value(), &at); err == nil {
+		if err := json.Unmarshal(value, &at); err == nil {
 			snap.Activity[strings.TrimPrefix(key, preActivity)] = at
 		}
 	}
@@ -387,8 +361,16 @@ func (s *Store) PutTask(ctx context.Context, team string, t *teambus.Task, rev u
 	return s.put(ctx, team, preTask+t.ID, t, rev)
 }
 
+// ActivityResolution is the precision of a member's recorded activity: a
+// Touch within this long of the recorded time writes nothing. Activity
+// feeds stuck detection, whose timeouts are seconds to minutes; an agent
+// that sends a burst of mail or claims and completes in a row costs one
+// write (and one fsync) a second, not one per command.
+const ActivityResolution = time.Second
+
 // Touch records that member did work at the store's clock. It only moves
-// the time forward, with compare-and-set.
+// the time forward, with compare-and-set, and at most once per
+// ActivityResolution.
 func (s *Store) Touch(ctx context.Context, team, member string) error {
 	kv, err := s.stateBucket(ctx, team)
 	if err != nil {
@@ -401,7 +383,7 @@ func (s *Store) Touch(ctx context.Context, team, member string) error {
 		if err != nil && !errors.Is(err, teambus.ErrNotFound) {
 			return err
 		}
-		if !now.After(at) {
+		if now.Sub(at) < ActivityResolution {
 			return nil
 		}
 		b, _ := json.Marshal(now)

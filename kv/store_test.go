@@ -378,6 +378,7 @@ func TestStore_ListDeleteTeams(t *testing.T) {
 }
 
 func TestRetry(t *testing.T) {
+	t.Parallel() // waits on server timers
 	ctx := testCtx(t)
 	other := teambus.Conflictf("task t1 is already claimed by tm2")
 	tests := []struct {
@@ -426,4 +427,73 @@ func TestRetry_StopsOnCancel(t *testing.T) {
 	if calls != 3 || !errors.Is(err, kv.ErrConflict) {
 		t.Errorf("Retry after cancel: %d calls, %v; want 3 calls and the conflict", calls, err)
 	}
+}
+
+func TestStore_Snapshot_ConcurrentWrites(t *testing.T) {
+	ctx := testCtx(t)
+	s, _ := newStore(t)
+	createTeam(t, s, "alpha", "tm1", "tm2")
+
+	// Other writers keep rewriting records while snapshots are read:
+	// activity keys past the bucket's history, and a hot task.
+	if _, err := s.PutTask(ctx, "alpha", newTask(t, "hot"), 0); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, m := range []string{"tm1", "tm2"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_ = s.Touch(ctx, "alpha", m)
+				_ = kv.Retry(ctx, func() error {
+					tk, rev, err := s.Task(ctx, "alpha", "hot")
+					if err != nil {
+						return err
+					}
+					tk.Attempts++
+					_, err = s.PutTask(ctx, "alpha", tk, rev)
+					return err
+				})
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+
+	for i := 0; i < 150; i++ {
+		id := fmt.Sprintf("t%03d", i)
+		if _, err := s.PutTask(ctx, "alpha", newTask(t, id), 0); err != nil {
+			t.Fatal(err)
+		}
+		snap, err := s.Snapshot(ctx, "alpha")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every record written before the snapshot started is in it.
+		if got, want := len(snap.Tasks), i+2; got != want {
+			t.Fatalf("snapshot %d after creating %s has %d tasks, want %d: missing %v", i, id, got, want, missing(snap, i))
+		}
+		if len(snap.Members) != 2 || snap.Team == nil {
+			t.Fatalf("snapshot %d: %d members, team %v", i, len(snap.Members), snap.Team)
+		}
+	}
+}
+
+func missing(snap *kv.Snapshot, upto int) []string {
+	var out []string
+	for i := 0; i <= upto; i++ {
+		if id := fmt.Sprintf("t%03d", i); snap.Tasks[id] == nil {
+			out = append(out, id)
+		}
+	}
+	if snap.Tasks["hot"] == nil {
+		out = append(out, "hot")
+	}
+	return out
 }

@@ -56,6 +56,14 @@ type Sidecar struct {
 	// previous probe check reached the bus.
 	waits     map[string]*probeWait
 	lastCheck time.Time
+	// activity is, per member, the last activity value seen and when this
+	// sidecar saw it change, on its own clock.
+	activity map[string]seenActivity
+}
+
+type seenActivity struct {
+	value time.Time
+	at    time.Time
 }
 
 // probeWait is the reply opportunity an open probe has had so far.
@@ -78,7 +86,7 @@ func New(svc *team.Service, cfg Config) (*Sidecar, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Sidecar{cfg: cfg, svc: svc, log: cfg.Logger.With("team", cfg.Team, "role", "lead"), seen: map[string]seenBeat{}, waits: map[string]*probeWait{}}, nil
+	return &Sidecar{cfg: cfg, svc: svc, log: cfg.Logger.With("team", cfg.Team, "role", "lead"), seen: map[string]seenBeat{}, waits: map[string]*probeWait{}, activity: map[string]seenActivity{}}, nil
 }
 
 // Epoch returns the lead epoch this sidecar attached as.
@@ -113,8 +121,9 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 	s.log.Info("lead attached", "decision", rep.Decision, "session", s.cfg.Session, "took", rep.Took)
 	// This run's own session in the event log; a kill -9 leaves it
 	// without session.end.
+	es := s.svc.StartSession(ctx, s.cfg.Team, teambus.Lead, s.epoch, map[string]any{"command": "lead", "mode": rep.Decision, "session": s.cfg.Session, "pid": s.cfg.PID})
 	outcome := "stopped"
-	_ = outcome
+	defer func() { es.End(context.WithoutCancel(ctx), outcome, err) }()
 	if s.cfg.OnAttach != nil {
 		s.cfg.OnAttach(rep)
 	}
@@ -470,8 +479,16 @@ func (s *Sidecar) reconcile(ctx context.Context) (finished bool) {
 			continue
 		}
 		if len(snap.MemberTasks(id)) > 0 {
+			// The activity time is the member's clock; judge it on this
+			// sidecar's own clock instead, by when the value last changed,
+			// so clock skew makes no member look stuck or busy.
 			last := snap.Activity[id]
-			if !last.IsZero() && s.svc.Now().Sub(last) >= s.policy.StuckTimeout {
+			a, ok := s.activity[id]
+			if !ok || !a.value.Equal(last) {
+				a = seenActivity{value: last, at: now}
+				s.activity[id] = a
+			}
+			if !last.IsZero() && now.Sub(a.at) >= s.policy.StuckTimeout {
 				s.probe(ctx, m, fmt.Sprintf("heartbeat fresh but no activity for %s", s.policy.StuckTimeout))
 			}
 		}
@@ -509,6 +526,7 @@ func (s *Sidecar) sendEscalations(ctx context.Context) {
 			m.EscalatePending = false
 			return true
 		})
+		s.svc.LogEvent(ctx, s.cfg.Team, teambus.EvEscalation, id, map[string]any{"name": id, "crashes": m.CrashCount, "epoch": m.CrashedEpoch, "crash_limit": s.policy.CrashLimit})
 		s.log.Warn("escalated", "member", id)
 	}
 }

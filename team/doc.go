@@ -10,4 +10,9 @@
 // never both win and a transition that no longer applies is refused with its
 // own error. Member operations check the caller's session against the
 // member's current one first (fencing) and record the member's activity.
+//
+// Every operation also logs what it did in the team's event log (events.go
+// describes the sessions and types); logging never fails an operation.
+// CheckpointTeam and ExportCheckpoint (checkpoint.go) record a team
+// checkpoint and write the team to a directory.
 package team

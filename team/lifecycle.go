@@ -3,6 +3,7 @@ package team
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/kv"
@@ -43,6 +44,7 @@ func (s *Service) Join(ctx context.Context, team, member, session string) (*team
 	})
 	if err == nil {
 		_ = s.store.Touch(ctx, team, member)
+		s.LogEvent(ctx, team, teambus.EvAgentSpawned, member, map[string]any{"name": member, "epoch": out.Epoch, "session": session, "role": out.Role})
 	}
 	return out, err
 }
@@ -50,7 +52,14 @@ func (s *Service) Join(ctx context.Context, team, member, session string) (*team
 // SetMemberStatus sets the stored lifecycle status of a member's current
 // incarnation. It does nothing when epoch is no longer current.
 func (s *Service) SetMemberStatus(ctx context.Context, team, member string, epoch int64, status teambus.MemberStatus) error {
-	return s.UpdateMember(ctx, team, member, epoch, func(m *teambus.Member) bool {
+	var (
+		from    teambus.MemberStatus
+		changed bool
+		cur     int64
+		since   *time.Time
+	)
+	err := s.UpdateMember(ctx, team, member, epoch, func(m *teambus.Member) bool {
+		from, changed, cur, since = m.Status, false, m.Epoch, m.ZombieSince
 		if m.Status == status {
 			return false
 		}
@@ -64,8 +73,26 @@ func (s *Service) SetMemberStatus(ctx context.Context, team, member string, epoc
 		} else {
 			m.ZombieSince = nil
 		}
+		changed = true
 		return true
 	})
+	if err == nil && changed {
+		data := map[string]any{"name": member, "epoch": cur, "from": from, "status": status}
+		switch {
+		case status == teambus.MemberZombie:
+			s.LogEvent(ctx, team, teambus.EvMemberZombie, member, data)
+		case from == teambus.MemberZombie && status != teambus.MemberShutdown:
+			if since != nil {
+				data["zombie_for"] = s.Now().Sub(*since).Round(time.Millisecond).String()
+			}
+			s.LogEvent(ctx, team, teambus.EvMemberUnzombie, member, data)
+		}
+		if status == teambus.MemberShutdown {
+			data["result"] = "shutdown"
+			s.LogEvent(ctx, team, teambus.EvAgentCompleted, member, data)
+		}
+	}
+	return err
 }
 
 // UpdateMember applies fn to the member's current incarnation with
@@ -179,6 +206,10 @@ func (s *Service) MarkCrashed(ctx context.Context, team, member string, epoch in
 	if err != nil {
 		return res, fmt.Errorf("record crash of %s: %w", member, err)
 	}
+	if res.Counted {
+		s.LogEvent(ctx, team, teambus.EvAgentCrashed, member, map[string]any{"name": member, "epoch": epoch, "reason": clipText(reason, 1000),
+			"crashes": res.Crashes, "tasks": nonNil(res.Tasks), "paused": res.Paused})
+	}
 	if _, err := s.ReconcileMember(ctx, team, member, reason); err != nil {
 		return res, err
 	}
@@ -190,7 +221,10 @@ func (s *Service) MarkCrashed(ctx context.Context, team, member string, epoch in
 // paused member's are paused. It is idempotent and returns the tasks it
 // changed.
 func (s *Service) ReconcileMember(ctx context.Context, team, member, reason string) ([]string, error) {
-	var changed []string
+	var (
+		changed []string
+		paused  bool
+	)
 	err := kv.Retry(ctx, func() error {
 		changed = changed[:0]
 		snap, err := s.store.Snapshot(ctx, team)
@@ -204,6 +238,7 @@ func (s *Service) ReconcileMember(ctx context.Context, team, member, reason stri
 		if m.Status != teambus.MemberCrashed && m.Status != teambus.MemberPaused {
 			return nil
 		}
+		paused = m.Status == teambus.MemberPaused
 		for _, t := range snap.MemberTasks(member) {
 			if t.Epoch > m.CrashedEpoch && m.Status == teambus.MemberCrashed {
 				continue // claimed by a later incarnation
@@ -222,5 +257,14 @@ func (s *Service) ReconcileMember(ctx context.Context, team, member, reason stri
 		}
 		return nil
 	})
+	if err == nil {
+		for _, id := range changed {
+			if paused {
+				s.LogEvent(ctx, team, teambus.EvTaskPaused, "", map[string]any{"taskId": id, "error": clipText(fmt.Sprintf("%s crashed: %s", member, reason), 1000)})
+			} else {
+				s.LogEvent(ctx, team, teambus.EvTaskRequeued, "", map[string]any{"taskId": id, "reason": clipText(fmt.Sprintf("%s crashed: %s", member, reason), 1000)})
+			}
+		}
+	}
 	return changed, err
 }

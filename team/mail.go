@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
@@ -59,10 +60,37 @@ func (s *Service) Send(ctx context.Context, a Actor, spec SendSpec) (bus.SendRes
 		}
 	}
 	// Point reads, not a snapshot: a send costs the same in a team of ten
-	// tasks or ten thousand.
-	t, _, err := s.store.Team(ctx, a.Team)
-	if err != nil {
-		return bus.SendResult{}, err
+	// tasks or ten thousand. The team, the sender and the recipient are
+	// read at once (one round trip, not three); the results are judged in
+	// that order.
+	var (
+		t                *teambus.Team
+		sender           *teambus.Member
+		tErr, sErr, rErr error
+		wg               sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t, _, tErr = s.store.Team(ctx, a.Team)
+	}()
+	if !a.IsLead() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sender, _, sErr = s.store.Member(ctx, a.Team, a.Member)
+		}()
+	}
+	if spec.To != teambus.Lead && spec.To != teambus.All && spec.To != a.Member {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, rErr = s.store.Member(ctx, a.Team, spec.To)
+		}()
+	}
+	wg.Wait()
+	if tErr != nil {
+		return bus.SendResult{}, tErr
 	}
 	mb := s.teamMailbox(t)
 	if max := mb.Config().MaxBody; len(spec.Body) > max {
@@ -81,28 +109,35 @@ func (s *Service) Send(ctx context.Context, a Actor, spec SendSpec) (bus.SendRes
 		}
 		epoch = t.LeadEpoch
 	} else {
-		m, _, err := s.store.Member(ctx, a.Team, a.Member)
-		if err != nil {
+		if sErr != nil {
+			return bus.SendResult{}, sErr
+		}
+		if err := sender.Fenced(a.Session); err != nil {
 			return bus.SendResult{}, err
 		}
-		if err := m.Fenced(a.Session); err != nil {
-			return bus.SendResult{}, err
-		}
-		epoch, held = m.Epoch, m.Status == teambus.MemberZombie
+		epoch, held = sender.Epoch, sender.Status == teambus.MemberZombie
 	}
 	if spec.To == a.Member {
 		return bus.SendResult{}, teambus.Invalidf("%s can not send mail to itself", a.Member)
 	}
-	if spec.To != teambus.Lead && spec.To != teambus.All {
-		if _, _, err := s.store.Member(ctx, a.Team, spec.To); err != nil {
-			return bus.SendResult{}, fmt.Errorf("%w: nothing sent", err)
-		}
+	if rErr != nil {
+		return bus.SendResult{}, fmt.Errorf("%w: nothing sent", rErr)
 	}
 	m := &teambus.Message{ID: spec.ID, From: a.Member, To: spec.To, Type: spec.Type, Body: spec.Body, Data: spec.Data, Epoch: epoch, TS: s.Now()}
-	res, err := mb.Send(ctx, m, held)
-	if err == nil {
-		s.touch(ctx, a)
+	// The member's activity is recorded while the message is stored: two
+	// writes to different streams, whose fsyncs the node runs side by
+	// side. A send that fails still counts as activity: the agent was at
+	// work.
+	var touched sync.WaitGroup
+	if !a.IsLead() {
+		touched.Add(1)
+		go func() {
+			defer touched.Done()
+			s.touch(ctx, a)
+		}()
 	}
+	res, err := mb.Send(ctx, m, held)
+	touched.Wait()
 	return res, err
 }
 

@@ -1,16 +1,21 @@
 package team
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"sort"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/kv"
 )
 
 // MemberState is a member's liveness at resume: online, offline or zombie,
@@ -115,6 +120,11 @@ func (s *Service) Resume(ctx context.Context, team, session string, force, asLea
 	if err != nil {
 		return nil, err
 	}
+	if decision == DecisionTakeover {
+		s.LogEvent(ctx, team, teambus.EvLeadTakeover, teambus.Lead, map[string]any{"session": session, "old_session": oldLead, "epoch": t.LeadEpoch, "forced": force})
+	} else {
+		s.LogEvent(ctx, team, teambus.EvLeadAttached, teambus.Lead, map[string]any{"session": session, "epoch": t.LeadEpoch, "decision": decision})
+	}
 	rep, err := s.report(ctx, t, decision)
 	if err != nil {
 		return nil, err
@@ -155,18 +165,37 @@ func (s *Service) Probe(ctx context.Context, team string) (*Report, error) {
 // report builds steps 4 to 7: member liveness, facts, the mailbox tail and
 // the task summary.
 func (s *Service) report(ctx context.Context, t *teambus.Team, decision string) (*Report, error) {
+	// The records, the heartbeats and the mailbox tail are read at once:
+	// three independent reads, the records the longest in a large team.
+	var (
+		snap    *kv.Snapshot
+		hbs     map[string]kv.HeartbeatEntry
+		tail    []teambus.Message
+		hbErr   error
+		tailErr error
+		wg      sync.WaitGroup
+	)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		hbs, hbErr = s.store.Heartbeats(ctx, t.ID)
+	}()
+	go func() {
+		defer wg.Done()
+		tail, tailErr = s.teamMailbox(t).Tail(ctx, 10)
+	}()
 	snap, err := s.store.Snapshot(ctx, t.ID)
+	wg.Wait()
 	if err != nil {
 		return nil, err
 	}
-	hbs, err := s.store.Heartbeats(ctx, t.ID)
-	if err != nil {
-		return nil, err
+	if hbErr != nil {
+		return nil, hbErr
 	}
 	rep := &Report{Team: t.ID, Status: t.Status, Decision: decision, Warnings: []string{}, Tasks: map[string]int{},
 		Progress: teambus.Progress(snap.Tasks), LeadSession: t.LeadSession, LeadEpoch: t.LeadEpoch,
 		LeadTimeoutDetectedAt: t.LeadTimeoutDetectedAt, Members: []MemberState{}}
-	view := BuildView(snap, hbs, s.Now())
+	view := buildView(snap, hbs, s.Now(), false)
 	for _, m := range view.Members {
 		st := MemberState{ID: m.ID, Status: m.Status, Task: m.Task, Epoch: m.Epoch}
 		switch {
@@ -189,7 +218,10 @@ func (s *Service) report(ctx context.Context, t *teambus.Team, decision string) 
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%d task(s) paused: they need a lead decision (task reassign or reopen)", n))
 	}
 	rep.Warnings = append(rep.Warnings, CheckFacts(t.Facts)...)
-	if tail, err := s.teamMailbox(t).Tail(ctx, 10); err == nil {
+	if t.Status == teambus.TeamConsolidating && t.WorkTree != "" {
+		rep.Warnings = append(rep.Warnings, CheckWorkTree(ctx, t.WorkTree)...)
+	}
+	if tailErr == nil {
 		rep.MailboxTail = tail
 	}
 	if rep.MailboxTail == nil {
@@ -262,7 +294,9 @@ func (s *Service) RegisterFacts(ctx context.Context, team string, paths []string
 // Transition moves the team to consolidating, complete or aborted.
 // worktree is recorded at consolidate, for the resume check.
 func (s *Service) Transition(ctx context.Context, team string, to teambus.TeamStatus, worktree string) (*teambus.Team, error) {
-	return s.UpdateTeam(ctx, team, func(t *teambus.Team) (bool, error) {
+	var from teambus.TeamStatus
+	t, err := s.UpdateTeam(ctx, team, func(t *teambus.Team) (bool, error) {
+		from = t.Status
 		if t.Status == to {
 			return false, nil
 		}
@@ -286,4 +320,55 @@ func (s *Service) Transition(ctx context.Context, team string, to teambus.TeamSt
 		t.Status = to
 		return true, nil
 	})
+	if err != nil || from == to {
+		return t, err
+	}
+	data := map[string]any{"from": from, "status": to}
+	switch to {
+	case teambus.TeamConsolidating:
+		data["worktree"] = worktree
+		s.LogEvent(ctx, team, teambus.EvTeamConsolidate, "", data)
+	case teambus.TeamComplete:
+		s.LogEvent(ctx, team, teambus.EvTeamComplete, "", data)
+		s.LogEvent(ctx, team, teambus.EvSessionEnd, "", map[string]any{"status": to})
+	case teambus.TeamAborted:
+		s.LogEvent(ctx, team, teambus.EvTeamAborted, "", data)
+		s.LogEvent(ctx, team, teambus.EvSessionEnd, "", map[string]any{"status": to})
+	}
+	return t, nil
+}
+
+// CheckWorkTree returns a warning when the git working tree dir, recorded
+// when the team started consolidating, has uncommitted changes (seed 000,
+// section 4.1: the lead died between git add and git commit), or can not
+// be checked.
+func CheckWorkTree(ctx context.Context, dir string) []string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "git", "-C", dir, "status", "--porcelain")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return []string{fmt.Sprintf("consolidation worktree %s can not be checked (git status: %s): verify it by hand before completing", dir, oneLine(msg))}
+	}
+	var files []string
+	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+		if len(line) > 3 {
+			files = append(files, strings.TrimSpace(line[3:]))
+		}
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	shown := files
+	if len(shown) > 5 {
+		shown = append(shown[:5:5], fmt.Sprintf("and %d more", len(files)-5))
+	}
+	return []string{fmt.Sprintf("consolidation was interrupted with %d uncommitted change(s) in %s (%s): ask the teammates to verify their changes, rebuild, then commit (`teambus team complete`) or roll back",
+		len(files), dir, strings.Join(shown, ", "))}
 }

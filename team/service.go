@@ -3,8 +3,11 @@ package team
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -17,6 +20,12 @@ import (
 type Config struct {
 	Mailbox bus.MailboxConfig
 	KV      kv.Config
+	// Events are the limits of new teams' event logs; replicas left at 0
+	// follow the mailbox's.
+	Events bus.EventsConfig
+	// Logger, if set, receives what the service can not do without
+	// failing the operation (an event it could not log); nil discards.
+	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -29,9 +38,28 @@ type Service struct {
 }
 
 // New returns a service on js. It does no I/O.
+//
+// Replicas left at 0 in cfg.Mailbox and cfg.KV follow the cluster the
+// connection is on (bus.AutoReplicas): three copies of every stream and
+// bucket of a new team on a cluster of three nodes or more, else one.
 func New(js jetstream.JetStream, cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Mailbox.Replicas == 0 || cfg.KV.Replicas == 0 {
+		r := bus.AutoReplicas(js.Conn())
+		if cfg.Mailbox.Replicas == 0 {
+			cfg.Mailbox.Replicas = r
+		}
+		if cfg.KV.Replicas == 0 {
+			cfg.KV.Replicas = r
+		}
+	}
+	if cfg.Events.Replicas == 0 {
+		cfg.Events.Replicas = cfg.Mailbox.Replicas
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.KV.Now = cfg.Now
 	return &Service{js: js, store: kv.New(js, cfg.KV), cfg: cfg}
@@ -127,7 +155,7 @@ func ParseMemberSpec(s string) (MemberSpec, error) {
 	}
 	if len(parts) > 1 {
 		spec.Role = parts[1]
-		if len(spec.Role) > 64 || strings.ContainsAny(spec.Role, "\n\r\t") {
+		if len(spec.Role) > 64 || !printable(spec.Role) {
 			return spec, teambus.Invalidf("invalid role %q for member %s: at most 64 characters on one line", spec.Role, spec.ID)
 		}
 	}
@@ -138,6 +166,21 @@ func ParseMemberSpec(s string) (MemberSpec, error) {
 		}
 	}
 	return spec, nil
+}
+
+// printable reports whether s is valid UTF-8 of printable characters only:
+// no control characters (terminal escapes) and no line or paragraph
+// separators.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // CreateTeam creates a team with its policy and members, its state
@@ -175,6 +218,9 @@ func (s *Service) CreateTeam(ctx context.Context, id, leadSession string, member
 	if err := mb.Declare(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.Events(id).Declare(ctx); err != nil {
+		return nil, err
+	}
 	for _, r := range append([]string{teambus.Lead}, keys(seen)...) {
 		if err := mb.AddRecipient(ctx, r, policy.AckWait); err != nil {
 			return nil, err
@@ -188,6 +234,11 @@ func (s *Service) CreateTeam(ctx context.Context, id, leadSession string, member
 	if err := s.store.CreateTeam(ctx, t, recs); err != nil {
 		return nil, err
 	}
+	ids := make([]string, 0, len(members))
+	for _, m := range members {
+		ids = append(ids, m.ID)
+	}
+	s.LogEvent(ctx, id, teambus.EvSessionStart, "", map[string]any{"command": "team.create", "team": id, "members": ids, "lead_session": leadSession})
 	return t, nil
 }
 

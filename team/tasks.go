@@ -46,6 +46,10 @@ func (s *Service) AddTask(ctx context.Context, team string, spec TaskSpec) (*tea
 		out = t
 		return nil
 	})
+	if err == nil {
+		s.LogEvent(ctx, team, teambus.EvTaskAdded, "", map[string]any{"taskId": out.ID, "summary": clipText(out.Description, 200),
+			"dependencies": out.Dependencies, "priority": out.Priority, "status": out.Status})
+	}
 	return out, err
 }
 
@@ -99,15 +103,24 @@ func (s *Service) mutateTask(ctx context.Context, a Actor, id string, fn func(sn
 // wins; the others get ErrConflict (exit 3).
 func (s *Service) Claim(ctx context.Context, a Actor, id string) (*teambus.Task, error) {
 	t, _, err := s.mutateTask(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, epoch int64) (bool, error) {
-		if a.IsLead() {
-			return false, teambus.Invalidf("the lead assigns work (task reassign %s --to MEMBER); teammates claim it", id)
-		}
-		if busy := snap.MemberTasks(a.Member); len(busy) > 0 && busy[0].ID != id {
-			return false, teambus.Statef("%s already works on task %s: complete, release or block it first", a.Member, busy[0].ID)
-		}
-		return true, teambus.Claim(t, a.Member, epoch, snap.Tasks, s.Now())
+		return s.claimStep(snap, a, t, epoch)
 	})
+	if err == nil {
+		s.LogEvent(ctx, a.Team, teambus.EvTaskClaimed, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "attempts": t.Attempts, "epoch": t.Epoch})
+	}
 	return t, err
+}
+
+// claimStep is the transition of a claim on t, read in snap: the actor
+// takes the task unless it is the lead or already works on another.
+func (s *Service) claimStep(snap *kv.Snapshot, a Actor, t *teambus.Task, epoch int64) (bool, error) {
+	if a.IsLead() {
+		return false, teambus.Invalidf("the lead assigns work (task reassign %s --to MEMBER); teammates claim it", t.ID)
+	}
+	if busy := snap.MemberTasks(a.Member); len(busy) > 0 && busy[0].ID != t.ID {
+		return false, teambus.Statef("%s already works on task %s: complete, release or block it first", a.Member, busy[0].ID)
+	}
+	return true, teambus.Claim(t, a.Member, epoch, snap.Tasks, s.Now())
 }
 
 // Next claims the best task for the actor: the one that unblocks the most
@@ -123,7 +136,8 @@ func (s *Service) Next(ctx context.Context, a Actor) (*teambus.Task, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := authorize(snap, a); err != nil {
+		epoch, err := authorize(snap, a)
+		if err != nil {
 			return nil, err
 		}
 		if busy := snap.MemberTasks(a.Member); len(busy) > 0 {
@@ -142,17 +156,31 @@ func (s *Service) Next(ctx context.Context, a Actor) (*teambus.Task, error) {
 			}
 			return nil, teambus.Unavailablef("no task available yet in team %s: %d in progress, %d blocked, %d waiting on dependencies; try again later", a.Team, counts[teambus.TaskInProgress], counts[teambus.TaskBlocked], counts[teambus.TaskPending])
 		}
+		// Every candidate is tried against this one read: a claim is a
+		// compare-and-set on the task's revision, so a task another member
+		// took meanwhile fails its write and the next one is tried. Only
+		// when all fail is the team read again. (Claiming each candidate
+		// through Claim read the whole team once per candidate; with eight
+		// members racing for the same best task that was most of the
+		// cost.)
 		for _, cand := range order {
-			t, err := s.Claim(ctx, a, cand.ID)
-			if err == nil {
-				return t, nil
+			c := *cand // the snapshot keeps the record as read
+			t := &c
+			if _, err := s.claimStep(snap, a, t, epoch); err != nil {
+				if errors.Is(err, teambus.ErrFenced) || (!errors.Is(err, teambus.ErrConflict) && !errors.Is(err, teambus.ErrState)) {
+					return nil, err
+				}
+				continue
 			}
-			if !errors.Is(err, teambus.ErrConflict) && !errors.Is(err, teambus.ErrState) {
+			if _, err := s.store.PutTask(ctx, a.Team, t, snap.TaskRev[cand.ID]); err != nil {
+				if errors.Is(err, kv.ErrConflict) {
+					continue
+				}
 				return nil, err
 			}
-			if errors.Is(err, teambus.ErrFenced) {
-				return nil, err
-			}
+			s.touch(ctx, a)
+			s.LogEvent(ctx, a.Team, teambus.EvTaskClaimed, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "attempts": t.Attempts, "epoch": t.Epoch})
+			return t, nil
 		}
 	}
 	return nil, teambus.Conflictf("task next: lost every race for a task; try again")
@@ -169,6 +197,9 @@ func (s *Service) Complete(ctx context.Context, a Actor, id, commit string) (*te
 	})
 	if err != nil {
 		return nil, false, err
+	}
+	if changed {
+		s.LogEvent(ctx, a.Team, teambus.EvTaskCompleted, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "commit": commit})
 	}
 	_, err = s.PromoteReady(ctx, a.Team)
 	return t, changed, err
@@ -196,6 +227,11 @@ func (s *Service) PromoteReady(ctx context.Context, team string) ([]string, erro
 		}
 		return nil
 	})
+	if err == nil {
+		for _, id := range out {
+			s.LogEvent(ctx, team, teambus.EvTaskUnblocked, "", map[string]any{"taskId": id, "status": teambus.TaskAvailable})
+		}
+	}
 	return out, err
 }
 
@@ -208,6 +244,14 @@ func (s *Service) Fail(ctx context.Context, a Actor, id, reason string) (*teambu
 	t, _, err := s.mutateTask(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, _ int64) (bool, error) {
 		return true, teambus.Fail(t, a.Member, reason, snap.Team.Policy.MaxAttempts, s.Now())
 	})
+	if err == nil {
+		paused := t.Status == teambus.TaskPaused
+		s.LogEvent(ctx, a.Team, teambus.EvTaskFailed, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "error": clipText(reason, 1000),
+			"attempts": t.Attempts, "failures": t.Failures, "paused": paused})
+		if paused {
+			s.LogEvent(ctx, a.Team, teambus.EvTaskPaused, "", map[string]any{"taskId": t.ID, "error": fmt.Sprintf("failed %d times (max-attempts)", t.Failures)})
+		}
+	}
 	return t, err
 }
 
@@ -216,13 +260,16 @@ func (s *Service) Block(ctx context.Context, a Actor, id, on, reason string) (*t
 	if len(reason) > 4096 {
 		return nil, teambus.Invalidf("block reason is %d bytes, at most 4096", len(reason))
 	}
-	t, _, err := s.mutateTask(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, _ int64) (bool, error) {
+	t, changed, err := s.mutateTask(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, _ int64) (bool, error) {
 		before := *t
 		if err := teambus.Block(t, a.Member, on, reason, snap.Tasks, s.Now()); err != nil {
 			return false, err
 		}
 		return before.Status != t.Status || before.BlockedOn != t.BlockedOn || before.BlockedReason != t.BlockedReason, nil
 	})
+	if err == nil && changed {
+		s.LogEvent(ctx, a.Team, teambus.EvTaskBlocked, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "on": on, "reason": clipText(reason, 1000)})
+	}
 	return t, err
 }
 
@@ -235,6 +282,13 @@ func (s *Service) Release(ctx context.Context, a Actor, id string) (*teambus.Tas
 		}
 		return true, teambus.Release(t, a.Member, snap.Tasks, s.Now())
 	})
+	if err == nil {
+		typ := teambus.EvTaskReleased
+		if a.IsLead() {
+			typ = teambus.EvTaskRequeued
+		}
+		s.LogEvent(ctx, a.Team, typ, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "status": t.Status})
+	}
 	return t, err
 }
 
@@ -244,7 +298,9 @@ func (s *Service) Reassign(ctx context.Context, a Actor, id, to string) (*teambu
 	if err := teambus.ValidateMemberID(to); err != nil {
 		return nil, err
 	}
+	var from string
 	t, _, err := s.mutateTask(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, _ int64) (bool, error) {
+		from = t.AssignedTo
 		target, err := snap.Member(to)
 		if err != nil {
 			return false, err
@@ -261,6 +317,9 @@ func (s *Service) Reassign(ctx context.Context, a Actor, id, to string) (*teambu
 		}
 		return true, teambus.Reassign(t, to, target.Epoch, s.Now())
 	})
+	if err == nil {
+		s.LogEvent(ctx, a.Team, teambus.EvTaskReassigned, a.Member, map[string]any{"taskId": t.ID, "to": to, "from": from})
+	}
 	return t, err
 }
 
@@ -272,6 +331,9 @@ func (s *Service) Reopen(ctx context.Context, a Actor, id string) (*teambus.Task
 		}
 		return true, teambus.Reopen(t, snap.Tasks, s.Now())
 	})
+	if err == nil {
+		s.LogEvent(ctx, a.Team, teambus.EvTaskReopened, a.Member, map[string]any{"taskId": t.ID, "status": t.Status})
+	}
 	return t, err
 }
 
@@ -347,6 +409,10 @@ func (s *Service) Checkpoint(ctx context.Context, a Actor, spec CheckpointSpec) 
 		t.UpdatedAt = s.Now()
 		return true, nil
 	})
+	if err == nil {
+		s.LogEvent(ctx, a.Team, teambus.EvTaskCheckpoint, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "seq": t.Checkpoint.Seq,
+			"auto": spec.Auto, "last_action": clipText(t.Checkpoint.LastAction, 500), "done": len(t.Checkpoint.TasksCompleted), "remaining": len(t.Checkpoint.TasksRemaining)})
+	}
 	return t, err
 }
 

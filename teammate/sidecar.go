@@ -116,6 +116,8 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 	s.log.Info("teammate registered", "session", s.cfg.Session, "pid", s.cfg.PID)
 	// This run's own session in the event log; a kill -9 leaves it
 	// without session.end.
+	es := s.svc.StartSession(ctx, s.cfg.Team, s.cfg.Member, s.epoch, map[string]any{"command": "teammate", "session": s.cfg.Session, "pid": s.cfg.PID})
+	defer func() { es.End(context.WithoutCancel(ctx), string(out), err) }()
 
 	// Background watchers feed channels; everything that changes state
 	// happens in this goroutine's select loop.

@@ -78,6 +78,9 @@ func agentSim(c *cli.Context) error {
 		registerWait: c.Duration("register-wait"),
 		poll:         300 * time.Millisecond,
 	}
+	if sim.opTimeout, err = timeout(c); err != nil {
+		return err
+	}
 	if sim.stepTime < 0 || sim.steps < 1 || sim.steps > 100 || sim.registerWait <= 0 {
 		return usageError(c, "invalid --step-time %s, --steps %d or --register-wait %s: step time not negative, 1 to 100 steps, a positive wait", sim.stepTime, sim.steps, sim.registerWait)
 	}
@@ -104,6 +107,7 @@ type agentSimulator struct {
 	steps        int
 	registerWait time.Duration
 	poll         time.Duration
+	opTimeout    time.Duration
 
 	mu sync.Mutex
 }
@@ -113,6 +117,12 @@ func (s *agentSimulator) say(format string, args ...any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fmt.Fprintf(s.out, "%s %s/%s: %s\n", time.Now().UTC().Format("15:04:05.000"), s.a.Member, s.a.Session, fmt.Sprintf(format, args...))
+}
+
+// op bounds one request to the bus by --timeout (some requests need a
+// deadline, and a hung one must not stall the agent).
+func (s *agentSimulator) op(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.opTimeout)
 }
 
 // sleep waits d or until ctx is done.
@@ -133,23 +143,27 @@ func (s *agentSimulator) waitRegistered(ctx context.Context) error {
 	deadline := time.Now().Add(s.registerWait)
 	for {
 		var current string
+		octx, cancel := s.op(ctx)
 		if s.a.IsLead() {
-			t, _, err := s.svc.Store().Team(ctx, s.a.Team)
+			t, _, err := s.svc.Store().Team(octx, s.a.Team)
 			if err != nil && !errors.Is(err, teambus.ErrUnavailable) {
+				cancel()
 				return err
 			}
 			if t != nil {
 				current = t.LeadSession
 			}
 		} else {
-			m, _, err := s.svc.Store().Member(ctx, s.a.Team, s.a.Member)
+			m, _, err := s.svc.Store().Member(octx, s.a.Team, s.a.Member)
 			if err != nil && !errors.Is(err, teambus.ErrUnavailable) {
+				cancel()
 				return err
 			}
 			if m != nil {
 				current = m.Session
 			}
 		}
+		cancel()
 		if current == s.a.Session {
 			return nil
 		}
@@ -169,7 +183,9 @@ func (s *agentSimulator) runLead(ctx context.Context) error {
 	}
 	s.say("lead session attached: reading the lead inbox")
 	for {
-		msgs, err := s.svc.Inbox(ctx, s.a, bus.InboxOptions{Max: 100, Ack: true})
+		octx, cancel := s.op(ctx)
+		msgs, err := s.svc.Inbox(octx, s.a, bus.InboxOptions{Max: 100, Ack: true})
+		cancel()
 		switch {
 		case err == nil:
 			for _, m := range msgs {
@@ -235,6 +251,8 @@ func (s *agentSimulator) runTeammate(ctx context.Context) error {
 
 // drainInbox prints and acks the member's mail.
 func (s *agentSimulator) drainInbox(ctx context.Context) {
+	ctx, cancel := s.op(ctx)
+	defer cancel()
 	msgs, err := s.svc.Inbox(ctx, s.a, bus.InboxOptions{Max: 100, Ack: true})
 	if err != nil {
 		return
@@ -249,6 +267,8 @@ func (s *agentSimulator) drainInbox(ctx context.Context) {
 // teammate takes tasks of its own quantum first, then tasks of no quantum,
 // never another specialist's.
 func (s *agentSimulator) next(ctx context.Context) (*teambus.Task, error) {
+	ctx, cancel := s.op(ctx)
+	defer cancel()
 	snap, err := s.svc.Store().Snapshot(ctx, s.a.Team)
 	if err != nil {
 		return nil, err
@@ -321,7 +341,7 @@ func (s *agentSimulator) work(ctx context.Context, t *teambus.Task) error {
 	}
 	file := "pkg/" + t.ID + ".go"
 	if len(doneList) > 0 {
-		s.say("resuming task %s from checkpoint #%d (by %s, epoch %d): skipping steps %s, last action %q",
+		s.say("resuming task %s from checkpoint #%d (by %s, epoch %d): skipping %s, already done; last action %q",
 			t.ID, t.Checkpoint.Seq, t.Checkpoint.Member, t.Checkpoint.Epoch, stepRange(doneList), t.Checkpoint.LastAction)
 	} else {
 		s.say("claimed task %s: %d steps", t.ID, n)
@@ -346,7 +366,12 @@ func (s *agentSimulator) work(ctx context.Context, t *teambus.Task) error {
 		}
 		spec := team.CheckpointSpec{Task: t.ID, Done: doneList, Remaining: remaining,
 			LastAction: fmt.Sprintf("step %d of %d of task %s", k, n, t.ID), Files: []string{file}}
-		if _, err := s.retry(ctx, func() error { _, err := s.svc.Checkpoint(ctx, s.a, spec); return err }); err != nil {
+		if err := s.retry(ctx, func() error {
+			octx, cancel := s.op(ctx)
+			defer cancel()
+			_, err := s.svc.Checkpoint(octx, s.a, spec)
+			return err
+		}); err != nil {
 			if errors.Is(err, teambus.ErrFenced) {
 				return err
 			}
@@ -355,7 +380,10 @@ func (s *agentSimulator) work(ctx context.Context, t *teambus.Task) error {
 		}
 		s.say("task %s: %s done (checkpointed)", t.ID, name)
 		if !zombieNoted && k < n {
-			if m, _, err := s.svc.Store().Member(ctx, s.a.Team, s.a.Member); err == nil && m.Status == teambus.MemberZombie {
+			octx, cancel := s.op(ctx)
+			m, _, err := s.svc.Store().Member(octx, s.a.Team, s.a.Member)
+			cancel()
+			if err == nil && m.Status == teambus.MemberZombie {
 				zombieNoted = true
 				s.send(ctx, teambus.MsgInfo, "lead-silent/"+t.ID,
 					fmt.Sprintf("the lead is silent; continuing %s (%d of %d steps done)", t.ID, len(doneList), n))
@@ -365,7 +393,12 @@ func (s *agentSimulator) work(ctx context.Context, t *teambus.Task) error {
 	s.send(ctx, teambus.MsgReport, "report/"+t.ID, fmt.Sprintf("finished %s: %d steps, changed %s", t.ID, n, file))
 	sum := sha256.Sum256([]byte(s.a.Team + "/" + t.ID + "/" + s.a.Session))
 	commit := hex.EncodeToString(sum[:])[:12]
-	if _, err := s.retry(ctx, func() error { _, _, err := s.svc.Complete(ctx, s.a, t.ID, commit); return err }); err != nil {
+	if err := s.retry(ctx, func() error {
+		octx, cancel := s.op(ctx)
+		defer cancel()
+		_, _, err := s.svc.Complete(octx, s.a, t.ID, commit)
+		return err
+	}); err != nil {
 		if errors.Is(err, teambus.ErrFenced) {
 			return err
 		}
@@ -379,6 +412,8 @@ func (s *agentSimulator) work(ctx context.Context, t *teambus.Task) error {
 // send sends mail to the lead; a failure is logged, not fatal. The id is
 // scoped by session, so a respawned agent's mail is its own.
 func (s *agentSimulator) send(ctx context.Context, typ teambus.MessageType, id, body string) {
+	ctx, cancel := s.op(ctx)
+	defer cancel()
 	res, err := s.svc.Send(ctx, s.a, team.SendSpec{To: teambus.Lead, Type: typ, ID: id + "/" + s.a.Session, Body: body})
 	if err != nil {
 		s.say("send %s to lead: %v", typ, err)
@@ -393,21 +428,21 @@ func (s *agentSimulator) send(ctx context.Context, typ teambus.MessageType, id, 
 
 // retry runs fn until it succeeds or fails with anything but a transient
 // error, a few times.
-func (s *agentSimulator) retry(ctx context.Context, fn func() error) (int, error) {
+func (s *agentSimulator) retry(ctx context.Context, fn func() error) error {
 	var err error
 	for i := 0; i < 5; i++ {
 		if err = fn(); err == nil || teambus.ExitCode(err) != teambus.ExitTransient || ctx.Err() != nil {
-			return i, err
+			return err
 		}
 		if sleep(ctx, 200*time.Millisecond) != nil {
-			return i, ctx.Err()
+			return ctx.Err()
 		}
 	}
-	return 5, err
+	return err
 }
 
-// stepRange prints step names compactly: "1-3" for steps 1/N to 3/N, else
-// the list.
+// stepRange prints step names compactly: "step 2", "steps 1-3" for steps
+// 1/N to 3/N, else the list.
 func stepRange(names []string) string {
 	var ks []int
 	for _, n := range names {
@@ -417,16 +452,19 @@ func stepRange(names []string) string {
 		}
 		ks = append(ks, k)
 	}
+	if len(ks) == 1 {
+		return fmt.Sprintf("step %d", ks[0])
+	}
 	contiguous := true
 	for i := 1; i < len(ks); i++ {
 		contiguous = contiguous && ks[i] == ks[i-1]+1
 	}
-	if contiguous && len(ks) > 1 {
-		return fmt.Sprintf("%d-%d", ks[0], ks[len(ks)-1])
+	if contiguous {
+		return fmt.Sprintf("steps %d-%d", ks[0], ks[len(ks)-1])
 	}
 	parts := make([]string, len(ks))
 	for i, k := range ks {
 		parts[i] = strconv.Itoa(k)
 	}
-	return strings.Join(parts, ", ")
+	return "steps " + strings.Join(parts, ", ")
 }

@@ -35,11 +35,13 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			inboxCommand(),
 			ackCommand(),
 			replayCommand(),
+			eventsCommand(),
 			checkpointCommand(),
 			leadCommand(),
 			teammateCommand(),
 			joinCommand(),
 			briefCommand(),
+			demoCommand(), agentSimCommand(),
 			versionCommand(),
 			helpCommand(),
 		},
@@ -56,7 +58,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	app := newApp(stdout, stderr)
 	app.Reader = stdin
-	return exit(ctx, runApp(ctx, app, args), stderr)
+	return exit(ctx, explainDenied(app, runApp(ctx, app, args)), stderr)
 }
 
 // exit prints err, if any, as one line on stderr and returns its exit code.

@@ -44,7 +44,7 @@ func demoCommand() *cli.Command {
 			"with the step that failed and the logs of every process (the directory is then kept).",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "keep", Usage: "keep the temporary directory (bus store and process logs)", EnvVars: []string{"TEAMBUS_DEMO_KEEP"}},
-			&cli.DurationFlag{Name: "step-time", Usage: "how long one step of a simulated task takes", EnvVars: []string{"TEAMBUS_STEP_TIME"}, Value: 400 * time.Millisecond},
+			&cli.DurationFlag{Name: "step-time", Usage: "how long one step of a simulated task takes (250ms to 5s)", EnvVars: []string{"TEAMBUS_STEP_TIME"}, Value: 400 * time.Millisecond},
 			&cli.DurationFlag{Name: "timeout", Usage: "give up after this long", EnvVars: []string{"TEAMBUS_DEMO_TIMEOUT"}, Value: 90 * time.Second},
 		},
 		Action: runDemo,
@@ -94,13 +94,18 @@ var demoTasks = []team.TaskSpec{
 // demoVictimTask is the task whose agent the demo kills mid-way.
 const demoVictimTask = "tests"
 
+// minDemoStep is the shortest step time that keeps the story in order:
+// the 18 steps of integration and tests after the lead crash must outlast
+// lead-timeout and the takeover.
+const minDemoStep = 250 * time.Millisecond
+
 func runDemo(c *cli.Context) error {
 	if err := exactArgs(c, 0); err != nil {
 		return err
 	}
 	stepTime, limit := c.Duration("step-time"), c.Duration("timeout")
-	if stepTime <= 0 || stepTime > 10*time.Second {
-		return usageError(c, "invalid --step-time %s: more than 0, at most 10s", stepTime)
+	if stepTime < minDemoStep || stepTime > 5*time.Second {
+		return usageError(c, "invalid --step-time %s: from %s (the work after the lead crash must outlast zombie mode) to 5s", stepTime, minDemoStep)
 	}
 	if limit <= 0 {
 		return usageError(c, "invalid --timeout %s: must be positive", limit)
@@ -116,12 +121,21 @@ func runDemo(c *cli.Context) error {
 	ctx, cancel := context.WithTimeout(c.Context, limit)
 	defer cancel()
 	d := &demo{
-		w: c.App.Writer, exe: exe, dir: dir, logDir: filepath.Join(dir, "logs"), stepTime: stepTime, limit: limit,
+		w: c.App.Writer, exe: exe, dir: dir, keep: c.Bool("keep"), logDir: filepath.Join(dir, "logs"), stepTime: stepTime,
 		start: time.Now(), changed: make(chan struct{}), agents: map[string]*demoChild{}, sidecars: map[string]*demoChild{},
-		held: map[string]bool{}, released: map[string]bool{},
+		heldMail: map[string]bool{}, released: map[string]bool{}, offlineSince: map[string]time.Time{}, offline: map[string]bool{},
+		lastStatus: map[string]teambus.MemberStatus{},
 	}
 	runErr := d.run(ctx)
 	d.shutdown()
+	if runErr != nil && c.Context.Err() != nil {
+		// Interrupted (Ctrl-C): clean up as after a success.
+		fmt.Fprintf(d.w, "\ninterrupted at step %d (%s)\n", d.stepNo, d.stepName)
+		if !d.keep {
+			_ = os.RemoveAll(dir)
+		}
+		return runErr
+	}
 	if runErr != nil {
 		if ctx.Err() != nil && c.Context.Err() == nil {
 			runErr = fmt.Errorf("%w (the whole demo is limited by --timeout %s)", runErr, limit)
@@ -129,7 +143,7 @@ func runDemo(c *cli.Context) error {
 		d.printFailure(runErr)
 		return fmt.Errorf("demo failed at step %d (%s): %w; logs and store kept in %s", d.stepNo, d.stepName, runErr, dir)
 	}
-	if c.Bool("keep") {
+	if d.keep {
 		fmt.Fprintf(d.w, "\nkept %s: bus store and the log of every process in %s\n", dir, d.logDir)
 		return nil
 	}
@@ -144,9 +158,9 @@ type demo struct {
 	w        io.Writer
 	exe      string
 	dir      string
+	keep     bool
 	logDir   string
 	stepTime time.Duration
-	limit    time.Duration
 	start    time.Time
 
 	node   *bus.Node
@@ -158,6 +172,8 @@ type demo struct {
 	outMu    sync.Mutex
 	stepNo   int
 	stepName string
+	holding  bool     // narration is buffered while a command's output is collected
+	pending  []string // the buffered narration
 
 	// children, in start order; agents and sidecars by member (lead is
 	// "lead"), the current incarnation.
@@ -169,26 +185,29 @@ type demo struct {
 	// mu guards what the watchers see: the latest view and mail counts.
 	mu       sync.Mutex
 	view     *team.View
-	changed  chan struct{} // closed and replaced on every change
-	mails    int
-	held     map[string]bool // from/id of mail held while its sender was a zombie
+	changed  chan struct{}   // closed and replaced on every change
+	heldMail map[string]bool // from/id of mail held while its sender was a zombie
 	released map[string]bool // from/id of held mail delivered since
-	heldSeqs []uint64
-	relSeqs  []uint64
-	byType   map[teambus.MessageType]int
+	relSeqs  []uint64        // seqs of the released copies
+	// offlineSince is when a member was first seen offline; offline is set
+	// once that was narrated.
+	offlineSince map[string]time.Time
+	offline      map[string]bool
+	lastStatus   map[string]teambus.MemberStatus // the last status other than offline
 
 	t timings
 }
 
 // timings are what the summary reports.
 type timings struct {
-	leadKill, firstZombie, allZombie, detected time.Time
-	leadStart, leadAttached, zombieLeft        time.Time
-	tmKill, tmCrashed                          time.Time
-	victim                                     string
-	victimDone, victimTotal                    int
-	respawnClaimed, victimComplete             time.Time
-	end                                        time.Time
+	leadKill, lastLeadBeat              time.Time
+	firstZombie, allZombie, detected    time.Time
+	leadStart, leadAttached, zombieLeft time.Time
+	tmKill, tmCrashed                   time.Time
+	victim                              string
+	victimDone, victimTotal             int
+	respawnClaimed, victimComplete      time.Time
+	end                                 time.Time
 }
 
 // elapsed is the time since the demo started, for the narration.
@@ -198,16 +217,49 @@ func (d *demo) elapsed(at time.Time) string {
 
 // say prints one narration line stamped with the time since the start.
 func (d *demo) say(format string, args ...any) {
-	d.outMu.Lock()
-	defer d.outMu.Unlock()
-	fmt.Fprintf(d.w, "%s %s\n", d.elapsed(time.Now()), fmt.Sprintf(format, args...))
+	d.emit(fmt.Sprintf("%s %s", d.elapsed(time.Now()), fmt.Sprintf(format, args...)))
 }
 
 // note prints an indented line under the narration.
 func (d *demo) note(format string, args ...any) {
+	d.emit(noteLine(fmt.Sprintf(format, args...)))
+}
+
+func noteLine(s string) string { return "          " + s }
+
+// emit prints a line, or buffers it while a command runs.
+func (d *demo) emit(line string) {
 	d.outMu.Lock()
 	defer d.outMu.Unlock()
-	fmt.Fprintf(d.w, "          %s\n", fmt.Sprintf(format, args...))
+	if d.holding {
+		d.pending = append(d.pending, line)
+		return
+	}
+	fmt.Fprintln(d.w, line)
+}
+
+// command runs this binary with args (and --dir) and prints the first
+// maxLines lines of its output under a "$ teambus ..." line, the narration
+// of what happened meanwhile after it. It returns the output and the exit
+// code; on failure it prints nothing of the output.
+func (d *demo) command(ctx context.Context, maxLines int, comment string, args ...string) (string, int) {
+	d.outMu.Lock()
+	d.holding = true
+	d.outMu.Unlock()
+	out, code := d.cli(ctx, append(args, "--dir", d.dir)...)
+	d.outMu.Lock()
+	defer d.outMu.Unlock()
+	if code == 0 {
+		fmt.Fprintln(d.w, noteLine("$ teambus "+strings.Join(args, " ")+comment))
+		for _, line := range firstLines(out, maxLines) {
+			fmt.Fprintln(d.w, noteLine("| "+line))
+		}
+	}
+	for _, line := range d.pending {
+		fmt.Fprintln(d.w, line)
+	}
+	d.pending, d.holding = nil, false
+	return out, code
 }
 
 // step starts a numbered step of the story.
@@ -351,6 +403,7 @@ func (d *demo) startLead(ctx context.Context, session string) error {
 	if err != nil {
 		return err
 	}
+	start := time.Now()
 	side, err := d.spawn("lead sidecar "+session, "sidecar-"+session+".log", "lead", "--dir", d.dir,
 		"--team", demoTeam, "--session", session, "--pid", strconv.Itoa(agent.pid()))
 	if err != nil {
@@ -360,7 +413,7 @@ func (d *demo) startLead(ctx context.Context, session string) error {
 	d.agents[teambus.Lead], d.sidecars[teambus.Lead] = agent, side
 	d.childMu.Unlock()
 	if session != "lead-1" {
-		d.t.leadStart = time.Now()
+		d.t.leadStart = start
 	}
 	d.say("started lead agent (pid %d) and `teambus lead --team %s --session %s --pid %d` (pid %d)",
 		agent.pid(), demoTeam, session, agent.pid(), side.pid())
@@ -409,6 +462,10 @@ func (d *demo) killLead(ctx context.Context) error {
 	d.note("the teammates keep working; after lead-timeout (%s) without a lead heartbeat they enter zombie mode", pol.LeadTimeout)
 	side.wait(5 * time.Second)
 	agent.wait(5 * time.Second)
+	if t, _, err := d.svc.Store().Team(ctx, demoTeam); err == nil && t.LeadLastSeen != nil {
+		d.t.lastLeadBeat = *t.LeadLastSeen
+		d.note("its last heartbeat was %s before the kill: lead-timeout counts from there", secs(d.t.leadKill.Sub(d.t.lastLeadBeat)))
+	}
 
 	v, err := d.waitFor(ctx, pol.LeadTimeout+15*time.Second, "every teammate in zombie mode and lead_timeout_detected_at set", func(v *team.View) bool {
 		if v.Team.LeadTimeoutDetectedAt == nil {
@@ -434,10 +491,13 @@ func (d *demo) killLead(ctx context.Context) error {
 	}
 	d.say("all %d teammates in zombie mode: lead kill -> zombie %s (first), %s (all); lead_timeout_detected_at = kill + %s",
 		len(demoMembers), secs(d.t.firstZombie.Sub(d.t.leadKill)), secs(d.t.allZombie.Sub(d.t.leadKill)), secs(d.t.detected.Sub(d.t.leadKill)))
+	if !d.t.lastLeadBeat.IsZero() {
+		d.note("last lead heartbeat -> first zombie: %s (lead-timeout %s)", secs(d.t.firstZombie.Sub(d.t.lastLeadBeat)), pol.LeadTimeout)
+	}
 
 	// A working teammate tells the lead it is silent; that mail is held.
 	// Give it a few steps to happen before the new lead arrives.
-	if _, err := d.waitFor(ctx, 6*d.stepTime+time.Second, "mail held in zombie mode", func(*team.View) bool { return len(d.held) > 0 }); err != nil {
+	if _, err := d.waitFor(ctx, 6*d.stepTime+time.Second, "mail held in zombie mode", func(*team.View) bool { return len(d.heldMail) > 0 }); err != nil {
 		d.note("no teammate sent mail while the lead was away")
 	} else {
 		d.note("mail the teammates send now is stored durably but held: the lead will get it when a lead attaches")
@@ -454,19 +514,6 @@ func (d *demo) newLead(ctx context.Context) error {
 	d.t.leadAttached = time.Now()
 	d.say("lead-2 attached %s after its start (process start, connect, resume validation, takeover: lead-1 is fenced)",
 		secs(d.t.leadAttached.Sub(d.t.leadStart)))
-	out, code := d.cli(ctx, "team", "probe", demoTeam, "--dir", d.dir)
-	if code == 0 {
-		d.note("$ teambus team probe %s", demoTeam)
-		for _, line := range firstLines(out, 14) {
-			d.note("| %s", line)
-		}
-	} else {
-		rep, err := d.svc.Probe(ctx, demoTeam)
-		if err != nil {
-			return fmt.Errorf("probe team %s: %w", demoTeam, err)
-		}
-		d.note("team %s: %s, lead %s (epoch %d), %d%% done", rep.Team, rep.Status, rep.LeadSession, rep.LeadEpoch, rep.Progress)
-	}
 	if _, err := d.waitFor(ctx, 10*time.Second, "every teammate out of zombie mode", func(v *team.View) bool {
 		for _, m := range demoMembers {
 			if mv := memberOf(v, m.ID); mv == nil || mv.Status == teambus.MemberZombie {
@@ -479,16 +526,25 @@ func (d *demo) newLead(ctx context.Context) error {
 	}
 	d.t.zombieLeft = time.Now()
 	d.say("every teammate left zombie mode %s after the new lead attached", secs(d.t.zombieLeft.Sub(d.t.leadAttached)))
-	if _, err := d.waitFor(ctx, 10*time.Second, "held mail released", func(*team.View) bool { return len(d.released) >= len(d.held) }); err != nil {
-		return err
-	}
+	_, err := d.waitFor(ctx, 5*time.Second, "held mail released", func(*team.View) bool { return len(d.released) >= len(d.heldMail) })
 	d.mu.Lock()
-	nHeld, seqs := len(d.held), append([]uint64(nil), d.relSeqs...)
+	nHeld, seqs := len(d.heldMail), append([]uint64(nil), d.relSeqs...)
 	d.mu.Unlock()
-	if nHeld == 0 {
+	switch {
+	case nHeld == 0:
 		d.say("held mail released: none was held")
-	} else {
+	case err != nil:
+		d.say("held mail released: only %d of %d message(s) so far (seq %s); the rest is still held", len(seqs), nHeld, joinSeqs(seqs))
+	default:
 		d.say("held mail released: %d of %d message(s) delivered to the lead in order (seq %s)", len(seqs), nHeld, joinSeqs(seqs))
+	}
+	// The resume summary, as a person would ask for it.
+	if _, code := d.command(ctx, 16, "", "team", "probe", demoTeam); code != 0 {
+		rep, err := d.svc.Probe(ctx, demoTeam)
+		if err != nil {
+			return fmt.Errorf("probe team %s: %w", demoTeam, err)
+		}
+		d.note("team %s: %s, lead %s (epoch %d), %d%% done", rep.Team, rep.Status, rep.LeadSession, rep.LeadEpoch, rep.Progress)
 	}
 	return nil
 }
@@ -537,13 +593,7 @@ func (d *demo) killTeammate(ctx context.Context) error {
 	} else {
 		d.note("%s sidecar (pid %d) is still running", victim, side.pid())
 	}
-	out, code := d.cli(ctx, "brief", "--team", demoTeam, "--member", victim, "--dir", d.dir)
-	if code == 0 {
-		d.note("$ teambus brief --team %s --member %s   (the prompt for the replacement agent)", demoTeam, victim)
-		for _, line := range firstLines(out, 15) {
-			d.note("| %s", line)
-		}
-	} else {
+	if out, code := d.command(ctx, 15, "   (the prompt for the replacement agent)", "brief", "--team", demoTeam, "--member", victim); code != 0 {
 		cp := t.Checkpoint
 		d.note("teambus brief failed (exit %d): %s", code, oneLine(out, 200))
 		d.note("checkpoint #%d of %s: done %s; remaining %s; last action %q; files %s", cp.Seq, t.ID,
@@ -561,7 +611,7 @@ func (d *demo) respawn(ctx context.Context) error {
 	if err := d.startTeammate(ctx, victim, session); err != nil {
 		return err
 	}
-	v, err := d.waitFor(ctx, d.work(4), victim+" ("+session+") claimed "+demoVictimTask, func(v *team.View) bool {
+	_, err := d.waitFor(ctx, d.work(4), victim+" ("+session+") claimed "+demoVictimTask, func(v *team.View) bool {
 		mv, t := memberOf(v, victim), taskOf(v, demoVictimTask)
 		return mv != nil && mv.Session == session && t != nil && t.AssignedTo == victim && t.Epoch == mv.Epoch &&
 			(t.Status == teambus.TaskInProgress || t.Status == teambus.TaskComplete)
@@ -570,7 +620,6 @@ func (d *demo) respawn(ctx context.Context) error {
 		return err
 	}
 	d.t.respawnClaimed = time.Now()
-	_ = v
 	if _, err := d.waitFor(ctx, d.work(d.t.victimTotal), demoVictimTask+" complete", func(v *team.View) bool {
 		t := taskOf(v, demoVictimTask)
 		return t != nil && t.Status == teambus.TaskComplete
@@ -593,24 +642,28 @@ func (d *demo) finish(ctx context.Context) error {
 	}
 	d.t.end = time.Now()
 	d.say("all %d tasks complete", len(demoTasks))
-	out, code := d.cli(ctx, "team", "complete", demoTeam, "--dir", d.dir)
-	if code != 0 {
+	if out, code := d.command(ctx, 5, "", "team", "complete", demoTeam); code != 0 {
 		return fmt.Errorf("teambus team complete %s: exit %d: %s", demoTeam, code, oneLine(out, 300))
 	}
-	d.say("$ teambus team complete %s: %s", demoTeam, strings.TrimSpace(out))
-	// Teammate sidecars stop on their own when their agent exits idle or
-	// the team completes; the lead is stopped with SIGTERM.
+	// The teammates stop on their own: an agent exits when no work is
+	// left, a sidecar when its agent exits idle or the team completes.
+	// The lead is stopped with SIGTERM.
 	d.childMu.Lock()
 	children := append([]*demoChild(nil), d.children...)
 	d.childMu.Unlock()
+	var running []string
 	for _, ch := range children {
-		if strings.Contains(ch.name, "sidecar") && !strings.HasPrefix(ch.name, "lead") {
-			ch.wait(5 * time.Second)
+		if !strings.HasPrefix(ch.name, "lead") && !ch.wait(5*time.Second) {
+			running = append(running, fmt.Sprintf("%s (pid %d)", ch.name, ch.pid()))
 		}
 	}
-	stopped := d.terminateAll(5 * time.Second)
-	if stopped > 0 {
-		d.say("stopped %d remaining process(es) with SIGTERM", stopped)
+	if len(running) > 0 {
+		d.say("still running 5s after the team completed: %s", strings.Join(running, ", "))
+	} else {
+		d.say("every teammate agent and sidecar has exited")
+	}
+	if stopped := d.terminateAll(5 * time.Second); stopped > 0 {
+		d.say("stopped %d remaining process(es) with SIGTERM (the lead sidecar and agent)", stopped)
 	}
 	v, err = d.svc.Show(ctx, demoTeam)
 	if err != nil {
@@ -663,7 +716,11 @@ func (d *demo) summary(ctx context.Context, v *team.View) error {
 	pol := demoPolicy()
 	fmt.Fprintf(tw, "tasks\t%d of %d complete\n", v.Counts[string(teambus.TaskComplete)], len(v.Tasks))
 	fmt.Fprintf(tw, "crashes\tlead 1 (lead-1 killed, lead-2 took over at lead epoch %d); teammates: %s\n", v.Team.LeadEpoch, dash(strings.Join(mcrash, ", ")))
-	fmt.Fprintf(tw, "lead kill -> zombie\t%s first, %s all (lead-timeout %s)\n", secs(d.t.firstZombie.Sub(d.t.leadKill)), secs(d.t.allZombie.Sub(d.t.leadKill)), pol.LeadTimeout)
+	beat := ""
+	if !d.t.lastLeadBeat.IsZero() {
+		beat = fmt.Sprintf("; %s after the last lead heartbeat", secs(d.t.firstZombie.Sub(d.t.lastLeadBeat)))
+	}
+	fmt.Fprintf(tw, "lead kill -> zombie\t%s first, %s all%s (lead-timeout %s)\n", secs(d.t.firstZombie.Sub(d.t.leadKill)), secs(d.t.allZombie.Sub(d.t.leadKill)), beat, pol.LeadTimeout)
 	fmt.Fprintf(tw, "new lead attach\t%s from process start to lead session\n", secs(d.t.leadAttached.Sub(d.t.leadStart)))
 	fmt.Fprintf(tw, "zombie -> resumed\t%s after the new lead attached\n", secs(d.t.zombieLeft.Sub(d.t.leadAttached)))
 	fmt.Fprintf(tw, "teammate kill -> crashed\t%s (%s; task requeued with %d/%d steps kept)\n", secs(d.t.tmCrashed.Sub(d.t.tmKill)), d.t.victim, d.t.victimDone, d.t.victimTotal)
@@ -675,7 +732,9 @@ func (d *demo) summary(ctx context.Context, v *team.View) error {
 	}
 	sort.Strings(types)
 	fmt.Fprintf(tw, "mailbox\t%d messages stored: %s; %d held in zombie mode, then released\n", total, strings.Join(types, ", "), held)
-	fmt.Fprintf(tw, "audit\tteambus replay --team %s --held --dir %s\n", demoTeam, d.dir)
+	if d.keep {
+		fmt.Fprintf(tw, "audit\tteambus replay --team %s --held --dir %s   (the node is stopped: start it with `teambus bus start --dir %s`)\n", demoTeam, d.dir, d.dir)
+	}
 	return tw.Flush()
 }
 
@@ -796,7 +855,7 @@ func (d *demo) watchTeam(ctx context.Context) {
 func (d *demo) narrate(prev, v *team.View) {
 	pt, t := prev.Team, v.Team
 	if t.LeadSession != pt.LeadSession || t.LeadEpoch != pt.LeadEpoch {
-		d.say("lead attached: session %s, lead epoch %d", t.LeadSession, t.LeadEpoch)
+		d.say("team records lead session %s, lead epoch %d", t.LeadSession, t.LeadEpoch)
 	}
 	if t.Status != pt.Status {
 		d.say("team %s is %s", t.ID, t.Status)
@@ -815,19 +874,44 @@ func (d *demo) narrate(prev, v *team.View) {
 		if m.Session != pm.Session || m.Epoch != pm.Epoch {
 			d.say("%s registered: session %s, epoch %d", m.ID, m.Session, m.Epoch)
 		}
-		if m.Status == pm.Status {
+		if _, ok := d.lastStatus[m.ID]; !ok && pm.Status != teambus.MemberOffline {
+			d.lastStatus[m.ID] = pm.Status
+		}
+		if m.Status == teambus.MemberOffline {
+			// A member shows offline for a moment between its registration
+			// and its first heartbeat, or between a view's two reads while
+			// it shuts down: only an offline that lasts is news.
+			since, ok := d.offlineSince[m.ID]
+			if !ok {
+				d.offlineSince[m.ID] = time.Now()
+			} else if !d.offline[m.ID] && time.Since(since) >= 500*time.Millisecond {
+				d.offline[m.ID] = true
+				d.say("%s is offline (no fresh heartbeat)", m.ID)
+			}
+			continue
+		}
+		wasOffline := d.offline[m.ID]
+		delete(d.offline, m.ID)
+		delete(d.offlineSince, m.ID)
+		before, known := d.lastStatus[m.ID]
+		d.lastStatus[m.ID] = m.Status
+		if !known || (m.Status == before && !wasOffline) {
 			continue
 		}
 		switch {
+		case m.Status == before:
+			d.say("%s is back online (%s)", m.ID, m.Status)
 		case m.Status == teambus.MemberZombie:
 			d.say("%s entered zombie mode (no lead heartbeat for lead-timeout)", m.ID)
-		case pm.Status == teambus.MemberZombie:
+		case before == teambus.MemberZombie:
 			d.say("%s left zombie mode (%s)", m.ID, m.Status)
 		case m.Status == teambus.MemberCrashed:
 			d.say("%s is crashed (crash %d of crash-limit %d)", m.ID, m.CrashCount, t.Policy.CrashLimit)
-		case m.Status == teambus.MemberPaused, m.Status == teambus.MemberShutdown, m.Status == teambus.MemberOffline:
-			d.say("%s is %s", m.ID, m.Status)
-		case pm.Status == teambus.MemberOffline:
+		case m.Status == teambus.MemberShutdown:
+			d.say("%s shut down", m.ID)
+		case m.Status == teambus.MemberPaused:
+			d.say("%s is paused", m.ID)
+		case wasOffline:
 			d.say("%s is back online (%s)", m.ID, m.Status)
 		}
 	}
@@ -872,17 +956,11 @@ func (d *demo) watchMail(ctx context.Context) {
 	_ = d.svc.Mailbox(demoTeam).Replay(ctx, bus.ReplayFilter{Follow: true, IncludeHeld: true}, func(m teambus.Message) error {
 		key := m.From + "/" + m.ID
 		d.mu.Lock()
-		d.mails++
-		if d.byType == nil {
-			d.byType = map[teambus.MessageType]int{}
-		}
-		d.byType[m.Type]++
 		release := false
 		switch {
 		case m.Held:
-			d.held[key] = true
-			d.heldSeqs = append(d.heldSeqs, m.Seq)
-		case d.held[key] && !d.released[key]:
+			d.heldMail[key] = true
+		case d.heldMail[key] && !d.released[key]:
 			d.released[key] = true
 			d.relSeqs = append(d.relSeqs, m.Seq)
 			release = true
@@ -947,7 +1025,7 @@ func (c *demoChild) exitText() string {
 		return "exit 0"
 	case errors.As(c.err, &ee):
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return "killed by " + ws.Signal().String()
+			return fmt.Sprintf("killed by signal %d (%s)", int(ws.Signal()), ws.Signal())
 		}
 		return fmt.Sprintf("exit %d", ee.ExitCode())
 	default:
@@ -965,7 +1043,7 @@ func (d *demo) spawn(name, logName string, args ...string) (*demoChild, error) {
 	}
 	cmd := exec.Command(d.exe, args...)
 	cmd.Env = childEnv()
-	cmd.Stdout = &relay{d: d, f: f}
+	cmd.Stdout = &relay{d: d, f: f, name: name}
 	cmd.Stderr = f
 	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
@@ -1055,10 +1133,11 @@ func dieWithParent(cmd *exec.Cmd) {
 }
 
 // relay writes a child's output to its log and narrates the lines in which
-// an agent resumes from a checkpoint.
+// an agent resumes from a checkpoint and a lead sidecar attaches.
 type relay struct {
 	d    *demo
 	f    *os.File
+	name string
 	part []byte
 }
 
@@ -1080,6 +1159,9 @@ func (r *relay) Write(p []byte) (int, error) {
 				who = line[k+1 : j]
 			}
 			r.d.say("%s agent: %s", who, line[j+2:])
+		}
+		if strings.HasPrefix(line, "lead attached to team ") {
+			r.d.say("%s: %s", r.name, line)
 		}
 	}
 	return len(p), nil

@@ -68,10 +68,11 @@ func connFlags() []cli.Flag {
 	return []cli.Flag{
 		dirFlag(),
 		&cli.StringFlag{Name: "server", Usage: "NATS URL(s) of an external bus, comma separated (default: the local node found in --dir)", EnvVars: []string{"TEAMBUS_SERVER"}},
-		&cli.StringFlag{Name: "creds", Usage: "NATS credentials file", EnvVars: []string{"TEAMBUS_CREDS"}},
+		&cli.StringFlag{Name: "creds", Usage: "credentials file: a member's from `teambus team creds` (it also sets --team and --member), or a NATS .creds file", EnvVars: []string{"TEAMBUS_CREDS"}},
 		&cli.StringFlag{Name: "token", Usage: "auth token (default: the local node's, from its discovery file)", EnvVars: []string{"TEAMBUS_TOKEN"}},
 		&cli.StringFlag{Name: "user", Usage: "NATS user name", EnvVars: []string{"TEAMBUS_USER"}},
 		&cli.StringFlag{Name: "password", Usage: "NATS password", EnvVars: []string{"TEAMBUS_PASSWORD"}},
+		&cli.StringFlag{Name: "inbox-prefix", Usage: "reply subject prefix (default: _INBOX; a member credential sets its own)", EnvVars: []string{"TEAMBUS_INBOX_PREFIX"}},
 		&cli.StringFlag{Name: "tls-ca", Usage: "CA certificate file to verify the server", EnvVars: []string{"TEAMBUS_TLS_CA"}},
 		&cli.StringFlag{Name: "tls-cert", Usage: "client certificate file", EnvVars: []string{"TEAMBUS_TLS_CERT"}},
 		&cli.StringFlag{Name: "tls-key", Usage: "client key file", EnvVars: []string{"TEAMBUS_TLS_KEY"}},
@@ -177,17 +178,18 @@ func connConfig(c *cli.Context) (bus.ConnectConfig, error) {
 		return bus.ConnectConfig{}, err
 	}
 	return bus.ConnectConfig{
-		Dir:     dir,
-		Server:  c.String("server"),
-		Creds:   c.String("creds"),
-		Token:   c.String("token"),
-		User:    c.String("user"),
-		Pass:    c.String("password"),
-		TLSCA:   c.String("tls-ca"),
-		TLSCert: c.String("tls-cert"),
-		TLSKey:  c.String("tls-key"),
-		Name:    strings.TrimSpace("teambus " + strings.TrimPrefix(c.Command.HelpName, "teambus")),
-		Timeout: d,
+		Dir:         dir,
+		Server:      c.String("server"),
+		Creds:       c.String("creds"),
+		Token:       c.String("token"),
+		User:        c.String("user"),
+		Pass:        c.String("password"),
+		TLSCA:       c.String("tls-ca"),
+		TLSCert:     c.String("tls-cert"),
+		TLSKey:      c.String("tls-key"),
+		InboxPrefix: c.String("inbox-prefix"),
+		Name:        strings.TrimSpace("teambus " + strings.TrimPrefix(c.Command.HelpName, "teambus")),
+		Timeout:     d,
 	}, nil
 }
 
@@ -222,7 +224,10 @@ func sessionID(c *cli.Context) (string, error) {
 }
 
 func flagID(c *cli.Context, name, env string) (string, error) {
-	id := c.String(name)
+	id, err := credsID(c, name, c.String(name))
+	if err != nil {
+		return "", err
+	}
 	if id == "" {
 		return "", usageError(c, "missing --%s (or %s)", name, env)
 	}

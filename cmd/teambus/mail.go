@@ -307,13 +307,15 @@ func replay(c *cli.Context) error {
 		return err
 	}
 	defer conn.Close()
+	ctx, cancel := watchDenied(c, c.Context, func() {}, conn)
+	defer cancel()
 	svc := team.New(conn.JS, team.Config{})
-	if _, _, err := svc.Store().Team(c.Context, teamID); err != nil {
+	if _, _, err := svc.Store().Team(ctx, teamID); err != nil {
 		return err
 	}
 	jl := newJSONLines(c.App.Writer)
 	asJSON := c.Bool("json")
-	return svc.Mailbox(teamID).Replay(c.Context, f, func(m teambus.Message) error {
+	return svc.Mailbox(teamID).Replay(ctx, f, func(m teambus.Message) error {
 		if asJSON {
 			return jl.Write(messageJSON(m))
 		}

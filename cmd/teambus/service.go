@@ -6,6 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/team"
 )
 
@@ -34,7 +35,9 @@ func open(c *cli.Context) (*session, error) {
 		cancel()
 		return nil, err
 	}
-	return &session{ctx: ctx, cancel: cancel, conn: conn, svc: team.New(conn.JS, team.Config{})}, nil
+	ctx, cancel = watchDenied(c, ctx, cancel, conn)
+	r := conn.Replicas()
+	return &session{ctx: ctx, cancel: cancel, conn: conn, svc: team.New(conn.JS, team.Config{Mailbox: bus.MailboxConfig{Replicas: r}, KV: kv.Config{Replicas: r}})}, nil
 }
 
 func (s *session) close() {

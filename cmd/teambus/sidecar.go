@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 
 	"github.com/urfave/cli/v2"
@@ -14,8 +15,9 @@ import (
 )
 
 // sidecarConn connects a long-running sidecar: the connection stays up
-// (and reconnects) for as long as it runs.
-func sidecarConn(c *cli.Context) (*bus.Conn, *team.Service, error) {
+// (and reconnects) for as long as it runs. What the service can not do
+// without failing an operation (an event it could not log) goes to log.
+func sidecarConn(c *cli.Context, log *slog.Logger) (*bus.Conn, *team.Service, error) {
 	cfg, err := connConfig(c)
 	if err != nil {
 		return nil, nil, err
@@ -24,7 +26,7 @@ func sidecarConn(c *cli.Context) (*bus.Conn, *team.Service, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return conn, team.New(conn.JS, team.Config{}), nil
+	return conn, team.New(conn.JS, team.Config{Logger: log}), nil
 }
 
 func leadCommand() *cli.Command {
@@ -58,7 +60,7 @@ func runLead(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	conn, svc, err := sidecarConn(c)
+	conn, svc, err := sidecarConn(c, log)
 	if err != nil {
 		return err
 	}
@@ -111,7 +113,7 @@ func runTeammate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	conn, svc, err := sidecarConn(c)
+	conn, svc, err := sidecarConn(c, log)
 	if err != nil {
 		return err
 	}

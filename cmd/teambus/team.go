@@ -11,6 +11,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/team"
 )
 
@@ -24,6 +25,8 @@ func teamCommand() *cli.Command {
 			teamListCommand(),
 			teamShowCommand(),
 			teamAddMemberCommand(),
+			teamCredsCommand(),
+			teamCheckpointCommand(),
 		}, resumeCommands()...),
 	}
 }
@@ -39,6 +42,8 @@ func teamCreateCommand() *cli.Command {
 			&cli.StringFlag{Name: "max-body", Usage: "largest message body (e.g. 256KiB)", Value: "256KiB", EnvVars: []string{"TEAMBUS_MAX_BODY"}},
 			&cli.StringFlag{Name: "mailbox-max-bytes", Usage: "size limit of the team's mailbox; a full mailbox refuses new mail, it never drops old mail", Value: "256MiB", EnvVars: []string{"TEAMBUS_MAILBOX_MAX_BYTES"}},
 			&cli.StringFlag{Name: "dedupe-window", Usage: "how long a message id is remembered for idempotent sends", Value: "10m", EnvVars: []string{"TEAMBUS_DEDUPE_WINDOW"}},
+			&cli.StringFlag{Name: "events-max-bytes", Usage: "size limit of the team's event log; a full log refuses new events, it never drops old ones", Value: "128MiB", EnvVars: []string{"TEAMBUS_EVENTS_MAX_BYTES"}},
+			&cli.IntFlag{Name: "replicas", Usage: "copies of the team's streams and buckets (default: 3 on a cluster of 3 nodes or more, else 1)", EnvVars: []string{"TEAMBUS_REPLICAS"}},
 			jsonFlag(),
 		}, policyFlags()),
 		Action: teamCreate,
@@ -91,12 +96,28 @@ func teamCreate(c *cli.Context) error {
 		return teambus.Invalidf("invalid --dedupe-window %s: at least 1s", c.String("dedupe-window"))
 	}
 	mbc.MaxBody = int(maxBody)
+	evc := bus.EventsConfig{Duplicates: mbc.Duplicates}
+	if evc.MaxBytes, err = parseSize("--events-max-bytes", c.String("events-max-bytes")); err != nil {
+		return err
+	}
+	if evc.MaxBytes < 1<<20 {
+		return teambus.Invalidf("invalid --events-max-bytes %s: at least 1MiB", c.String("events-max-bytes"))
+	}
+	replicas := c.Int("replicas")
+	if replicas < 0 || replicas > 5 {
+		return teambus.Invalidf("invalid --replicas %d: 1 to 5 (0 derives it from the cluster)", replicas)
+	}
 	s, err := open(c)
 	if err != nil {
 		return err
 	}
 	defer s.close()
-	s.svc = team.New(s.conn.JS, team.Config{Mailbox: mbc})
+	if replicas == 0 {
+		replicas = s.conn.Replicas()
+	}
+	mbc.Replicas = replicas
+	evc.Replicas = replicas
+	s.svc = team.New(s.conn.JS, team.Config{Mailbox: mbc, KV: kv.Config{Replicas: replicas}, Events: evc})
 	t, err := s.svc.CreateTeam(s.ctx, id, c.String("lead-session"), specs, pol)
 	if err != nil {
 		return err

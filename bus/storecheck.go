@@ -1,0 +1,330 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// MarksFile is the node's record of its high-water marks, in its
+// directory: the last sequence of every stream teambus never deletes
+// from, and the acknowledged position and configuration of their durable
+// consumers. It is rewritten every second while the node runs and when
+// it closes; the store check of the next start compares the store with
+// it.
+const MarksFile = "bus.marks"
+
+// QuarantineDir is where the store check moves the state of a durable
+// consumer the server could not load, in the node directory.
+const QuarantineDir = "quarantine"
+
+// StoreDamage is what a store check found missing from one stream.
+type StoreDamage struct {
+	Stream string `json:"stream"`
+	// Lost counts the messages the stream no longer serves although
+	// teambus never deletes from it: deleted or unreadable records, or
+	// sequences below the recorded high-water mark.
+	Lost int `json:"lost"`
+	// First and Last are the lowest and highest lost sequences.
+	First uint64 `json:"first"`
+	Last  uint64 `json:"last"`
+	// Gone is set when the whole stream is gone.
+	Gone bool `json:"gone,omitempty"`
+	// Recreated names durable consumers the server dropped (their state
+	// file was damaged) and the check created again from their last
+	// acknowledged position: their unacknowledged mail is delivered again.
+	Recreated []string `json:"recreated,omitempty"`
+}
+
+// String says what was lost, for logs and Health.
+func (d StoreDamage) String() string {
+	var parts []string
+	switch {
+	case d.Gone:
+		parts = append(parts, fmt.Sprintf("stream %s is gone with its %d message(s): its store was damaged or deleted while the node was down", d.Stream, d.Last))
+	case d.Lost > 0:
+		parts = append(parts, fmt.Sprintf("stream %s lost %d message(s) between seq %d and %d: its store files were damaged (corrupted or truncated); the other messages are intact", d.Stream, d.Lost, d.First, d.Last))
+	}
+	if len(d.Recreated) > 0 {
+		parts = append(parts, fmt.Sprintf("stream %s: durable consumer(s) %s lost with a damaged state file, recreated from the last acknowledged position (unacknowledged mail is delivered again)", d.Stream, strings.Join(d.Recreated, ", ")))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (d *StoreDamage) lose(from, to uint64) {
+	if to < from {
+		return
+	}
+	if d.Lost == 0 || from < d.First {
+		d.First = from
+	}
+	if to > d.Last {
+		d.Last = to
+	}
+	d.Lost += int(to - from + 1)
+}
+
+// neverDeletes reports whether teambus never removes messages from the
+// stream: mailboxes and event logs keep everything (Discard New, no age
+// or count limit), so every sequence from 1 to the last must be readable.
+func neverDeletes(name string) bool {
+	return strings.HasPrefix(name, MailboxPrefix) || strings.HasPrefix(name, EventsPrefix)
+}
+
+// CheckStore reads every message of the streams teambus never deletes from
+// once, in sequence order, and reports the sequences they lost. The
+// server recovers a damaged block by dropping what it cannot read, and a
+// record whose checksum fails is skipped when read, without a word in
+// either case; this check is how teambus notices. Messages stored after
+// the check started are not looked at.
+func CheckStore(ctx context.Context, js jetstream.JetStream) ([]StoreDamage, error) {
+	names, err := neverDeleteStreams(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	var out []StoreDamage
+	for _, name := range names {
+		d, err := checkStream(ctx, js, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return out, fmt.Errorf("check stream %s: %w", name, err)
+		}
+		if d.Lost > 0 {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+func neverDeleteStreams(ctx context.Context, js jetstream.JetStream) ([]string, error) {
+	var names []string
+	lister := js.StreamNames(ctx)
+	for name := range lister.Name() {
+		if neverDeletes(name) {
+			names = append(names, name)
+		}
+	}
+	if err := lister.Err(); err != nil {
+		return nil, fmt.Errorf("list streams: %w", err)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func checkStream(ctx context.Context, js jetstream.JetStream, name string) (StoreDamage, error) {
+	d := StoreDamage{Stream: name}
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		return d, err
+	}
+	last := st.CachedInfo().State.LastSeq
+	if last == 0 {
+		return d, nil
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return d, err
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return d, err
+	}
+	defer it.Stop()
+	next := uint64(1)
+	for next <= last && ctx.Err() == nil {
+		m, err := it.Next(jetstream.NextMaxWait(2 * time.Second))
+		if errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+			break // nothing more to read: the tail is gone
+		}
+		if err != nil {
+			return d, err
+		}
+		md, err := m.Metadata()
+		if err != nil || md.Sequence.Stream > last {
+			continue
+		}
+		d.lose(next, md.Sequence.Stream-1)
+		next = md.Sequence.Stream + 1
+	}
+	if err := ctx.Err(); err != nil {
+		return d, err
+	}
+	d.lose(next, last)
+	return d, nil
+}
+
+// storeMarks is the content of MarksFile.
+type storeMarks struct {
+	Streams map[string]streamMark `json:"streams"`
+}
+
+type streamMark struct {
+	LastSeq   uint64                  `json:"last_seq"`
+	Consumers map[string]consumerMark `json:"consumers,omitempty"`
+}
+
+type consumerMark struct {
+	AckFloor uint64                   `json:"ack_floor"`
+	Config   jetstream.ConsumerConfig `json:"config"`
+}
+
+func readMarks(dir string) (*storeMarks, error) {
+	b, err := os.ReadFile(filepath.Join(dir, MarksFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var m storeMarks
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("marks file %s is damaged: %w", filepath.Join(dir, MarksFile), err)
+	}
+	return &m, nil
+}
+
+// collectMarks reads the current high-water marks from the server.
+func collectMarks(ctx context.Context, js jetstream.JetStream) (*storeMarks, error) {
+	names, err := neverDeleteStreams(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	m := &storeMarks{Streams: map[string]streamMark{}}
+	for _, name := range names {
+		st, err := js.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		sm := streamMark{LastSeq: st.CachedInfo().State.LastSeq, Consumers: map[string]consumerMark{}}
+		lister := st.ListConsumers(ctx)
+		for ci := range lister.Info() {
+			if ci.Config.Durable == "" {
+				continue
+			}
+			sm.Consumers[ci.Name] = consumerMark{AckFloor: ci.AckFloor.Stream, Config: ci.Config}
+		}
+		if err := lister.Err(); err != nil {
+			return nil, err
+		}
+		m.Streams[name] = sm
+	}
+	return m, nil
+}
+
+// compareMarks adds to the scan's damage what the marks of the last run
+// show: streams that are gone, sequences below the last high-water mark,
+// and durable consumers the server dropped, which it creates again from
+// their last acknowledged position.
+// A dropped consumer's damaged state directory is moved out of the store
+// (into quarantine) first: the server refuses to create a consumer over it.
+func compareMarks(ctx context.Context, js jetstream.JetStream, old, now *storeMarks, damage []StoreDamage, storeDir, quarantine string) ([]StoreDamage, error) {
+	byStream := map[string]*StoreDamage{}
+	for i := range damage {
+		byStream[damage[i].Stream] = &damage[i]
+	}
+	get := func(name string) *StoreDamage {
+		if d := byStream[name]; d != nil {
+			return d
+		}
+		damage = append(damage, StoreDamage{Stream: name})
+		// Appending may move the slice: index the pointers again.
+		for i := range damage {
+			byStream[damage[i].Stream] = &damage[i]
+		}
+		return byStream[name]
+	}
+	for name, om := range old.Streams {
+		cur, ok := now.Streams[name]
+		if !ok {
+			if om.LastSeq > 0 {
+				d := get(name)
+				d.Gone, d.First, d.Last, d.Lost = true, 1, om.LastSeq, int(om.LastSeq)
+			}
+			continue
+		}
+		if cur.LastSeq < om.LastSeq {
+			get(name).lose(cur.LastSeq+1, om.LastSeq)
+		}
+		for cname, cm := range om.Consumers {
+			if _, ok := cur.Consumers[cname]; ok {
+				continue
+			}
+			cfg := cm.Config
+			cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+			cfg.OptStartSeq = cm.AckFloor + 1
+			cfg.OptStartTime = nil
+			if err := quarantineConsumer(storeDir, name, cname, quarantine); err != nil {
+				return damage, err
+			}
+			if _, err := js.CreateConsumer(ctx, name, cfg); err != nil {
+				return damage, fmt.Errorf("recreate consumer %s of %s: %w", cname, name, err)
+			}
+			d := get(name)
+			d.Recreated = append(d.Recreated, cname)
+			sort.Strings(d.Recreated)
+		}
+	}
+	out := damage[:0]
+	for _, d := range damage {
+		if d.Lost > 0 || d.Gone || len(d.Recreated) > 0 {
+			out = append(out, d)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Stream < out[j].Stream })
+	return out, nil
+}
+
+// marksKeeper writes MarksFile when the marks change.
+type marksKeeper struct {
+	dir  string
+	last *storeMarks
+}
+
+func (k *marksKeeper) update(ctx context.Context, js jetstream.JetStream) error {
+	m, err := collectMarks(ctx, js)
+	if err != nil {
+		return err
+	}
+	if k.last != nil && reflect.DeepEqual(k.last, m) {
+		return nil
+	}
+	if err := writeFileAtomic(filepath.Join(k.dir, MarksFile), m); err != nil {
+		return err
+	}
+	k.last = m
+	return nil
+}
+
+// quarantineConsumer moves the state directory of a consumer the server
+// dropped out of the store, into dir, kept for inspection.
+func quarantineConsumer(storeDir, stream, consumer, dir string) error {
+	found, err := filepath.Glob(filepath.Join(storeDir, "*", "streams", stream, "obs", consumer))
+	if err != nil || len(found) == 0 {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("quarantine consumer %s of %s: %w", consumer, stream, err)
+	}
+	for _, f := range found {
+		to := filepath.Join(dir, fmt.Sprintf("%s.%s.%d", stream, consumer, time.Now().UnixNano()))
+		if err := os.Rename(f, to); err != nil {
+			return fmt.Errorf("quarantine consumer %s of %s: %w", consumer, stream, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,194 @@
+package kv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Direct reads of a whole bucket.
+//
+// A KV watch creates a consumer on the bucket's stream, and whoever may
+// create a consumer may also point its deliveries at any subject of the
+// account. A member credential therefore can not create consumers, and
+// whole-bucket reads go through the stream's direct get API instead
+// ($JS.API.DIRECT.GET.KV_<bucket>), which a permission can confine to one
+// bucket:
+//
+//   - multi_last returns the last message of every key in one isolated
+//     read, up to 1024 keys, paged by start sequence when it exceeds the
+//     server's byte limit;
+//   - a bucket with more keys is scanned in batches of next_by_subj, every
+//     revision in sequence order, the last one of each key winning.
+
+// directBatch is the batch size of a bucket scan.
+const directBatch = 1024
+
+// entry is one key's last value read directly.
+type entry struct {
+	key     string
+	value   []byte
+	rev     uint64
+	created time.Time // server time of the write
+}
+
+// errTooMany is the server's answer to a multi_last over more than 1024
+// subjects.
+var errTooMany = errors.New("too many results")
+
+// readBucket calls fn with the last value of every live key of bucket, in
+// no particular order.
+func readBucket(ctx context.Context, nc *nats.Conn, bucket string, fn func(entry) error) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
+	last, err := readLast(ctx, nc, bucket)
+	if errors.Is(err, errTooMany) {
+		last, err = scan(ctx, nc, bucket)
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range last {
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type directRequest struct {
+	Seq        uint64   `json:"seq,omitempty"`
+	NextBySubj string   `json:"next_by_subj,omitempty"`
+	Batch      int      `json:"batch,omitempty"`
+	MultiLast  []string `json:"multi_last,omitempty"`
+	UpToSeq    uint64   `json:"up_to_seq,omitempty"`
+}
+
+// readLast reads the last value of every key with multi_last requests.
+func readLast(ctx context.Context, nc *nats.Conn, bucket string) ([]entry, error) {
+	var (
+		out  []entry
+		from uint64
+		upTo uint64
+	)
+	for {
+		req := directRequest{MultiLast: []string{"$KV." + bucket + ".>"}, Seq: from, UpToSeq: upTo}
+		page, eob, err := direct(ctx, nc, bucket, req)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range page {
+			if e.live {
+				out = append(out, e.entry)
+			}
+		}
+		if eob.pending == 0 || len(page) == 0 {
+			return out, nil
+		}
+		// More than the server sends at once: continue after the last
+		// sequence, at the same upper bound.
+		from, upTo = page[len(page)-1].rev+1, eob.upTo
+	}
+}
+
+// scan reads every revision of the bucket in batches and keeps the last of
+// each key.
+func scan(ctx context.Context, nc *nats.Conn, bucket string) ([]entry, error) {
+	last := map[string]directEntry{}
+	var from uint64
+	for {
+		req := directRequest{Seq: from, NextBySubj: "$KV." + bucket + ".>", Batch: directBatch}
+		page, eob, err := direct(ctx, nc, bucket, req)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range page {
+			last[e.key] = e
+		}
+		if eob.pending == 0 || len(page) == 0 {
+			break
+		}
+		from = page[len(page)-1].rev + 1
+	}
+	out := make([]entry, 0, len(last))
+	for _, e := range last {
+		if e.live {
+			out = append(out, e.entry)
+		}
+	}
+	return out, nil
+}
+
+type directEntry struct {
+	entry
+	live bool // not a delete or purge marker
+}
+
+type endOfBatch struct {
+	pending uint64
+	upTo    uint64
+}
+
+// direct sends one direct get request and collects its answer up to the
+// end-of-batch message. No result is an empty page.
+func direct(ctx context.Context, nc *nats.Conn, bucket string, req directRequest) ([]directEntry, endOfBatch, error) {
+	var eob endOfBatch
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, eob, err
+	}
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, eob, fmt.Errorf("read bucket %s: %w", bucket, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest("$JS.API.DIRECT.GET.KV_"+bucket, inbox, body); err != nil {
+		return nil, eob, fmt.Errorf("read bucket %s: %w", bucket, err)
+	}
+	prefix := "$KV." + bucket + "."
+	var page []directEntry
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return nil, eob, fmt.Errorf("read bucket %s: %w", bucket, err)
+		}
+		if status := m.Header.Get("Status"); status != "" {
+			switch status {
+			case "204": // end of batch
+				eob.pending, _ = strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+				eob.upTo, _ = strconv.ParseUint(m.Header.Get("Nats-UpTo-Sequence"), 10, 64)
+				return page, eob, nil
+			case "404": // no (more) messages
+				return page, eob, nil
+			case "413":
+				return nil, eob, errTooMany
+			case "503":
+				return nil, eob, fmt.Errorf("read bucket %s: %w", bucket, jetstream.ErrBucketNotFound)
+			default:
+				return nil, eob, fmt.Errorf("read bucket %s: status %s %s", bucket, status, m.Header.Get("Description"))
+			}
+		}
+		subj := m.Header.Get(jetstream.SubjectHeader)
+		seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+		key, ok := strings.CutPrefix(subj, prefix)
+		if err != nil || !ok {
+			return nil, eob, fmt.Errorf("read bucket %s: unexpected message %q seq %q", bucket, subj, m.Header.Get(jetstream.SequenceHeader))
+		}
+		created, _ := time.Parse(time.RFC3339Nano, m.Header.Get("Nats-Time-Stamp"))
+		// Deletes, purges and the markers of keys expired by their TTL.
+		op := m.Header.Get("KV-Operation")
+		live := op != "DEL" && op != "PURGE" && m.Header.Get(jetstream.MarkerReasonHeader) == ""
+		page = append(page, directEntry{entry: entry{key: key, value: m.Data, rev: seq, created: created}, live: live})
+	}
+}

@@ -1,0 +1,207 @@
+package team_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/team"
+)
+
+func reportRate(b *testing.B, unit string) {
+	if s := b.Elapsed().Seconds(); s > 0 {
+		b.ReportMetric(float64(b.N)/s, unit)
+	}
+}
+
+// BenchmarkClaim_8Contending measures one contended claim: eight members
+// claim the same available task at once, one wins, seven lose with a
+// conflict. An operation is the whole race; between races the winner
+// releases the task (not timed).
+func BenchmarkClaim_8Contending(b *testing.B) {
+	f := newFixture(b, team.Config{})
+	var members []string
+	for i := 0; i < 8; i++ {
+		members = append(members, fmt.Sprintf("tm%d", i))
+	}
+	f.create(b, "bench", "L", testPolicy(), members...)
+	f.addTask(b, "bench", "hot", 0)
+	for i := 0; i < 20; i++ {
+		f.addTask(b, "bench", fmt.Sprintf("other%02d", i), 0)
+	}
+	ctx := context.Background()
+	errs := make([]error, len(members))
+	conflicts := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for j, m := range members {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, errs[j] = f.svc.Claim(ctx, actorOf("bench", m), "hot")
+			}()
+		}
+		close(start)
+		wg.Wait()
+		b.StopTimer()
+		winner := ""
+		for j, err := range errs {
+			switch {
+			case err == nil && winner == "":
+				winner = members[j]
+			case err == nil:
+				b.Fatalf("two winners: %s and %s", winner, members[j])
+			case errors.Is(err, teambus.ErrConflict):
+				conflicts++
+			default:
+				b.Fatalf("claim by %s: %v", members[j], err)
+			}
+		}
+		if winner == "" {
+			b.Fatal("no winner")
+		}
+		if _, err := f.svc.Release(ctx, actorOf("bench", winner), "hot"); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	reportRate(b, "claims/s")
+	b.ReportMetric(float64(conflicts)/float64(b.N), "conflicts/op")
+}
+
+// BenchmarkService_Send is team.Service.Send from one member, one at a
+// time: what `teambus send` does after connecting (read the team and the
+// member, store the message fsynced, record activity).
+func BenchmarkService_Send(b *testing.B) {
+	f := newFixture(b, team.Config{})
+	f.create(b, "bench", "L", testPolicy(), "tm1")
+	ctx := context.Background()
+	body := strings.Repeat("x", 1000)
+	tm1 := actorOf("bench", "tm1")
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := f.svc.Send(ctx, tm1, team.SendSpec{ID: "s" + strconv.Itoa(i), Body: body}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	reportRate(b, "msgs/s")
+}
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+// teambusBinary builds cmd/teambus once per test binary run.
+func teambusBinary(b *testing.B) string {
+	b.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		b.Skip("go tool not found: can not build teambus")
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "teambus-bench-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "teambus")
+		cmd := exec.Command(gobin, "build", "-o", builtBin, "./cmd/teambus")
+		cmd.Dir = ".."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		b.Fatal(buildErr)
+	}
+	return builtBin
+}
+
+// BenchmarkSendProcess runs `teambus send` as a process per message
+// against a node (sync=always) found through its directory: start, read
+// the discovery file, connect over TCP, read team and member, publish
+// with PubAck, exit. Compare BenchmarkJSONLOneShotProcess.
+func BenchmarkSendProcess(b *testing.B) {
+	bin := teambusBinary(b)
+	f := newFixture(b, team.Config{})
+	f.create(b, "bench", "L", testPolicy())
+	if _, err := f.svc.AddMember(context.Background(), "bench", team.MemberSpec{ID: "tm1"}); err != nil {
+		b.Fatal(err)
+	}
+	body := strings.Repeat("x", 1000)
+	env := append(os.Environ(), "TEAMBUS_DIR="+f.node.Dir(), "TEAMBUS_TEAM=bench", "TEAMBUS_MEMBER=tm1")
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		cmd := exec.Command(bin, "send", "--to", "lead", "--id", "p"+strconv.Itoa(i), body)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(out), "stored seq ") {
+			b.Fatalf("teambus send: %v: %s", err, out)
+		}
+	}
+	b.StopTimer()
+	reportRate(b, "msgs/s")
+	if got := f.msgCount(b, "bench"); got != uint64(b.N) {
+		b.Fatalf("stream holds %d messages after %d sends", got, b.N)
+	}
+}
+
+// BenchmarkJSONLOneShotProcess is the file baseline of
+// BenchmarkSendProcess: a process per message that opens a JSONL file,
+// appends a ~1 KiB line, fsyncs and exits. The process is this test
+// binary (TestMain), which links the same libraries as teambus, so start
+// up costs are alike.
+func BenchmarkJSONLOneShotProcess(b *testing.B) {
+	self, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(b.TempDir(), "mail.jsonl")
+	env := append(os.Environ(), jsonlEnv+"="+path)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		cmd := exec.Command(self)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("jsonl writer: %v: %s", err, out)
+		}
+	}
+	b.StopTimer()
+	reportRate(b, "msgs/s")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if got := strings.Count(string(data), "\n"); got != b.N {
+		b.Fatalf("file holds %d lines after %d writes", got, b.N)
+	}
+}
+
+// BenchmarkProcess_True is the floor of the process benchmarks: fork and
+// exec of /bin/true.
+func BenchmarkProcess_True(b *testing.B) {
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		b.Skip("no true(1)")
+	}
+	for i := 0; i < b.N; i++ {
+		if err := exec.Command(truePath).Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

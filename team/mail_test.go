@@ -1,0 +1,377 @@
+package team_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/team"
+)
+
+func msgBodies(msgs []teambus.Message) []string {
+	out := []string{}
+	for _, m := range msgs {
+		out = append(out, m.Body)
+	}
+	return out
+}
+
+func TestService_Send_StoredSeqAndInbox(t *testing.T) {
+	f := newFixture(t, team.Config{})
+	f.create(t, "alpha", "L", testPolicy(), "tm1", "tm2")
+	ctx := testCtx(t)
+	res, err := f.svc.Send(ctx, actorOf("alpha", "tm1"), team.SendSpec{Type: teambus.MsgQuestion, Body: "which port?", Data: json.RawMessage(`{"file":"main.go"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Seq == 0 || res.Duplicate || res.ID == "" {
+		t.Fatalf("send = %+v, want a stored seq and a generated id", res)
+	}
+	msgs, err := f.svc.Inbox(ctx, leadOf("alpha", "L"), bus.InboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 {
+		t.Fatalf("lead inbox = %v", msgBodies(msgs))
+	}
+	m := msgs[0]
+	if m.Seq != res.Seq || m.ID != res.ID || m.From != "tm1" || m.To != teambus.Lead || m.Type != teambus.MsgQuestion ||
+		m.Epoch != 1 || string(m.Data) != `{"file":"main.go"}` || m.TS.IsZero() {
+		t.Errorf("message = %+v", m)
+	}
+}
+
+func TestService_Send_DuplicateID(t *testing.T) {
+	f := newFixture(t, team.Config{})
+	f.create(t, "alpha", "L", testPolicy(), "tm1")
+	ctx := testCtx(t)
+	tm1 := actorOf("alpha", "tm1")
+	first, err := f.svc.Send(ctx, tm1, team.SendSpec{ID: "report-7", Type: teambus.MsgReport, Body: "done"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := f.svc.Send(ctx, tm1, team.SendSpec{ID: "report-7", Type: teambus.MsgReport, Body: "done, retried"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !second.Duplicate || second.Seq != first.Seq {
+		t.Errorf("second send = %+v, want duplicate of seq %d", second, first.Seq)
+	}
+	if got := f.msgCount(t, "alpha"); got != 1 {
+		t.Errorf("stream holds %d messages, want 1", got)
+	}
+}
+
+func TestService_Send_RefusedStoresNothing(t *testing.T) {
+	f := newFixture(t, team.Config{Mailbox: bus.MailboxConfig{MaxBody: 2048}})
+	f.create(t, "alpha", "L", testPolicy(), "tm1", "tm2")
+	ctx := testCtx(t)
+	tests := []struct {
+		name  string
+		actor team.Actor
+		spec  team.SendSpec
+		kind  error
+		inErr string
+	}{
+		{"unknown recipient", actorOf("alpha", "tm1"), team.SendSpec{To: "tm9", Body: "x"}, teambus.ErrNotFound, "nothing sent"},
+		{"recipient with a dot", actorOf("alpha", "tm1"), team.SendSpec{To: "tm2.x", Body: "x"}, teambus.ErrInvalid, "recipient id"},
+		{"wildcard recipient", actorOf("alpha", "tm1"), team.SendSpec{To: ">", Body: "x"}, teambus.ErrInvalid, "recipient id"},
+		{"body over the limit", actorOf("alpha", "tm1"), team.SendSpec{Body: strings.Repeat("b", 2049)}, teambus.ErrInvalid, "2049 bytes, at most 2048"},
+		{"unknown type", actorOf("alpha", "tm1"), team.SendSpec{Type: "gossip", Body: "x"}, teambus.ErrInvalid, "message type"},
+		{"bad id", actorOf("alpha", "tm1"), team.SendSpec{ID: "a b", Body: "x"}, teambus.ErrInvalid, "message id"},
+		{"bad data", actorOf("alpha", "tm1"), team.SendSpec{Data: json.RawMessage(`{`), Body: "x"}, teambus.ErrInvalid, "JSON"},
+		{"to itself", actorOf("alpha", "tm1"), team.SendSpec{To: "tm1", Body: "x"}, teambus.ErrInvalid, "itself"},
+		{"old session", team.Actor{Team: "alpha", Member: "tm1", Session: "stale"}, team.SendSpec{Body: "x"}, teambus.ErrFenced, "session"},
+		{"unknown sender", team.Actor{Team: "alpha", Member: "tm9"}, team.SendSpec{Body: "x"}, teambus.ErrNotFound, "tm9"},
+		{"unknown team", team.Actor{Team: "ghost", Member: "tm1"}, team.SendSpec{Body: "x"}, teambus.ErrNotFound, "ghost"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := f.msgCount(t, "alpha")
+			_, err := f.svc.Send(ctx, tt.actor, tt.spec)
+			if !errors.Is(err, tt.kind) {
+				t.Fatalf("Send = %v, want %v", err, tt.kind)
+			}
+			if !strings.Contains(err.Error(), tt.inErr) {
+				t.Errorf("error %q does not mention %q", err, tt.inErr)
+			}
+			if got := f.msgCount(t, "alpha"); got != before {
+				t.Errorf("stream went from %d to %d messages: a refused send stored something", before, got)
+			}
+		})
+	}
+}
+
+func TestService_Broadcast(t *testing.T) {
+	f := newFixture(t, team.Config{})
+	f.create(t, "alpha", "L", testPolicy(), "tm1", "tm2", "tm3")
+	ctx := testCtx(t)
+	res, err := f.svc.Send(ctx, leadOf("alpha", "L"), team.SendSpec{To: teambus.All, Body: "standup"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.msgCount(t, "alpha"); got != 1 {
+		t.Errorf("a broadcast stored %d messages, want 1", got)
+	}
+	for _, m := range []string{"tm1", "tm2", "tm3"} {
+		msgs, err := f.svc.Inbox(ctx, actorOf("alpha", m), bus.InboxOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) != 1 || msgs[0].Seq != res.Seq {
+			t.Errorf("inbox of %s = %v, want the broadcast once", m, msgBodies(msgs))
+		}
+	}
+	// The sender does not get its own broadcast.
+	msgs, err := f.svc.Inbox(ctx, leadOf("alpha", "L"), bus.InboxOptions{})
+	if err != nil || len(msgs) != 0 {
+		t.Errorf("lead inbox = %v, %v; want its own broadcast skipped", msgBodies(msgs), err)
+	}
+	// Each member acks on its own.
+	if _, err := f.svc.Inbox(ctx, actorOf("alpha", "tm1"), bus.InboxOptions{Ack: true}); err != nil {
+		t.Fatal(err)
+	}
+	ack, err := f.svc.Ack(ctx, actorOf("alpha", "tm2"), []uint64{res.Seq})
+	if err != nil || !reflect.DeepEqual(ack.Acked, []uint64{res.Seq}) {
+		t.Fatalf("tm2 ack = %+v, %v", ack, err)
+	}
+	for m, want := range map[string]int{"tm1": 0, "tm2": 0, "tm3": 1} {
+		msgs, err := f.svc.Inbox(ctx, actorOf("alpha", m), bus.InboxOptions{})
+		if err != nil || len(msgs) != want {
+			t.Errorf("inbox of %s after acks = %v, %v; want %d", m, msgBodies(msgs), err, want)
+		}
+	}
+	// A teammate's broadcast reaches the lead and the others.
+	if _, err := f.svc.Send(ctx, actorOf("alpha", "tm3"), team.SendSpec{To: teambus.All, Body: "from tm3"}); err != nil {
+		t.Fatal(err)
+	}
+	msgs, _ = f.svc.Inbox(ctx, leadOf("alpha", "L"), bus.InboxOptions{})
+	if !reflect.DeepEqual(msgBodies(msgs), []string{"from tm3"}) {
+		t.Errorf("lead inbox = %v, want tm3's broadcast", msgBodies(msgs))
+	}
+	msgs, _ = f.svc.Inbox(ctx, actorOf("alpha", "tm3"), bus.InboxOptions{})
+	if !reflect.DeepEqual(msgBodies(msgs), []string{"standup"}) {
+		t.Errorf("tm3 inbox = %v, want only the lead's broadcast", msgBodies(msgs))
+	}
+}
+
+func TestService_Ack(t *testing.T) {
+	f := newFixture(t, team.Config{})
+	f.create(t, "alpha", "L", testPolicy(), "tm1", "tm2")
+	ctx := testCtx(t)
+	ld := leadOf("alpha", "L")
+	var s1, s2 uint64
+	for i, to := range []string{"tm1", "tm2"} {
+		res, err := f.svc.Send(ctx, ld, team.SendSpec{To: to, Body: "hi " + to})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			s1 = res.Seq
+		} else {
+			s2 = res.Seq
+		}
+	}
+	tm1 := actorOf("alpha", "tm1")
+	if _, err := f.svc.Ack(ctx, tm1, nil); !errors.Is(err, teambus.ErrInvalid) {
+		t.Errorf("ack of nothing = %v, want ErrInvalid", err)
+	}
+	if _, err := f.svc.Ack(ctx, tm1, []uint64{s1, s2}); err == nil || teambus.ExitCode(err) != teambus.ExitPermanent {
+		t.Fatalf("ack including tm2's mail = %v, want a refusal (exit 2)", err)
+	}
+	msgs, _ := f.svc.Inbox(ctx, tm1, bus.InboxOptions{})
+	if len(msgs) != 1 {
+		t.Fatalf("tm1 inbox after a refused ack = %v, want its mail still there", msgBodies(msgs))
+	}
+	res, err := f.svc.Ack(ctx, tm1, []uint64{s1})
+	if err != nil || !reflect.DeepEqual(res.Acked, []uint64{s1}) {
+		t.Fatalf("ack = %+v, %v", res, err)
+	}
+	res, err = f.svc.Ack(ctx, tm1, []uint64{s1})
+	if err != nil || !reflect.DeepEqual(res.Already, []uint64{s1}) || len(res.Acked) != 0 {
+		t.Errorf("second ack = %+v, %v; want already acked", res, err)
+	}
+	if _, err := f.svc.Ack(ctx, team.Actor{Team: "alpha", Member: "tm2", Session: "old"}, []uint64{s2}); !errors.Is(err, teambus.ErrFenced) {
+		t.Errorf("ack from an old session = %v, want ErrFenced", err)
+	}
+	if msgs, _ := f.svc.Inbox(ctx, actorOf("alpha", "tm2"), bus.InboxOptions{}); len(msgs) != 1 {
+		t.Errorf("tm2 inbox = %v: a fenced ack acked something", msgBodies(msgs))
+	}
+}
+
+func TestService_Redelivery_PolicyAckWait(t *testing.T) {
+	t.Parallel() // waits on server timers
+	f := newFixture(t, team.Config{})
+	pol := testPolicy()
+	pol.AckWait = time.Second
+	f.create(t, "alpha", "L", pol, "tm1")
+	ctx := testCtx(t)
+	res, err := f.svc.Send(ctx, leadOf("alpha", "L"), team.SendSpec{To: "tm1", Body: "please confirm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A hook that has the agent's inbox pushed to it and never acks.
+	cons := f.consumer(t, "alpha", bus.InboxConsumer("tm1"))
+	got := make(chan jetstream.MsgMetadata, 10)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		if md, err := m.Metadata(); err == nil {
+			got <- *md
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Stop()
+	var first time.Time
+	for want := uint64(1); want <= 2; want++ {
+		select {
+		case md := <-got:
+			if md.Sequence.Stream != res.Seq || md.NumDelivered != want {
+				t.Fatalf("delivery %d = seq %d #%d, want seq %d", want, md.Sequence.Stream, md.NumDelivered, res.Seq)
+			}
+			if want == 1 {
+				first = time.Now()
+			} else if gap := time.Since(first); gap < 900*time.Millisecond {
+				t.Errorf("redelivered after %v, before the 1s ack-wait", gap)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no delivery %d: unacked mail must be redelivered after ack-wait", want)
+		}
+	}
+}
+
+func TestService_Send_FullMailbox(t *testing.T) {
+	f := newFixture(t, team.Config{Mailbox: bus.MailboxConfig{MaxBytes: 32 << 10, MaxBody: 4096}})
+	f.create(t, "alpha", "L", testPolicy(), "tm1")
+	ctx := testCtx(t)
+	tm1 := actorOf("alpha", "tm1")
+	body := strings.Repeat("m", 2000)
+	var stored []uint64
+	var err error
+	for i := 0; i < 100; i++ {
+		var res bus.SendResult
+		res, err = f.svc.Send(ctx, tm1, team.SendSpec{ID: fmt.Sprint("m", i), Body: body})
+		if err != nil {
+			break
+		}
+		stored = append(stored, res.Seq)
+	}
+	if err == nil || len(stored) < 5 {
+		t.Fatalf("after %d sends: %v; want some mail stored, then a full mailbox", len(stored), err)
+	}
+	if !errors.Is(err, teambus.ErrUnavailable) || !strings.Contains(err.Error(), "full") || !strings.Contains(err.Error(), "nothing was sent") {
+		t.Errorf("send to a full mailbox = %v, want ErrUnavailable saying it is full and nothing was sent", err)
+	}
+	if got := f.msgCount(t, "alpha"); got != uint64(len(stored)) {
+		t.Errorf("stream holds %d messages, want the %d stored", got, len(stored))
+	}
+	msgs, err := f.svc.Inbox(ctx, leadOf("alpha", "L"), bus.InboxOptions{Max: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != len(stored) || msgs[0].Seq != stored[0] {
+		t.Errorf("lead inbox holds %d messages from seq %d, want all %d from %d: old mail must stay", len(msgs), msgs[0].Seq, len(stored), stored[0])
+	}
+}
+
+func TestService_Zombie_HeldMailReleased(t *testing.T) {
+	f := newFixture(t, team.Config{})
+	f.create(t, "alpha", "L", testPolicy(), "tm1")
+	ctx := testCtx(t)
+	tm1 := actorOf("alpha", "tm1")
+	epoch := f.member(t, "alpha", "tm1").Epoch
+	if err := f.svc.SetMemberStatus(ctx, "alpha", "tm1", epoch, teambus.MemberZombie); err != nil {
+		t.Fatal(err)
+	}
+	if m := f.member(t, "alpha", "tm1"); m.Status != teambus.MemberZombie || m.ZombieSince == nil {
+		t.Fatalf("member = %+v, want zombie", m)
+	}
+	var held []uint64
+	for _, body := range []string{"z1", "z2"} {
+		res, err := f.svc.Send(ctx, tm1, team.SendSpec{Body: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Held {
+			t.Fatalf("send from a zombie = %+v, want held", res)
+		}
+		held = append(held, res.Seq)
+	}
+	ld := leadOf("alpha", "L")
+	if msgs, _ := f.svc.Inbox(ctx, ld, bus.InboxOptions{}); len(msgs) != 0 {
+		t.Fatalf("lead inbox = %v: held mail was delivered", msgBodies(msgs))
+	}
+	rel, err := f.svc.Mailbox("alpha").ReleaseHeld(ctx, "tm1")
+	if err != nil || !reflect.DeepEqual(msgBodies(rel), []string{"z1", "z2"}) {
+		t.Fatalf("release = %v, %v", msgBodies(rel), err)
+	}
+	msgs, _ := f.svc.Inbox(ctx, ld, bus.InboxOptions{})
+	if !reflect.DeepEqual(msgBodies(msgs), []string{"z1", "z2"}) || msgs[0].Seq <= held[1] {
+		t.Errorf("lead inbox after release = %v", msgs)
+	}
+	if rel, err := f.svc.Mailbox("alpha").ReleaseHeld(ctx, "tm1"); err != nil || len(rel) != 0 {
+		t.Errorf("second release = %v, %v; want nothing", msgBodies(rel), err)
+	}
+}
+
+func TestService_Inbox_SidecarTrafficSeparate(t *testing.T) {
+	f := newFixture(t, team.Config{})
+	f.create(t, "alpha", "L", testPolicy(), "tm1")
+	ctx := testCtx(t)
+	if _, err := f.svc.Send(ctx, leadOf("alpha", "L"), team.SendSpec{To: "tm1", Type: teambus.MsgStatusCheck, Body: "alive?"}); err != nil {
+		t.Fatal(err)
+	}
+	tm1 := actorOf("alpha", "tm1")
+	if msgs, _ := f.svc.Inbox(ctx, tm1, bus.InboxOptions{}); len(msgs) != 0 {
+		t.Errorf("agent inbox = %v, want no status_check", msgBodies(msgs))
+	}
+	msgs, err := f.svc.Inbox(ctx, tm1, bus.InboxOptions{Sidecar: true})
+	if err != nil || len(msgs) != 1 || msgs[0].Type != teambus.MsgStatusCheck {
+		t.Errorf("sidecar inbox = %v, %v", msgs, err)
+	}
+}
+
+func TestService_Inbox_Wait(t *testing.T) {
+	f := newFixture(t, team.Config{})
+	f.create(t, "alpha", "L", testPolicy(), "tm1")
+	ctx := testCtx(t)
+	done := make(chan []teambus.Message, 1)
+	go func() {
+		msgs, err := f.svc.Inbox(ctx, actorOf("alpha", "tm1"), bus.InboxOptions{Wait: 10 * time.Second, Ack: true})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- msgs
+	}()
+	cons := f.consumer(t, "alpha", bus.InboxConsumer("tm1"))
+	bustest.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.NumWaiting == 0 {
+			return fmt.Errorf("inbox --wait is not waiting")
+		}
+		return nil
+	})
+	if _, err := f.svc.Send(ctx, leadOf("alpha", "L"), team.SendSpec{To: "tm1", Body: "wake up"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case msgs := <-done:
+		if !reflect.DeepEqual(msgBodies(msgs), []string{"wake up"}) {
+			t.Errorf("inbox --wait = %v", msgBodies(msgs))
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("inbox --wait did not return when mail arrived")
+	}
+}
