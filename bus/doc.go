@@ -12,6 +12,8 @@
 //	bus.json    discovery file: URL, token, pid, version, store, sync (0600)
 //	bus.token   the generated auth token, kept across restarts (0600)
 //	store/      the JetStream store (the server adds "jetstream/")
+//	bus.marks   high-water marks for the store check (0600)
+//	quarantine/ damaged consumer state the store check moved aside
 //
 // Only one node runs per directory: Open takes an exclusive, non-blocking
 // flock on bus.lock and a second node is refused (teambus.ErrState, exit

@@ -132,11 +132,11 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 	defer stop()
 	hbCh, err := s.watchMembers(wctx)
 	if err != nil {
-		return err
+		return s.startErr(ctx, err)
 	}
 	replies, err := s.consumeReplies(wctx)
 	if err != nil {
-		return err
+		return s.startErr(ctx, err)
 	}
 	var agentGone <-chan struct{}
 	if s.cfg.PID > 0 {
@@ -184,6 +184,16 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 			}
 		}
 	}
+}
+
+// startErr is what Run returns for err during its start: nothing when ctx
+// was cancelled meanwhile (stopped while starting is a clean stop).
+func (s *Sidecar) startErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		s.log.Info("lead sidecar stopped")
+		return nil
+	}
+	return err
 }
 
 // beat renews the lead heartbeat and persists lead_last_seen; it fails with

@@ -123,17 +123,25 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 	// happens in this goroutine's select loop.
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
+	// Stopped (SIGTERM) while starting: the registered member shuts down
+	// cleanly, as it would a moment later.
+	startErr := func(err error) (Outcome, error) {
+		if ctx.Err() != nil {
+			return s.shutdown(context.WithoutCancel(ctx), "sidecar stopped (signal)")
+		}
+		return "", err
+	}
 	leadCh, err := s.watchLead(wctx)
 	if err != nil {
-		return "", err
+		return startErr(err)
 	}
 	teamCh, err := s.watchTeam(wctx)
 	if err != nil {
-		return "", err
+		return startErr(err)
 	}
 	ctlCh, err := s.consumeControl(wctx)
 	if err != nil {
-		return "", err
+		return startErr(err)
 	}
 	var agentGone <-chan struct{}
 	if s.cfg.PID > 0 {
@@ -184,23 +192,35 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 				return out, err
 			}
 		case msg := <-ctlCh:
-			if done, out, err := s.handleControl(ctx, msg); done {
+			// Bounded like a heartbeat: a status check answered late is
+			// delivered again; one never answered is a crash.
+			cctx, cancel := context.WithTimeout(ctx, s.stepTimeout())
+			done, out, err := s.handleControl(cctx, msg)
+			cancel()
+			if done {
 				return out, err
 			}
 		case <-hb.C:
-			if err := s.beat(ctx); err != nil {
+			// A heartbeat whose request died with a bus node would hold the
+			// loop for the whole request timeout, and a status check waiting
+			// behind it could miss probe-timeout: bound it.
+			bctx, cancel := context.WithTimeout(ctx, s.stepTimeout())
+			if err := s.beat(bctx); err != nil {
+				cancel()
 				if errors.Is(err, teambus.ErrFenced) {
 					return OutcomeFenced, err
 				}
 				s.log.Warn("heartbeat failed", "err", err)
+				continue
 			}
-			s.checkBlocked(ctx)
+			s.checkBlocked(bctx)
 			if !s.zombie {
 				// A send that saw the member as a zombie just before it left
 				// zombie mode stores its mail as held after the release pass;
 				// the next heartbeat delivers it.
-				s.releaseStragglers(ctx)
+				s.releaseStragglers(bctx)
 			}
+			cancel()
 		case <-cp.C:
 			if s.zombie {
 				s.autoCheckpoint(ctx)
@@ -236,6 +256,12 @@ func (s *Sidecar) beat(ctx context.Context) error {
 	}
 	s.hbRev = rev
 	return nil
+}
+
+// stepTimeout bounds a heartbeat step of the loop: at most half of
+// probe-timeout and one heartbeat, at least a second, at most five.
+func (s *Sidecar) stepTimeout() time.Duration {
+	return min(max(min(s.policy.Heartbeat, s.policy.ProbeTimeout/2), time.Second), 5*time.Second)
 }
 
 // fenced reports why this incarnation may no longer act: a newer one

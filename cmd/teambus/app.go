@@ -42,6 +42,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			joinCommand(),
 			briefCommand(),
 			demoCommand(), agentSimCommand(),
+			benchCommand(), benchJSONLOnceCommand(),
 			versionCommand(),
 			helpCommand(),
 		},

@@ -1,0 +1,323 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
+)
+
+// Sections of a run, in the order they run.
+var Sections = []string{"throughput", "oneshot", "inbox", "claim", "resume", "detect", "memory", "scale"}
+
+// Config says what to measure and how much. Zero values take the defaults
+// of a full run, or of a quick run when Quick is set.
+type Config struct {
+	// Dir is where the run's temporary directory is made; default the
+	// system temp dir. Put it on the disk you want to measure.
+	Dir string
+	// Exe is the teambus binary, run for one-shot commands, the node and
+	// sidecars. Required.
+	Exe string
+	// Quick runs a reduced set in well under a minute.
+	Quick bool
+	// Keep leaves the temporary directory in place.
+	Keep bool
+	// Only runs these sections (see Sections); empty runs all.
+	Only []string
+
+	// Duration of each throughput loop.
+	Duration time.Duration
+	// MsgSize is the body size of every message, in bytes.
+	MsgSize int
+	// OneShotRuns is how many one-shot processes of each kind run.
+	OneShotRuns int
+	// ReadMessages is how many messages the inbox read + ack drains.
+	ReadMessages int
+	// ClaimTasks is how many tasks 8 members claim and complete.
+	ClaimTasks int
+	// ClaimMembers is how many members contend for them.
+	ClaimMembers int
+
+	// ResumeMembers are the team sizes resumed.
+	ResumeMembers []int
+	// ResumeTasks and ResumeMessages size every resumed team.
+	ResumeTasks    int
+	ResumeMessages int
+	// ResumeRuns is how many resumes are timed per team.
+	ResumeRuns int
+	// MailboxMaxBytes is the mailbox limit of the resumed teams; 0 sizes
+	// it from ResumeMessages and MsgSize.
+	MailboxMaxBytes int64
+
+	// Trials of each detection measurement.
+	Trials int
+	// The team policy of the detection teams.
+	Heartbeat     time.Duration
+	MemberTimeout time.Duration
+	ProbeTimeout  time.Duration
+	LeadTimeout   time.Duration
+
+	// MemoryTeams is how many teams of 10 members the memory and scale
+	// phases create.
+	MemoryTeams int
+	// ScaleMembers heartbeat every ScaleInterval for ScaleWindow.
+	ScaleMembers  int
+	ScaleInterval time.Duration
+	ScaleWindow   time.Duration
+
+	// Progress receives one line per step; nil discards them.
+	Progress func(format string, args ...any)
+}
+
+// Defaults returns cfg with every zero value set, for a quick or a full
+// run.
+func (c Config) Defaults() Config {
+	q := c.Quick
+	pick := func(full, quick int) int {
+		if q {
+			return quick
+		}
+		return full
+	}
+	dur := func(full, quick time.Duration) time.Duration {
+		if q {
+			return quick
+		}
+		return full
+	}
+	if c.Dir == "" {
+		c.Dir = os.TempDir()
+	}
+	if c.Duration == 0 {
+		c.Duration = dur(3*time.Second, 500*time.Millisecond)
+	}
+	if c.MsgSize == 0 {
+		c.MsgSize = 1024
+	}
+	if c.OneShotRuns == 0 {
+		c.OneShotRuns = pick(40, 8)
+	}
+	if c.ReadMessages == 0 {
+		c.ReadMessages = pick(5000, 500)
+	}
+	if c.ClaimTasks == 0 {
+		c.ClaimTasks = pick(400, 80)
+	}
+	if c.ClaimMembers == 0 {
+		c.ClaimMembers = 8
+	}
+	if len(c.ResumeMembers) == 0 {
+		if q {
+			c.ResumeMembers = []int{10, 50}
+		} else {
+			c.ResumeMembers = []int{10, 50, 100, 1000}
+		}
+	}
+	if c.ResumeTasks == 0 {
+		c.ResumeTasks = pick(10000, 1000)
+	}
+	if c.ResumeMessages == 0 {
+		c.ResumeMessages = pick(1000000, 20000)
+	}
+	if c.ResumeRuns == 0 {
+		c.ResumeRuns = pick(9, 3)
+	}
+	if c.Trials == 0 {
+		c.Trials = pick(20, 3)
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = dur(500*time.Millisecond, 250*time.Millisecond)
+	}
+	if c.MemberTimeout == 0 {
+		c.MemberTimeout = dur(2*time.Second, time.Second)
+	}
+	if c.ProbeTimeout == 0 {
+		c.ProbeTimeout = dur(time.Second, 500*time.Millisecond)
+	}
+	if c.LeadTimeout == 0 {
+		c.LeadTimeout = dur(2*time.Second, time.Second)
+	}
+	if c.MemoryTeams == 0 {
+		c.MemoryTeams = pick(100, 20)
+	}
+	if c.ScaleMembers == 0 {
+		c.ScaleMembers = pick(1000, 200)
+	}
+	if c.ScaleInterval == 0 {
+		c.ScaleInterval = time.Second
+	}
+	if c.ScaleWindow == 0 {
+		c.ScaleWindow = dur(10*time.Second, 2*time.Second)
+	}
+	if c.Progress == nil {
+		c.Progress = func(string, ...any) {}
+	}
+	return c
+}
+
+// Validate checks a configuration after Defaults.
+func (c Config) Validate() error {
+	if c.Exe == "" {
+		return teambus.Invalidf("bench: no teambus binary given")
+	}
+	for _, s := range c.Only {
+		if !slices.Contains(Sections, s) {
+			return teambus.Invalidf("bench: unknown section %q: one of %s", s, strings.Join(Sections, ", "))
+		}
+	}
+	if c.MsgSize < 1 || c.MsgSize > teambus.DefaultMaxBody {
+		return teambus.Invalidf("bench: message size %d: 1 to %d bytes", c.MsgSize, teambus.DefaultMaxBody)
+	}
+	for _, n := range c.ResumeMembers {
+		if n < 1 || n > 10000 {
+			return teambus.Invalidf("bench: resume team size %d: 1 to 10000 members", n)
+		}
+	}
+	if c.Trials < 1 || c.OneShotRuns < 1 || c.ResumeRuns < 1 || c.ClaimMembers < 1 || c.ClaimTasks < 1 {
+		return teambus.Invalidf("bench: trials, runs, members and tasks must be positive")
+	}
+	if c.ScaleMembers > c.MemoryTeams*10 {
+		return teambus.Invalidf("bench: %d heartbeating members need %d teams of 10, got %d teams", c.ScaleMembers, (c.ScaleMembers+9)/10, c.MemoryTeams)
+	}
+	if c.MemberTimeout < time.Second || c.LeadTimeout < time.Second {
+		return teambus.Invalidf("bench: member and lead timeouts must be at least 1s")
+	}
+	return nil
+}
+
+func (c Config) runs(section string) bool {
+	return len(c.Only) == 0 || slices.Contains(c.Only, section)
+}
+
+// sectionTimeout bounds one section of a run.
+const sectionTimeout = 30 * time.Minute
+
+// run is the state of one bench run.
+type run struct {
+	cfg  Config
+	dir  string
+	res  *Result
+	logs string
+	log  *slog.Logger
+}
+
+// Run measures everything cfg asks for and returns the result. It fails
+// only when a measurement can not run; the error then says which, and the
+// result holds what was measured before.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	cfg = cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("bench directory: %w", err)
+	}
+	dir, err := os.MkdirTemp(cfg.Dir, "teambus-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("bench directory: %w", err)
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	if !cfg.Keep {
+		defer os.RemoveAll(dir)
+	}
+	r := &run{cfg: cfg, dir: dir, logs: filepath.Join(dir, "logs"),
+		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if err := os.MkdirAll(r.logs, 0o700); err != nil {
+		return nil, err
+	}
+	started := time.Now()
+	r.res = &Result{Quick: cfg.Quick, Started: started.UTC(), Machine: machine(dir)}
+	r.res.Machine.CPUs = runtime.NumCPU()
+	r.res.Machine.Go = runtime.Version()
+	r.res.Machine.NATS = server.VERSION
+	if cfg.Keep {
+		r.res.Warnings = append(r.res.Warnings, "kept the bench directory "+dir)
+	}
+
+	steps := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"throughput", r.throughput},
+		{"oneshot", r.oneShot},
+		{"inbox", r.inbox},
+		{"claim", r.claims},
+		{"resume", r.resume},
+		{"detect", r.detect},
+		{"memory", r.memoryAndScale},
+	}
+	var failed []error
+	for _, s := range steps {
+		if s.name == "memory" {
+			if !cfg.runs("memory") && !cfg.runs("scale") {
+				continue
+			}
+		} else if !cfg.runs(s.name) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			failed = append(failed, err)
+			break
+		}
+		t0 := time.Now()
+		cfg.Progress("%s ...", s.name)
+		// A deadline for the whole section: requests then wait as long as
+		// a loaded machine needs instead of the client's 5s default.
+		sctx, cancel := context.WithTimeout(ctx, sectionTimeout)
+		err := s.fn(sctx)
+		cancel()
+		if err != nil {
+			failed = append(failed, fmt.Errorf("%s: %w", s.name, err))
+			r.res.Warnings = append(r.res.Warnings, fmt.Sprintf("%s could not run: %v", s.name, err))
+			cfg.Progress("%s failed: %v", s.name, err)
+			continue
+		}
+		cfg.Progress("%s done in %s", s.name, time.Since(t0).Round(100*time.Millisecond))
+	}
+	r.compareAll()
+	r.res.Targets = r.targets()
+	r.res.Took = time.Since(started).Round(time.Second).String()
+	if len(failed) > 0 {
+		return r.res, errors.Join(failed...)
+	}
+	return r.res, nil
+}
+
+// node starts an embedded node in a new directory under the run's, with
+// the sync mode given, listening on a free loopback port.
+func (r *run) node(ctx context.Context, name, sync string) (*bus.Node, error) {
+	return bus.Open(ctx, bus.NodeConfig{Dir: filepath.Join(r.dir, name), Listen: "127.0.0.1:0", Sync: sync,
+		MaxStore: 1 << 40, Logger: r.log})
+}
+
+// connect opens a TCP connection to a node, as another process would.
+func connect(ctx context.Context, n *bus.Node) (*bus.Conn, error) {
+	return bus.Connect(ctx, bus.ConnectConfig{Dir: n.Dir(), Name: "teambus bench", Timeout: 30 * time.Second})
+}
+
+// env is the environment of child processes: the bench's, without any
+// TEAMBUS_ variable that would point them elsewhere.
+func childEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TEAMBUS_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}

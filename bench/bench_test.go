@@ -1,0 +1,174 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/teambus/teambus"
+)
+
+func TestPercentile(t *testing.T) {
+	var ds []time.Duration
+	for i := 100; i >= 1; i-- {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 50 * time.Millisecond}, {0.99, 99 * time.Millisecond}, {1, 100 * time.Millisecond}, {0, time.Millisecond}} {
+		if got := percentile(ds, c.q); got != c.want {
+			t.Errorf("percentile(%v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if got := percentile(nil, 0.5); got != 0 {
+		t.Errorf("percentile of none = %v, want 0", got)
+	}
+	if ds[0] != 100*time.Millisecond {
+		t.Errorf("percentile sorted its input in place")
+	}
+}
+
+func TestTailLines(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.jsonl")
+	if err := writeMailboxJSONL(path, 5000, 100); err != nil {
+		t.Fatal(err)
+	}
+	lines, err := tailLines(path, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 10 {
+		t.Fatalf("got %d lines, want 10", len(lines))
+	}
+	for i, l := range lines {
+		var m teambus.Message
+		if err := json.Unmarshal(l, &m); err != nil {
+			t.Fatalf("line %d: %v", i, err)
+		}
+		if want := uint64(4991 + i); m.Seq != want {
+			t.Errorf("line %d has seq %d, want %d", i, m.Seq, want)
+		}
+	}
+}
+
+func TestAppendJSONLOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "once.jsonl")
+	for i := 0; i < 2; i++ {
+		if err := AppendJSONLOnce(path, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("got %d lines, want 2", len(lines))
+	}
+	var m teambus.Message
+	if err := json.Unmarshal([]byte(lines[1]), &m); err != nil || len(m.Body) != 64 {
+		t.Errorf("line = %q (%v), want a message with a 64-byte body", lines[1], err)
+	}
+}
+
+func TestStateClaims_EveryTaskOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	s, err := stateClaims(ctx, dir, 20, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.n != 20 {
+		t.Errorf("claimed %d tasks, want 20", s.n)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "state.json"))
+	var st fileState
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range st.Tasks {
+		if tk.Status != teambus.TaskComplete {
+			t.Errorf("task %s is %s, want complete", tk.ID, tk.Status)
+		}
+	}
+}
+
+func TestConfig_Validate(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"no binary", Config{}},
+		{"unknown section", Config{Exe: "x", Only: []string{"nope"}}},
+		{"too many heartbeaters", Config{Exe: "x", MemoryTeams: 1, ScaleMembers: 11}},
+		{"short timeout", Config{Exe: "x", MemberTimeout: 500 * time.Millisecond}},
+	} {
+		if err := c.cfg.Defaults().Validate(); err == nil {
+			t.Errorf("%s: Validate() = nil, want an error", c.name)
+		}
+	}
+	if err := (Config{Exe: "x"}).Defaults().Validate(); err != nil {
+		t.Errorf("defaults: %v", err)
+	}
+	if err := (Config{Exe: "x", Quick: true}).Defaults().Validate(); err != nil {
+		t.Errorf("quick defaults: %v", err)
+	}
+}
+
+// TestRun_Throughput runs the throughput section with tiny loops: every
+// row is there, the ratios are computed and the table prints them.
+func TestRun_Throughput(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, Config{Dir: t.TempDir(), Exe: "unused", Quick: true, Only: []string{"throughput"}, Duration: 150 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{keyFsync, keyJSONL, keyInbox + "100", keyInbox + "1000", keyInbox + "10000",
+		keyAsync, keyMbSend, keySvcSend, keyAsync + keyIntervalSfx, keyMbSend + keyIntervalSfx, keySvcSend + keyIntervalSfx} {
+		row := res.Row(key)
+		if row == nil {
+			t.Errorf("no row %s", key)
+			continue
+		}
+		if row.Value <= 0 || row.N == 0 {
+			t.Errorf("row %s: value %v over %d ops", key, row.Value, row.N)
+		}
+	}
+	if row := res.Row(keyAsync); row == nil || len(row.Vs) != 2 {
+		t.Errorf("pipelined send row has ratios %+v, want two", row)
+	}
+	var b bytes.Buffer
+	res.WriteTable(&b)
+	for _, want := range []string{"| limit", "× JSONL+fsync", "pipelined durable send ≥ 1.0× JSONL append + fsync", "not measured"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+	if res.Machine.FsyncP50 <= 0 || res.Machine.CPUs == 0 {
+		t.Errorf("machine = %+v", res.Machine)
+	}
+}
+
+func TestWriteTable_Formats(t *testing.T) {
+	res := &Result{Rows: []Row{
+		{Group: "detection", Key: "d", Name: "silence", Value: 0.12, Unit: UnitOverdue, P50: -0.01, P99: 0.12, N: 3},
+		{Group: "memory", Key: "m", Name: "idle", Value: 21.25, Unit: UnitMiB, N: 1},
+		{Group: "peer", Key: "p", Name: "peer", Value: 12345, Unit: UnitRate, N: 1},
+	}}
+	var b bytes.Buffer
+	res.WriteTable(&b)
+	for _, want := range []string{"timeout + 0.12 s (p99)", "-0.01 s", "21.2 MiB", "12,345 op/s"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+}

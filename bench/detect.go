@@ -1,0 +1,469 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/team"
+)
+
+// tracker records, on this process's clock, every member status change
+// and every heartbeat of a team, as watchers deliver them.
+type tracker struct {
+	mu     sync.Mutex
+	status map[string][]statusAt
+	beats  map[string][]time.Time
+	wake   chan struct{}
+}
+
+type statusAt struct {
+	at     time.Time
+	status teambus.MemberStatus
+	epoch  int64
+}
+
+// track watches the team's state and heartbeat buckets until ctx ends.
+func track(ctx context.Context, store *kv.Store, teamID string) (*tracker, error) {
+	t := &tracker{status: map[string][]statusAt{}, beats: map[string][]time.Time{}, wake: make(chan struct{})}
+	sw, err := store.WatchState(ctx, teamID, jetstream.UpdatesOnly())
+	if err != nil {
+		return nil, err
+	}
+	hw, err := store.WatchHeartbeats(ctx, teamID, jetstream.UpdatesOnly())
+	if err != nil {
+		sw.Stop()
+		return nil, err
+	}
+	go func() {
+		defer sw.Stop()
+		defer hw.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e := <-sw.Updates():
+				now := time.Now()
+				if e == nil || e.Operation() != jetstream.KeyValuePut {
+					continue
+				}
+				id, ok := strings.CutPrefix(e.Key(), "member.")
+				if !ok {
+					continue
+				}
+				var m teambus.Member
+				if json.Unmarshal(e.Value(), &m) != nil {
+					continue
+				}
+				t.note(func() { t.status[id] = append(t.status[id], statusAt{at: now, status: m.Status, epoch: m.Epoch}) })
+			case e := <-hw.Updates():
+				now := time.Now()
+				if e == nil || e.Operation() != jetstream.KeyValuePut {
+					continue
+				}
+				t.note(func() { t.beats[e.Key()] = append(t.beats[e.Key()], now) })
+			}
+		}
+	}()
+	return t, nil
+}
+
+func (t *tracker) note(fn func()) {
+	t.mu.Lock()
+	fn()
+	close(t.wake)
+	t.wake = make(chan struct{})
+	t.mu.Unlock()
+}
+
+// firstStatus is when member first had status after since.
+func (t *tracker) firstStatus(member string, status teambus.MemberStatus, since time.Time) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range t.status[member] {
+		if s.status == status && !s.at.Before(since) {
+			return s.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// lastBeat is the last heartbeat of key seen, and how many were seen
+// since.
+func (t *tracker) lastBeat(key string, since time.Time) (time.Time, int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	var last time.Time
+	for _, b := range t.beats[key] {
+		if !b.Before(since) {
+			n++
+		}
+		last = b
+	}
+	return last, n
+}
+
+// wait blocks until cond holds, re-checking on every event and every
+// 50 ms, up to within.
+func (t *tracker) wait(ctx context.Context, within time.Duration, what string, cond func() bool) error {
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		t.mu.Lock()
+		wake := t.wake
+		t.mu.Unlock()
+		if cond() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("waiting for %s: not within %s", what, within)
+		case <-wake:
+		case <-tick.C:
+		}
+	}
+}
+
+// detectPolicy is the policy of the detection teams: the configured
+// timeouts, everything else out of the way.
+func (r *run) detectPolicy() teambus.Policy {
+	p := teambus.DefaultPolicy()
+	p.Heartbeat = r.cfg.Heartbeat
+	p.MemberTimeout = r.cfg.MemberTimeout
+	p.ProbeTimeout = r.cfg.ProbeTimeout
+	p.LeadTimeout = r.cfg.LeadTimeout
+	p.TakeoverAfter = r.cfg.LeadTimeout
+	p.ZombieMax = time.Hour
+	p.StuckTimeout = time.Hour
+	p.BlockedTimeout = time.Hour
+	p.CrashLimit = 1
+	return p
+}
+
+// detect runs real sidecar processes against a node of this process and
+// times heartbeat silence → crashed, agent exit → crashed and lead death →
+// zombie.
+func (r *run) detect(ctx context.Context) error {
+	node, err := r.node(ctx, "node-detect", bus.SyncModeAlways)
+	if err != nil {
+		return err
+	}
+	defer node.Close()
+	conn, err := connect(ctx, node)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	svc := team.New(conn.JS, team.Config{})
+	var procs children
+	defer procs.killAll()
+	if err := r.detectCrashes(ctx, node, svc, &procs); err != nil {
+		return err
+	}
+	return r.detectZombies(ctx, node, svc, &procs)
+}
+
+// sidecarArgs are the flags every sidecar child gets.
+func sidecarArgs(node *bus.Node, args ...string) []string {
+	return append(args, "--dir", node.Dir(), "--log-level", "info")
+}
+
+// startLead starts a lead sidecar child and waits until it attached.
+func (r *run) startLead(ctx context.Context, node *bus.Node, svc *team.Service, procs *children, teamID, session string, force bool) (*child, error) {
+	args := []string{"lead", "--team", teamID, "--session", session}
+	if force {
+		args = append(args, "--force")
+	}
+	c, err := start(r.logs, teamID+"-lead-"+session, r.cfg.Exe, sidecarArgs(node, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	procs.add(c)
+	err = poll(ctx, 15*time.Second, func() (bool, error) {
+		if c.exited() {
+			return false, fmt.Errorf("lead sidecar exited: %s", c.output())
+		}
+		t, _, err := svc.Store().Team(ctx, teamID)
+		return err == nil && t.LeadSession == session, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lead %s of %s: %w", session, teamID, err)
+	}
+	return c, nil
+}
+
+// startTeammate starts a teammate sidecar child (watching pid when it is
+// not 0) and waits until the member registered with the session.
+func (r *run) startTeammate(ctx context.Context, node *bus.Node, svc *team.Service, procs *children, teamID, member, session string, pid int) (*child, error) {
+	args := []string{"teammate", "--team", teamID, "--member", member, "--session", session}
+	if pid > 0 {
+		args = append(args, "--pid", fmt.Sprint(pid))
+	}
+	c, err := start(r.logs, teamID+"-"+member+"-"+session, r.cfg.Exe, sidecarArgs(node, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	procs.add(c)
+	err = poll(ctx, 15*time.Second, func() (bool, error) {
+		if c.exited() {
+			return false, fmt.Errorf("teammate sidecar exited: %s", c.output())
+		}
+		m, _, err := svc.Store().Member(ctx, teamID, member)
+		return err == nil && m.Session == session && m.Status != teambus.MemberSpawned, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("teammate %s of %s: %w", member, teamID, err)
+	}
+	return c, nil
+}
+
+// poll calls cond every 20 ms until it is true or fails, up to within.
+func poll(ctx context.Context, within time.Duration, cond func() (bool, error)) error {
+	deadline := time.Now().Add(within)
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not within %s", within)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// batch is how many trials run at once: sidecars of one team crash
+// together, as they would when a machine is overloaded.
+const batch = 5
+
+// detectCrashes measures both crash paths on one team with one lead.
+func (r *run) detectCrashes(ctx context.Context, node *bus.Node, svc *team.Service, procs *children) error {
+	const teamID = "det"
+	trials := r.cfg.Trials
+	var specs []team.MemberSpec
+	for i := 0; i < trials; i++ {
+		specs = append(specs, team.MemberSpec{ID: fmt.Sprintf("s%d", i)}, team.MemberSpec{ID: fmt.Sprintf("p%d", i)})
+	}
+	pol := r.detectPolicy()
+	if _, err := svc.CreateTeam(ctx, teamID, "", specs, pol); err != nil {
+		return err
+	}
+	for _, s := range specs {
+		if _, err := svc.AddTask(ctx, teamID, team.TaskSpec{ID: "t-" + s.ID, Description: "work of " + s.ID}); err != nil {
+			return err
+		}
+	}
+	tctx, stop := context.WithCancel(ctx)
+	defer stop()
+	tr, err := track(tctx, svc.Store(), teamID)
+	if err != nil {
+		return err
+	}
+	leadAgent, err := start(r.logs, "det-lead-agent", "sleep", "3600")
+	if err != nil {
+		return err
+	}
+	procs.add(leadAgent)
+	if _, err := r.startLead(ctx, node, svc, procs, teamID, "L1", false); err != nil {
+		return err
+	}
+
+	timeout := kv.TTL(pol.MemberTimeout) + pol.ProbeTimeout
+	var silence, silenceFromKill, pidExit []time.Duration
+	for b := 0; b < trials; b += batch {
+		n := min(batch, trials-b)
+		// Heartbeat silence: the sidecar process is killed with SIGKILL;
+		// it neither beats nor answers the lead's status check.
+		type victim struct {
+			member string
+			side   *child
+			agent  *child
+			killed time.Time
+		}
+		var vs []victim
+		for i := b; i < b+n; i++ {
+			member, session := fmt.Sprintf("s%d", i), fmt.Sprintf("S%d", i)
+			c, err := r.startTeammate(ctx, node, svc, procs, teamID, member, session, 0)
+			if err != nil {
+				return err
+			}
+			if _, err := svc.Claim(ctx, team.Actor{Team: teamID, Member: member, Session: session}, "t-"+member); err != nil {
+				return fmt.Errorf("claim for %s: %w", member, err)
+			}
+			vs = append(vs, victim{member: member, side: c})
+		}
+		armed := time.Now()
+		for _, v := range vs {
+			key := kv.MemberKey(v.member)
+			if err := tr.wait(ctx, 10*time.Second, "heartbeats of "+v.member, func() bool { _, n := tr.lastBeat(key, armed); return n >= 2 }); err != nil {
+				return err
+			}
+		}
+		for i := range vs {
+			time.Sleep(rand.N(pol.Heartbeat))
+			vs[i].side.kill()
+			vs[i].killed = time.Now()
+		}
+		for _, v := range vs {
+			var at time.Time
+			err := tr.wait(ctx, timeout+15*time.Second, v.member+" crashed", func() bool {
+				var ok bool
+				at, ok = tr.firstStatus(v.member, teambus.MemberCrashed, armed)
+				return ok
+			})
+			if err != nil {
+				return fmt.Errorf("silence: %w", err)
+			}
+			last, _ := tr.lastBeat(kv.MemberKey(v.member), armed)
+			silence = append(silence, at.Sub(last)-timeout)
+			silenceFromKill = append(silenceFromKill, at.Sub(v.killed))
+		}
+
+		// Agent exit: the watched agent (a real process) is killed with
+		// SIGKILL; the sidecar sees it through its pidfd.
+		vs = vs[:0]
+		for i := b; i < b+n; i++ {
+			member, session := fmt.Sprintf("p%d", i), fmt.Sprintf("P%d", i)
+			agent, err := start(r.logs, "det-agent-"+member, "sleep", "3600")
+			if err != nil {
+				return err
+			}
+			procs.add(agent)
+			c, err := r.startTeammate(ctx, node, svc, procs, teamID, member, session, agent.pid())
+			if err != nil {
+				return err
+			}
+			if _, err := svc.Claim(ctx, team.Actor{Team: teamID, Member: member, Session: session}, "t-"+member); err != nil {
+				return fmt.Errorf("claim for %s: %w", member, err)
+			}
+			vs = append(vs, victim{member: member, side: c, agent: agent})
+		}
+		armed = time.Now()
+		for i := range vs {
+			time.Sleep(rand.N(pol.Heartbeat))
+			vs[i].killed = time.Now()
+			vs[i].agent.kill()
+		}
+		for _, v := range vs {
+			var at time.Time
+			err := tr.wait(ctx, 15*time.Second, v.member+" crashed", func() bool {
+				var ok bool
+				at, ok = tr.firstStatus(v.member, teambus.MemberCrashed, armed)
+				return ok
+			})
+			if err != nil {
+				return fmt.Errorf("agent exit: %w", err)
+			}
+			pidExit = append(pidExit, at.Sub(v.killed))
+		}
+		r.cfg.Progress("  crash trials %d/%d", b+n, trials)
+	}
+	r.detectRow("tb.detect.silence", "heartbeat silence → crashed (sidecar kill -9; expiry, status probe, no reply)", silence,
+		fmt.Sprintf("timeout = member-timeout %s + probe-timeout %s, from the last heartbeat stored to the member record saying crashed; from the kill: p50 %.2f s",
+			pol.MemberTimeout, pol.ProbeTimeout, secs(percentile(silenceFromKill, 0.5))))
+	r.detectRow("tb.detect.pid", "agent pid exit → crashed (agent kill -9, sidecar watching its pid)", pidExit,
+		"timeout = 0: from the kill to the member record saying crashed")
+	return nil
+}
+
+// detectZombies kills the lead sidecar and times the teammates' zombie
+// mode, trial after trial, a new lead taking over in between.
+func (r *run) detectZombies(ctx context.Context, node *bus.Node, svc *team.Service, procs *children) error {
+	const teamID = "dz"
+	const members = 3
+	var specs []team.MemberSpec
+	for i := 0; i < members; i++ {
+		specs = append(specs, team.MemberSpec{ID: fmt.Sprintf("z%d", i)})
+	}
+	pol := r.detectPolicy()
+	if _, err := svc.CreateTeam(ctx, teamID, "", specs, pol); err != nil {
+		return err
+	}
+	tctx, stop := context.WithCancel(ctx)
+	defer stop()
+	tr, err := track(tctx, svc.Store(), teamID)
+	if err != nil {
+		return err
+	}
+	lead, err := r.startLead(ctx, node, svc, procs, teamID, "Z0", false)
+	if err != nil {
+		return err
+	}
+	for _, s := range specs {
+		if _, err := r.startTeammate(ctx, node, svc, procs, teamID, s.ID, "sess-"+s.ID, 0); err != nil {
+			return err
+		}
+	}
+	var lat []time.Duration
+	for k := 1; k <= r.cfg.Trials; k++ {
+		armed := time.Now()
+		if err := tr.wait(ctx, 15*time.Second, "lead heartbeats and teammates out of zombie mode", func() bool {
+			if _, n := tr.lastBeat(kv.LeadKey, armed); n < 2 {
+				return false
+			}
+			snap, err := svc.Store().Snapshot(ctx, teamID)
+			if err != nil {
+				return false
+			}
+			for _, s := range specs {
+				if snap.Members[s.ID].Status == teambus.MemberZombie {
+					return false
+				}
+			}
+			return true
+		}); err != nil {
+			return err
+		}
+		time.Sleep(rand.N(pol.Heartbeat))
+		killed := time.Now()
+		lead.kill()
+		for _, s := range specs {
+			var at time.Time
+			if err := tr.wait(ctx, pol.LeadTimeout+15*time.Second, s.ID+" zombie", func() bool {
+				var ok bool
+				at, ok = tr.firstStatus(s.ID, teambus.MemberZombie, killed)
+				return ok
+			}); err != nil {
+				return err
+			}
+			last, _ := tr.lastBeat(kv.LeadKey, armed)
+			lat = append(lat, at.Sub(last)-pol.LeadTimeout)
+		}
+		if lead, err = r.startLead(ctx, node, svc, procs, teamID, fmt.Sprintf("Z%d", k), true); err != nil {
+			return err
+		}
+		if k%5 == 0 || k == r.cfg.Trials {
+			r.cfg.Progress("  zombie trials %d/%d", k, r.cfg.Trials)
+		}
+	}
+	r.detectRow("tb.detect.zombie", fmt.Sprintf("lead death → zombie (lead sidecar kill -9; %d teammates)", members), lat,
+		fmt.Sprintf("timeout = lead-timeout %s, from the last lead heartbeat stored to each teammate's record saying zombie", pol.LeadTimeout))
+	return nil
+}
+
+func (r *run) detectRow(key, name string, lat []time.Duration, note string) {
+	p50, p99 := secs(percentile(lat, 0.5)), secs(percentile(lat, 0.99))
+	r.res.add(Row{Group: "detection", Key: key, Name: name, Value: p99, Unit: UnitOverdue, P50: p50, P99: p99, N: len(lat), Note: note})
+	r.cfg.Progress("  %s: p50 +%.2f s, p99 +%.2f s", name, p50, p99)
+}

@@ -1,0 +1,506 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/team"
+)
+
+// Row keys that targets and ratios refer to.
+const (
+	keyFsync       = "limit.fsync"
+	keyJSONL       = "peer.jsonl"
+	keyInbox       = "peer.inbox." // + size
+	keyInboxRead   = "peer.inbox.read"
+	keyStateClaim  = "peer.claim"
+	keyJSONLOnce   = "peer.jsonl.once"
+	keyStart       = "ref.start"
+	keyAsync       = "tb.send.async"
+	keyMbSend      = "tb.send.mailbox"
+	keySvcSend     = "tb.send.service"
+	keyOneShot     = "tb.send.oneshot"
+	keyInboxAck    = "tb.inbox.ack"
+	keyClaim       = "tb.claim"
+	keyIntervalSfx = ".interval"
+)
+
+func perOp(s sample) (p50, p99 float64) { return ms(s.pct(0.5)), ms(s.pct(0.99)) }
+
+func (r *run) rateRow(group, key, name string, s sample, note string) *Row {
+	p50, p99 := perOp(s)
+	row := r.res.add(Row{Group: group, Key: key, Name: name, Value: s.rate(), Unit: UnitRate, P50: p50, P99: p99, N: s.n, Note: note})
+	r.cfg.Progress("  %s: %s op/s", name, thousands(s.rate()))
+	return row
+}
+
+// sendTeam creates a team of two joined members, tm1 and tm2, with a
+// mailbox large enough for a throughput loop.
+func sendTeam(ctx context.Context, svc *team.Service, id string, members ...string) ([]team.Actor, error) {
+	var specs []team.MemberSpec
+	for _, m := range members {
+		specs = append(specs, team.MemberSpec{ID: m})
+	}
+	if _, err := svc.CreateTeam(ctx, id, "", specs, teambus.DefaultPolicy()); err != nil {
+		return nil, fmt.Errorf("create team %s: %w", id, err)
+	}
+	var out []team.Actor
+	for _, m := range members {
+		session := "s-" + m
+		if _, err := svc.Join(ctx, id, m, session); err != nil {
+			return nil, fmt.Errorf("join %s: %w", m, err)
+		}
+		out = append(out, team.Actor{Team: id, Member: m, Session: session})
+	}
+	return out, nil
+}
+
+// bigMailbox is a team service whose new mailboxes hold a throughput loop
+// of any length.
+func bigMailbox(js jetstream.JetStream, maxBytes int64) *team.Service {
+	return team.New(js, team.Config{Mailbox: bus.MailboxConfig{MaxBytes: maxBytes}, KV: kv.Config{}})
+}
+
+// meter is one figure of the throughput section.
+type meter struct {
+	group, key, name, short, note string
+	run                           meterFunc
+}
+
+// interleave runs the meters in turn, rounds times, each for d/rounds a
+// turn, and adds a row per meter. Taking turns in short slices makes a
+// moment of disk contention from elsewhere weigh on every figure alike, so
+// the ratios hold even when the absolute rates drift.
+func (r *run) interleave(ctx context.Context, rounds int, d time.Duration, ms []meter) error {
+	acc := make([]sample, len(ms))
+	slice := d / time.Duration(rounds)
+	for i := 0; i < rounds; i++ {
+		for j, m := range ms {
+			s, err := m.run(ctx, slice)
+			if err != nil {
+				return fmt.Errorf("%s: %w", m.name, err)
+			}
+			acc[j].n += s.n
+			acc[j].elapsed += s.elapsed
+			acc[j].lat = append(acc[j].lat, s.lat...)
+		}
+	}
+	for j, m := range ms {
+		if row := r.rateRow(m.group, m.key, m.name, acc[j], m.note); m.short != "" {
+			row.Short = m.short
+		}
+	}
+	return nil
+}
+
+// rounds is how many turns each throughput meter gets.
+func (r *run) rounds() int {
+	if r.cfg.Quick {
+		return 3
+	}
+	return 6
+}
+
+// throughput measures durable writes one at a time and pipelined: the
+// disk's fsync loop, the JSONL and inbox-file peers and teambus sends on a
+// node with sync always, taking turns; then teambus sends on a node with
+// sync interval.
+func (r *run) throughput(ctx context.Context) error {
+	dir := filepath.Join(r.dir, "files")
+	if err := mkdir(dir); err != nil {
+		return err
+	}
+	size := r.cfg.MsgSize
+	fsyncM, closeF, err := fsyncMeter(dir)
+	if err != nil {
+		return err
+	}
+	defer closeF()
+	jsonlM, closeJ, err := jsonlMeter(dir, size)
+	if err != nil {
+		return err
+	}
+	defer closeJ()
+	ms := []meter{
+		{group: "limit", key: keyFsync, name: "4 KiB write + fsync loop", short: "fsync loop", run: fsyncM},
+		{group: "peer", key: keyJSONL, name: "JSONL append + fsync per line (fd kept open)", short: "JSONL+fsync", run: jsonlM},
+	}
+	for _, n := range []int{100, 1000, 10000} {
+		m, err := inboxMeter(dir, n, size)
+		if err != nil {
+			return fmt.Errorf("inbox file of %d: %w", n, err)
+		}
+		ms = append(ms, meter{group: "peer", key: fmt.Sprint(keyInbox, n), name: fmt.Sprintf("inbox.json of %s msgs: read, append, tmp+fsync+rename+fsync dir", thousands(float64(n))),
+			short: "inbox.json@" + thousands(float64(n)), run: m})
+	}
+	node, conn, sendMs, err := r.sendMeters(ctx, bus.SyncModeAlways)
+	if err != nil {
+		return err
+	}
+	ms = append(ms, sendMs...)
+	err = r.interleave(ctx, r.rounds(), r.cfg.Duration, ms)
+	conn.Close()
+	node.Close()
+	if err != nil {
+		return err
+	}
+	if row := r.res.Row(keyFsync); row != nil {
+		r.res.Machine.FsyncP50 = row.P50
+	}
+	node, conn, sendMs, err = r.sendMeters(ctx, bus.SyncModeInterval)
+	if err != nil {
+		return err
+	}
+	defer node.Close()
+	defer conn.Close()
+	return r.interleave(ctx, r.rounds(), r.cfg.Duration, sendMs)
+}
+
+// sendMeters starts a node with the sync mode and returns the meters of
+// its sends: pipelined, one at a time through the mailbox, one at a time
+// through the team service. The caller closes the node and connection.
+func (r *run) sendMeters(ctx context.Context, mode string) (*bus.Node, *bus.Conn, []meter, error) {
+	node, err := r.node(ctx, "node-send-"+mode, mode)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	conn, err := connect(ctx, node)
+	if err != nil {
+		node.Close()
+		return nil, nil, nil, err
+	}
+	svc := bigMailbox(conn.JS, 8<<30)
+	actors, err := sendTeam(ctx, svc, "send", "tm1", "tm2")
+	if err != nil {
+		conn.Close()
+		node.Close()
+		return nil, nil, nil, err
+	}
+	from := actors[0]
+	mb := svc.Mailbox("send")
+	sfx, label, note := "", "", "sync always: the node fsyncs every message before acknowledging; client over loopback TCP"
+	if mode == bus.SyncModeInterval {
+		sfx, label, note = keyIntervalSfx, ", sync interval", "sync interval: written to the OS before the ack, fsync every 2 min; survives kill -9, not power loss"
+	}
+	size := r.cfg.MsgSize
+	var seq atomic.Int64 // message ids stay unique across turns: no send is a duplicate
+	return node, conn, []meter{
+		{group: "teambus", key: keyAsync + sfx, name: "pipelined send (Mailbox.SendAsync, window 256" + label + ")", note: note,
+			run: func(ctx context.Context, d time.Duration) (sample, error) {
+				return pipelined(ctx, conn, mb, d, size, &seq)
+			}},
+		{group: "teambus", key: keyMbSend + sfx, name: "send one at a time (Mailbox.Send" + label + ")",
+			run: func(ctx context.Context, d time.Duration) (sample, error) {
+				return loop(ctx, d, 1, 0, func(int) error {
+					m := &teambus.Message{ID: fmt.Sprintf("one-%d", seq.Add(1)), From: "tm1", To: "tm2", Type: teambus.MsgInfo, Body: body(size), Epoch: 1}
+					_, err := mb.Send(ctx, m, false)
+					return err
+				})
+			}},
+		{group: "teambus", key: keySvcSend + sfx, name: "send one at a time (team.Service.Send: checks sender, recipient, fencing" + label + ")",
+			run: func(ctx context.Context, d time.Duration) (sample, error) {
+				return loop(ctx, d, 1, 0, func(int) error {
+					_, err := svc.Send(ctx, from, team.SendSpec{To: "tm2", ID: fmt.Sprintf("svc-%d", seq.Add(1)), Body: body(size)})
+					return err
+				})
+			}},
+	}, nil
+}
+
+// pipelined sends for d with up to 256 sends in flight and returns how
+// many were acknowledged in how long.
+func pipelined(ctx context.Context, conn *bus.Conn, mb *bus.Mailbox, d time.Duration, size int, seq *atomic.Int64) (sample, error) {
+	var futures []jetstream.PubAckFuture
+	start := time.Now()
+	for time.Since(start) < d {
+		if err := ctx.Err(); err != nil {
+			return sample{}, err
+		}
+		m := &teambus.Message{ID: fmt.Sprintf("async-%d", seq.Add(1)), From: "tm1", To: "tm2", Type: teambus.MsgInfo, Body: body(size), Epoch: 1}
+		f, err := mb.SendAsync(m, false)
+		if err != nil {
+			return sample{}, err
+		}
+		futures = append(futures, f)
+	}
+	select {
+	case <-conn.JS.PublishAsyncComplete():
+	case <-ctx.Done():
+		return sample{}, ctx.Err()
+	case <-time.After(time.Minute):
+		return sample{}, errors.New("acks did not arrive within a minute")
+	}
+	elapsed := time.Since(start)
+	n := 0
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+			n++
+		case err := <-f.Err():
+			return sample{}, err
+		}
+	}
+	return sample{n: n, elapsed: elapsed}, nil
+}
+
+// oneShot times one-shot processes: `teambus send` against a node of this
+// process, and the JSONL peer in the same binary.
+func (r *run) oneShot(ctx context.Context) error {
+	node, err := r.node(ctx, "node-oneshot", bus.SyncModeAlways)
+	if err != nil {
+		return err
+	}
+	defer node.Close()
+	conn, err := connect(ctx, node)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	svc := team.New(conn.JS, team.Config{})
+	if _, err := sendTeam(ctx, svc, "oneshot", "tm1", "tm2"); err != nil {
+		return err
+	}
+	runs, exe, size := r.cfg.OneShotRuns, r.cfg.Exe, r.cfg.MsgSize
+	jsonl := filepath.Join(r.dir, "oneshot.jsonl")
+	kinds := []struct {
+		key, group, name string
+		args             []string
+	}{
+		{keyStart, "ref", "one-shot process start-up only (teambus version)", []string{"version"}},
+		{keyJSONLOnce, "peer", "one-shot process: open, append one JSONL line, fsync (teambus bench-jsonl-once)", []string{"bench-jsonl-once", "--size", fmt.Sprint(size), jsonl}},
+		{keyOneShot, "teambus", "one-shot `teambus send` process (connect over TCP, checks, stored + fsynced)", []string{"send", "--dir", node.Dir(), "--team", "oneshot", "--member", "tm1", "--session", "s-tm1", "--to", "tm2", body(size)}},
+	}
+	lat := make([][]time.Duration, len(kinds))
+	// Interleave the kinds so a noisy moment hurts all alike; one warm-up
+	// run each loads the binary into the page cache.
+	for i := -1; i < runs; i++ {
+		for k, kd := range kinds {
+			d, err := timeRun(ctx, exe, kd.args...)
+			if err != nil {
+				return err
+			}
+			if i >= 0 {
+				lat[k] = append(lat[k], d)
+			}
+		}
+	}
+	for k, kd := range kinds {
+		s := sample{n: len(lat[k]), lat: lat[k]}
+		p50, p99 := perOp(s)
+		r.res.add(Row{Group: kd.group, Key: kd.key, Name: kd.name, Short: "one-shot JSONL process", Value: p50, Unit: UnitMs, P50: p50, P99: p99, N: s.n})
+		r.cfg.Progress("  %s: p50 %.2f ms", kd.name, p50)
+	}
+	return nil
+}
+
+// inbox measures reading and acking mail, 100 messages per call, against
+// the inbox file drained 100 at a time.
+func (r *run) inbox(ctx context.Context) error {
+	dir := filepath.Join(r.dir, "files")
+	if err := mkdir(dir); err != nil {
+		return err
+	}
+	s, err := inboxReadAck(ctx, dir, 1000, 100, r.cfg.MsgSize)
+	if err != nil {
+		return fmt.Errorf("inbox file read: %w", err)
+	}
+	r.rateRow("peer", keyInboxRead, "inbox.json of 1,000 msgs read + acked 100 at a time (rewrite the rest atomically)", s, "op = one message; p50/p99 per batch of 100").Short = "inbox.json read+ack"
+
+	node, err := r.node(ctx, "node-inbox", bus.SyncModeAlways)
+	if err != nil {
+		return err
+	}
+	defer node.Close()
+	conn, err := connect(ctx, node)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	svc := bigMailbox(conn.JS, 4<<30)
+	actors, err := sendTeam(ctx, svc, "read", "tm1", "tm2")
+	if err != nil {
+		return err
+	}
+	mb := svc.Mailbox("read")
+	n := r.cfg.ReadMessages
+	for i := 0; i < n; i++ {
+		m := &teambus.Message{ID: fmt.Sprintf("r%d", i), From: "tm1", To: "tm2", Type: teambus.MsgInfo, Body: body(r.cfg.MsgSize), Epoch: 1}
+		if _, err := mb.SendAsync(m, false); err != nil {
+			return err
+		}
+	}
+	select {
+	case <-conn.JS.PublishAsyncComplete():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	reader := actors[1]
+	var got sample
+	start := time.Now()
+	for got.n < n {
+		t0 := time.Now()
+		// A call has a deadline, as every command's does (--timeout).
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		msgs, err := svc.Inbox(cctx, reader, bus.InboxOptions{Max: 100, Ack: true})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("inbox: %w", err)
+		}
+		if len(msgs) == 0 {
+			return fmt.Errorf("inbox: empty after %d of %d messages", got.n, n)
+		}
+		got.n += len(msgs)
+		got.lat = append(got.lat, time.Since(t0))
+	}
+	got.elapsed = time.Since(start)
+	r.rateRow("teambus", keyInboxAck, "inbox read + ack (team.Service.Inbox --ack, 100 per call)", got, "op = one message; p50/p99 per call of 100")
+	return nil
+}
+
+// claims lets members contend for tasks: each claims the best available
+// task (Service.Next, compare-and-set) and completes it, until none is
+// left.
+func (r *run) claims(ctx context.Context) error {
+	dir := filepath.Join(r.dir, "files")
+	if err := mkdir(dir); err != nil {
+		return err
+	}
+	tasks, workers := r.cfg.ClaimTasks, r.cfg.ClaimMembers
+	s, err := stateClaims(ctx, dir, tasks, workers)
+	if err != nil {
+		return fmt.Errorf("state file claims: %w", err)
+	}
+	r.rateRow("peer", keyStateClaim, fmt.Sprintf("state.json claim + complete under flock, %d members, %d tasks", workers, tasks), s, "op = one task claimed and completed (two atomic rewrites)").Short = "state.json claims"
+
+	node, err := r.node(ctx, "node-claim", bus.SyncModeAlways)
+	if err != nil {
+		return err
+	}
+	defer node.Close()
+	conn, err := connect(ctx, node)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	svc := team.New(conn.JS, team.Config{})
+	var members []string
+	for i := 0; i < workers; i++ {
+		members = append(members, fmt.Sprintf("c%d", i))
+	}
+	actors, err := sendTeam(ctx, svc, "claim", members...)
+	if err != nil {
+		return err
+	}
+	if err := putTasks(ctx, svc.Store(), "claim", tasks, func(i int, now time.Time) *teambus.Task {
+		t, _ := teambus.NewTask(fmt.Sprintf("t%05d", i), "task", nil, 0, "", nil, now)
+		return t
+	}); err != nil {
+		return err
+	}
+	var (
+		mu      sync.Mutex
+		lat     []time.Duration
+		done    atomic.Int64
+		firstEr error
+		wg      sync.WaitGroup
+	)
+	start := time.Now()
+	for _, a := range actors {
+		// Each member has its own connection, as its own process would.
+		c, err := connect(ctx, node)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		msvc := team.New(c.JS, team.Config{})
+		wg.Add(1)
+		go func(a team.Actor) {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				t, err := msvc.Next(ctx, a)
+				if errors.Is(err, teambus.ErrState) {
+					return // nothing left
+				}
+				if errors.Is(err, teambus.ErrUnavailable) || errors.Is(err, teambus.ErrConflict) {
+					continue
+				}
+				if err == nil {
+					_, _, err = msvc.Complete(ctx, a, t.ID, "")
+				}
+				if err != nil {
+					mu.Lock()
+					firstEr = errors.Join(firstEr, err)
+					mu.Unlock()
+					return
+				}
+				done.Add(1)
+				mu.Lock()
+				lat = append(lat, time.Since(t0))
+				mu.Unlock()
+			}
+		}(a)
+	}
+	wg.Wait()
+	if firstEr != nil {
+		return firstEr
+	}
+	got := sample{n: int(done.Load()), elapsed: time.Since(start), lat: lat}
+	if got.n != tasks {
+		return fmt.Errorf("claimed %d of %d tasks", got.n, tasks)
+	}
+	r.rateRow("teambus", keyClaim, fmt.Sprintf("claim + complete (team.Service.Next), %d contending members, %d tasks", workers, tasks), got, "op = one task claimed and completed; every claim is a compare-and-set, losers retry")
+	return nil
+}
+
+// putTasks writes n tasks straight into the state bucket, 16 at a time:
+// setup, not measured.
+func putTasks(ctx context.Context, store *kv.Store, teamID string, n int, mk func(i int, now time.Time) *teambus.Task) error {
+	now := time.Now().UTC()
+	work := make(chan int)
+	errs := make(chan error, 16)
+	var wg sync.WaitGroup
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if _, err := store.PutTask(ctx, teamID, mk(i, now), 0); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	var err error
+feed:
+	for i := 0; i < n; i++ {
+		select {
+		case work <- i:
+		case err = <-errs:
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-errs:
+		default:
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("add tasks: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,67 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+)
+
+func mkdir(dir string) error { return os.MkdirAll(dir, 0o700) }
+
+// compareAll adds to every teambus row its ratio to the peers it replaces.
+func (r *run) compareAll() {
+	for _, sfx := range []string{"", keyIntervalSfx} {
+		r.res.compare(keyAsync+sfx, keyJSONL, keyFsync)
+		r.res.compare(keyMbSend+sfx, keyJSONL, keyInbox+"1000")
+		r.res.compare(keySvcSend+sfx, keyJSONL, keyInbox+"1000")
+	}
+	r.res.compare(keyOneShot, keyJSONLOnce)
+	r.res.compare(keyInboxAck, keyInboxRead)
+	r.res.compare(keyClaim, keyStateClaim)
+	for _, m := range r.cfg.ResumeMembers {
+		r.res.compare(fmt.Sprintf("tb.resume.%d", m), fmt.Sprintf("peer.resume.%d", m))
+	}
+}
+
+// targets checks the goals of the issue against this run.
+func (r *run) targets() []Target {
+	var out []Target
+	ratio := func(text, key, peer string, want float64, atLeast bool) {
+		v, ok := r.res.ratio(key, peer)
+		t := Target{Text: text, Skipped: !ok}
+		if ok {
+			t.Got = fmt.Sprintf("%s×", trim(v))
+			t.Holds = (atLeast && v >= want) || (!atLeast && v <= want)
+		}
+		out = append(out, t)
+	}
+	value := func(text, key string, format string, ok func(float64) bool, extra string) {
+		row := r.res.Row(key)
+		t := Target{Text: text, Skipped: row == nil}
+		if row != nil {
+			t.Got = fmt.Sprintf(format, row.Value) + extra
+			t.Holds = ok(row.Value)
+		}
+		out = append(out, t)
+	}
+	ratio("pipelined durable send ≥ 1.0× JSONL append + fsync", keyAsync, keyJSONL, 1.0, true)
+	ratio("pipelined durable send ≥ 0.8× the 4 KiB write + fsync loop", keyAsync, keyFsync, 0.8, true)
+	ratio("one-shot `teambus send` ≤ 2.5× a one-shot JSONL append + fsync process", keyOneShot, keyJSONLOnce, 2.5, false)
+	ratio("sending into a 1,000-message inbox (team.Service.Send) ≥ 50× the inbox file", keySvcSend, keyInbox+"1000", 50, true)
+	ratio("sending into a 1,000-message inbox (Mailbox.Send) ≥ 50× the inbox file", keyMbSend, keyInbox+"1000", 50, true)
+	sizes := ""
+	if r.cfg.ResumeTasks != 10000 || r.cfg.ResumeMessages != 1000000 {
+		sizes = fmt.Sprintf(" (at %d tasks, %d messages)", r.cfg.ResumeTasks, r.cfg.ResumeMessages)
+	}
+	value("resume ≤ 100 ms for 50 members, 10,000 tasks, 1,000,000 messages", "tb.resume.50", "%.1f ms p50", func(v float64) bool { return v <= 100 }, sizes)
+	value("crash detection ≤ timeout + 0.3 s at p99 (heartbeat silence)", "tb.detect.silence", "timeout + %.2f s", func(v float64) bool { return v <= 0.3 }, "")
+	value("crash detection ≤ 0.2 s after a pid exit (p99)", "tb.detect.pid", "%.2f s", func(v float64) bool { return v <= 0.2 }, "")
+	value("zombie within lead-timeout + 0.3 s (p99)", "tb.detect.zombie", "lead-timeout + %.2f s", func(v float64) bool { return v <= 0.3 }, "")
+	value("bus idle ≤ 25 MiB", "tb.mem.bus.idle", "%.1f MiB", func(v float64) bool { return v <= 25 }, "")
+	value("sidecar ≤ 15 MiB", "tb.mem.teammate", "%.1f MiB", func(v float64) bool { return v <= 15 }, "")
+	members := ""
+	if r.cfg.ScaleMembers != 1000 {
+		members = fmt.Sprintf(" (at %d members)", r.cfg.ScaleMembers)
+	}
+	value("1,000 members at 1 s heartbeats under a quarter of one core", "tb.scale.cpu", "%.1f%% of a core", func(v float64) bool { return v < 25 }, members)
+	return out
+}
