@@ -321,6 +321,9 @@ func (s *Sidecar) probe(ctx context.Context, m *teambus.Member, reason string) {
 	if err != nil || !sent {
 		return
 	}
+	// Count this probe's reply opportunity from now, not from the next
+	// check that sees it.
+	s.waits[m.ID] = &probeWait{epoch: m.Epoch, sentAt: now}
 	s.log.Info("probing member", "member", m.ID, "member_epoch", m.Epoch, "reason", reason)
 	id := fmt.Sprintf("probe/%s/%d/%d", m.ID, m.Epoch, now.UnixNano())
 	body := fmt.Sprintf("status check (%s): are you still working?", reason)
@@ -421,10 +424,11 @@ func (s *Sidecar) checkProbes(ctx context.Context) {
 	}
 }
 
-// checkEvery is the interval of probe checks: finer than the heartbeat,
-// so a crash is confirmed close to probe-timeout.
+// checkEvery is the interval of probe checks: a twentieth of probe-timeout
+// (at least 50ms, at most a heartbeat), so a crash is confirmed within
+// about 5% of probe-timeout after it passes.
 func (s *Sidecar) checkEvery() time.Duration {
-	return min(s.policy.Heartbeat, s.policy.ProbeTimeout/4+time.Millisecond)
+	return min(s.policy.Heartbeat, max(s.policy.ProbeTimeout/20, 50*time.Millisecond))
 }
 
 func (s *Sidecar) confirmCrash(ctx context.Context, member string, p teambus.Probe) {
