@@ -200,9 +200,6 @@ type sessionState struct {
 // Line counts a line read (the reader's count is used when given).
 func (a *Analyzer) Line() { a.lines++ }
 
-// Blank counts a blank line.
-func (a *Analyzer) Blank() { a.blank++ }
-
 // AddDamaged records a line that is not an event.
 func (a *Analyzer) AddDamaged(d Damaged) {
 	if a.first == nil {

@@ -437,59 +437,27 @@ func (ev *Events) Replay(ctx context.Context, f EventFilter, fn func(*EventRecor
 	if f.SinceSeq > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, f.SinceSeq
 	}
-	cons, err := st.OrderedConsumer(ctx, cfg)
-	if err != nil {
-		return teambus.Unavailablef("replay event log of team %s: %v", ev.team, err)
-	}
-	if !f.Follow {
-		info, err := cons.Info(ctx)
-		if err == nil && info.NumPending == 0 {
-			return nil
-		}
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
-	if err != nil {
-		return teambus.Unavailablef("replay event log of team %s: %v", ev.team, err)
-	}
-	defer it.Stop()
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
 	var (
 		dec teambus.EventDecoder
 		rec EventRecord
 		n   int
 	)
-	for {
-		jm, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
-			return teambus.Unavailablef("replay event log of team %s: %v", ev.team, err)
-		}
-		md, err := jm.Metadata()
-		if err != nil {
-			continue
-		}
+	return readOrdered(ctx, st, cfg, last, f.Follow, "replay event log of team "+ev.team, func(jm jetstream.Msg, md *jetstream.MsgMetadata) (bool, error) {
 		seq := md.Sequence.Stream
-		if (!f.Follow && seq > last) || (f.UntilSeq > 0 && seq > f.UntilSeq) {
-			return nil
+		if f.UntilSeq > 0 && seq > f.UntilSeq {
+			return true, nil
 		}
 		rec = EventRecord{StreamSeq: seq, Stored: md.Timestamp, Raw: jm.Data()}
 		rec.Err = dec.Decode(rec.Raw, &rec.Event)
-		if match(f, &rec) {
-			if err := fn(&rec); err != nil {
-				return err
-			}
-			n++
-			if f.Limit > 0 && n >= f.Limit {
-				return nil
-			}
+		if !match(f, &rec) {
+			return false, nil
 		}
-		if !f.Follow && (seq >= last || md.NumPending == 0) {
-			return nil
+		if err := fn(&rec); err != nil {
+			return true, err
 		}
-	}
+		n++
+		return f.Limit > 0 && n >= f.Limit, nil
+	})
 }
 
 func match(f EventFilter, rec *EventRecord) bool {

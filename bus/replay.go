@@ -95,60 +95,25 @@ func (mb *Mailbox) Replay(ctx context.Context, f ReplayFilter, fn func(teambus.M
 	if !f.Follow && (last == 0 || (f.SinceSeq > last)) {
 		return nil
 	}
-	cons, err := st.OrderedConsumer(ctx, cfg)
-	if err != nil {
-		return teambus.Unavailablef("replay mailbox of team %s: %v", mb.team, err)
-	}
-	if !f.Follow {
-		info, err := cons.Info(ctx)
-		if err == nil && info.NumPending == 0 {
-			return nil
-		}
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
-	if err != nil {
-		return teambus.Unavailablef("replay mailbox of team %s: %v", mb.team, err)
-	}
-	defer it.Stop()
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
 	n := 0
-	for {
-		jm, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
-			return teambus.Unavailablef("replay mailbox of team %s: %v", mb.team, err)
-		}
-		md, err := jm.Metadata()
-		if err != nil {
-			continue
-		}
+	return readOrdered(ctx, st, cfg, last, f.Follow, "replay mailbox of team "+mb.team, func(jm jetstream.Msg, md *jetstream.MsgMetadata) (bool, error) {
 		seq := md.Sequence.Stream
-		if !f.Follow && seq > last {
-			return nil
-		}
 		if f.UntilSeq > 0 && seq > f.UntilSeq {
-			return nil
+			return true, nil
 		}
-		m, derr := decode(jm.Data(), seq, jm.Subject())
-		if derr == nil {
-			if !f.UntilTime.IsZero() && md.Timestamp.After(f.UntilTime) {
-				return nil
-			}
-			if err := fn(m); err != nil {
-				return err
-			}
-			n++
-			if f.Limit > 0 && n >= f.Limit {
-				return nil
-			}
+		m, err := decode(jm.Data(), seq, jm.Subject())
+		if err != nil {
+			return false, nil
 		}
-		if !f.Follow && (seq >= last || md.NumPending == 0) {
-			return nil
+		if !f.UntilTime.IsZero() && md.Timestamp.After(f.UntilTime) {
+			return true, nil
 		}
-	}
+		if err := fn(m); err != nil {
+			return true, err
+		}
+		n++
+		return f.Limit > 0 && n >= f.Limit, nil
+	})
 }
 
 // Tail returns the last n messages of the mailbox (mail and sidecar

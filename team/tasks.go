@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/kv"
@@ -421,9 +420,4 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-// since formats how long ago t was.
-func since(now, t time.Time) string {
-	return fmt.Sprintf("%s ago", now.Sub(t).Round(time.Second))
 }
