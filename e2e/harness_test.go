@@ -314,3 +314,26 @@ func (e *env) startLead(teamID, session string, extra ...string) (agent, sidecar
 func actor(teamID, member, session string) team.Actor {
 	return team.Actor{Team: teamID, Member: member, Session: session}
 }
+
+// waitLeadBeats waits until the lead has persisted n more heartbeats
+// (lead_last_seen moves on each one); the lead reconciles after each.
+func (e *env) waitLeadBeats(teamID string, n int) {
+	e.t.Helper()
+	seen := func() time.Time {
+		t, _, err := e.svc.Store().Team(context.Background(), teamID)
+		if err != nil || t.LeadLastSeen == nil {
+			return time.Time{}
+		}
+		return *t.LeadLastSeen
+	}
+	last := seen()
+	for i := 0; i < n; i++ {
+		e.waitFor(10*time.Second, "a lead heartbeat", func() error {
+			if now := seen(); now.After(last) {
+				last = now
+				return nil
+			}
+			return fmt.Errorf("lead_last_seen still %s", last.Format(time.RFC3339Nano))
+		})
+	}
+}

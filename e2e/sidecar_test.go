@@ -272,7 +272,7 @@ func TestLead_CrashLimit_OneEscalation(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		leadSide.kill(t)
 		_, leadSide = e.startLead("el", "L1")
-		time.Sleep(3 * pol.Heartbeat) // let it reconcile a few times
+		e.waitLeadBeats("el", 2) // each persisted beat is followed by a reconcile
 	}
 	if n := escalations(); n != 1 {
 		t.Fatalf("%d escalations after lead restarts, want 1", n)
