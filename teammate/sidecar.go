@@ -72,6 +72,9 @@ type Sidecar struct {
 	hbRev    uint64
 	zombie   bool
 	zombieAt time.Time
+	// stragglerBeats is how many more heartbeats look for held mail stored
+	// just after zombie mode was left.
+	stragglerBeats int
 }
 
 // New returns a sidecar. It does no I/O.
@@ -152,6 +155,10 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 	defer hb.Stop()
 	cp := time.NewTicker(s.policy.CheckpointEvery)
 	defer cp.Stop()
+	// A blocked task is judged against blocked-timeout (minutes by
+	// default): checking it reads the whole team, so not every heartbeat.
+	blocked := time.NewTicker(max(s.policy.Heartbeat, s.policy.BlockedTimeout/10))
+	defer blocked.Stop()
 	// The lead is judged by when this sidecar last saw it beat, on its own
 	// clock: a lead never seen gets lead-timeout from now.
 	leadTimer := time.NewTimer(s.policy.LeadTimeout)
@@ -213,13 +220,19 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 				s.log.Warn("heartbeat failed", "err", err)
 				continue
 			}
-			s.checkBlocked(bctx)
 			if !s.zombie {
 				// A send that saw the member as a zombie just before it left
 				// zombie mode stores its mail as held after the release pass;
 				// the next heartbeat delivers it.
-				s.releaseStragglers(bctx)
+				if s.stragglerBeats > 0 {
+					s.stragglerBeats--
+					s.releaseStragglers(bctx)
+				}
 			}
+			cancel()
+		case <-blocked.C:
+			bctx, cancel := context.WithTimeout(ctx, s.stepTimeout())
+			s.checkBlocked(bctx)
 			cancel()
 		case <-cp.C:
 			if s.zombie {
@@ -454,6 +467,7 @@ func (s *Sidecar) enterZombie(ctx context.Context, why string) {
 func (s *Sidecar) leaveZombie(ctx context.Context) {
 	zombieFor := time.Since(s.zombieAt).Round(time.Millisecond)
 	s.zombie = false
+	s.stragglerBeats = 3
 	if err := s.svc.SetMemberStatus(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.MemberIdle); err != nil {
 		s.log.Warn("leave zombie", "err", err)
 	}
