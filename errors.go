@@ -34,6 +34,10 @@ const (
 // ExitCode returns the exit code for err per the specification. Unclassified
 // errors are treated as transient: retrying may help.
 func ExitCode(err error) int {
+	var c *classified
+	if errors.As(err, &c) {
+		err = c.kind // the outermost class decides, not a wrapped cause's
+	}
 	switch {
 	case err == nil:
 		return ExitOK
@@ -48,40 +52,53 @@ func ExitCode(err error) int {
 
 // Invalidf returns an ErrInvalid with a message.
 func Invalidf(format string, args ...any) error {
-	return &classified{kind: ErrInvalid, msg: fmt.Sprintf(format, args...)}
+	return newClassified(ErrInvalid, format, args...)
 }
 
 // NotFoundf returns an ErrNotFound with a message.
 func NotFoundf(format string, args ...any) error {
-	return &classified{kind: ErrNotFound, msg: fmt.Sprintf(format, args...)}
+	return newClassified(ErrNotFound, format, args...)
 }
 
 // Statef returns an ErrState with a message.
 func Statef(format string, args ...any) error {
-	return &classified{kind: ErrState, msg: fmt.Sprintf(format, args...)}
+	return newClassified(ErrState, format, args...)
 }
 
 // Conflictf returns an ErrConflict with a message.
 func Conflictf(format string, args ...any) error {
-	return &classified{kind: ErrConflict, msg: fmt.Sprintf(format, args...)}
+	return newClassified(ErrConflict, format, args...)
 }
 
 // Fencedf returns an ErrFenced with a message.
 func Fencedf(format string, args ...any) error {
-	return &classified{kind: ErrFenced, msg: fmt.Sprintf(format, args...)}
+	return newClassified(ErrFenced, format, args...)
 }
 
 // Unavailablef returns an ErrUnavailable with a message.
 func Unavailablef(format string, args ...any) error {
-	return &classified{kind: ErrUnavailable, msg: fmt.Sprintf(format, args...)}
+	return newClassified(ErrUnavailable, format, args...)
 }
 
 // classified is an error whose text is a full sentence for the user and
 // whose kind is one of the sentinels.
+// A %w in the format keeps the cause: errors.Is and errors.As see both the
+// kind and the cause, while ExitCode goes by the outermost kind.
 type classified struct {
-	kind error
-	msg  string
+	kind  error
+	msg   string
+	cause error
+}
+
+func newClassified(kind error, format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	return &classified{kind: kind, msg: err.Error(), cause: errors.Unwrap(err)}
 }
 
 func (e *classified) Error() string { return e.msg }
-func (e *classified) Unwrap() error { return e.kind }
+func (e *classified) Unwrap() []error {
+	if e.cause == nil {
+		return []error{e.kind}
+	}
+	return []error{e.kind, e.cause}
+}

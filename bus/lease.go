@@ -1,0 +1,220 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/teambus/teambus"
+)
+
+// LeaseOptions say how much of a member's inbox to lease.
+type LeaseOptions struct {
+	// Max is the most messages leased; 0 means 50.
+	Max int
+	// Wait blocks up to this long for mail when none is there.
+	Wait time.Duration
+	// Self is the reader; broadcasts it sent itself are acked and skipped.
+	Self string
+}
+
+// Lease is mail fetched from a member's inbox and held in flight: no other
+// reader (hook, waiter, MCP call, `teambus inbox`) sees it until it is
+// acked or released, or until the inbox ack wait (InboxAckWait) passes and
+// the server delivers it again. A lease is how a reader acks only what it
+// has handed on: fetch, write, then Ack what was written and Release the
+// rest. It is safe for concurrent use.
+type Lease struct {
+	// Messages are the leased messages, oldest first.
+	Messages []teambus.Message
+
+	mb     *Mailbox
+	member string
+	mu     sync.Mutex
+	msgs   map[uint64]jetstream.Msg
+}
+
+// Lease fetches up to opts.Max unacknowledged messages of member's agent
+// inbox without returning them to the inbox. Undecodable mail and the
+// reader's own broadcasts are acked away, as Inbox does; they stay in the
+// stream for replay. The caller must Ack or Release what it leased.
+func (mb *Mailbox) Lease(ctx context.Context, member string, opts LeaseOptions) (*Lease, error) {
+	if opts.Max <= 0 {
+		opts.Max = 50
+	}
+	cons, err := mb.consumer(ctx, InboxConsumer(member), member)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := mb.fetchAll(ctx, cons, opts.Max, opts.Wait)
+	l := &Lease{mb: mb, member: member, msgs: map[uint64]jetstream.Msg{}}
+	for _, jm := range msgs {
+		md, mdErr := jm.Metadata()
+		if mdErr != nil {
+			_ = jm.Nak() // not ours to judge; the server redelivers it
+			continue
+		}
+		m, decErr := decode(jm.Data(), md.Sequence.Stream, jm.Subject())
+		if decErr != nil || (m.To == teambus.All && m.From == opts.Self) {
+			// Undecodable mail can never be processed and a sender never gets
+			// its own broadcast: ack it away, it stays in the stream for replay.
+			_ = jm.DoubleAck(ctx)
+			continue
+		}
+		l.msgs[m.Seq] = jm
+		l.Messages = append(l.Messages, m)
+	}
+	sort.Slice(l.Messages, func(i, j int) bool { return l.Messages[i].Seq < l.Messages[j].Seq })
+	if err != nil {
+		// What was fetched before the error is held: give it back.
+		_ = l.Release(ctx)
+		return nil, teambus.Unavailablef("lease inbox of %s: %w", member, err)
+	}
+	return l, nil
+}
+
+// Token returns the opaque ack token of a leased message (its JetStream
+// ack subject), for a reader that acks later through AckToken; empty if
+// seq is not held by the lease.
+func (l *Lease) Token(seq uint64) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if jm := l.msgs[seq]; jm != nil {
+		return jm.Reply()
+	}
+	return ""
+}
+
+// Ack acknowledges the leased messages with the given sequences, each
+// confirmed by the server (a double ack), oldest first, and stops at the
+// first failure. It returns the sequences acked. A sequence the lease does
+// not hold is skipped. An ack is final: acking twice is harmless.
+func (l *Lease) Ack(ctx context.Context, seqs ...uint64) ([]uint64, error) {
+	sorted := append([]uint64(nil), seqs...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	var acked []uint64
+	for _, s := range sorted {
+		l.mu.Lock()
+		jm := l.msgs[s]
+		l.mu.Unlock()
+		if jm == nil {
+			continue
+		}
+		if err := jm.DoubleAck(ctx); err != nil {
+			return acked, teambus.Unavailablef("ack seq %d of %s: %w", s, l.member, err)
+		}
+		l.mu.Lock()
+		delete(l.msgs, s)
+		l.mu.Unlock()
+		acked = append(acked, s)
+	}
+	return acked, nil
+}
+
+// AckAll acknowledges every message still held by the lease.
+func (l *Lease) AckAll(ctx context.Context) ([]uint64, error) {
+	return l.Ack(ctx, l.Held()...)
+}
+
+// Held returns the sequences the lease still holds, oldest first.
+func (l *Lease) Held() []uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]uint64, 0, len(l.msgs))
+	for s := range l.msgs {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Release returns every message still held to the inbox at once (Nak), so
+// the next reader sees it. It is idempotent.
+func (l *Lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	held := l.msgs
+	l.msgs = map[uint64]jetstream.Msg{}
+	l.mu.Unlock()
+	var first error
+	for s, jm := range held {
+		if err := jm.Nak(); err != nil && first == nil {
+			first = teambus.Unavailablef("release seq %d of %s: %w", s, l.member, err)
+		}
+	}
+	if err := l.mb.flush(ctx); err != nil && first == nil {
+		first = teambus.Unavailablef("release mail of %s: %w", l.member, err)
+	}
+	return first
+}
+
+// AckToken acknowledges one message of member's inbox by the token a lease
+// gave out (Lease.Token), confirmed by the server. The token must be an ack
+// subject of this team's mailbox stream and member's inbox consumer for
+// stream sequence seq; anything else is refused and nothing is acked. A
+// token whose delivery has expired is acked by the server as a no-op: the
+// message then comes back and must be processed again (harmlessly).
+func (mb *Mailbox) AckToken(ctx context.Context, member, token string, seq uint64) error {
+	if err := mb.checkToken(member, token, seq); err != nil {
+		return err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	if _, err := mb.js.Conn().RequestWithContext(ctx, token, []byte("+ACK")); err != nil {
+		return teambus.Unavailablef("ack seq %d of %s: %w", seq, member, err)
+	}
+	return nil
+}
+
+// ReleaseToken returns one leased message to member's inbox (Nak) by its
+// token.
+func (mb *Mailbox) ReleaseToken(ctx context.Context, member, token string, seq uint64) error {
+	if err := mb.checkToken(member, token, seq); err != nil {
+		return err
+	}
+	if err := mb.js.Conn().Publish(token, []byte("-NAK")); err != nil {
+		return teambus.Unavailablef("release seq %d of %s: %w", seq, member, err)
+	}
+	return mb.flush(ctx)
+}
+
+// checkToken validates an ack token: $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
+// (the v1 form) or the v2 form with a domain and account hash before the
+// stream: $JS.ACK.<domain>.<acchash>.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>[.<token>].
+func (mb *Mailbox) checkToken(member, token string, seq uint64) error {
+	bad := teambus.Invalidf("invalid ack token for seq %d of %s: nothing acked", seq, member)
+	t := strings.Split(token, ".")
+	if len(t) < 9 || t[0] != "$JS" || t[1] != "ACK" {
+		return bad
+	}
+	rest := t[2:]
+	if len(t) >= 11 {
+		rest = t[4:] // v2: skip domain and account hash
+	}
+	if len(rest) < 7 || rest[0] != mb.Stream() || rest[1] != InboxConsumer(member) {
+		return bad
+	}
+	sseq, err := strconv.ParseUint(rest[3], 10, 64)
+	if err != nil || sseq != seq {
+		return bad
+	}
+	for _, s := range t {
+		if s == "" || strings.ContainsAny(s, "*> \t\r\n") {
+			return bad
+		}
+	}
+	return nil
+}
+
+// String describes the lease for logs.
+func (l *Lease) String() string {
+	return fmt.Sprintf("lease of %s: %d message(s), %d held", l.member, len(l.Messages), len(l.Held()))
+}
