@@ -136,8 +136,9 @@ func PlanClaudeMDRemove(path string) (Change, string, error) {
 		return Change{}, "", err
 	}
 	switch {
-	case bak != nil && bytes.Equal(bak, out):
-		c.Restored, c.DropBackup = true, true
+	case bak != nil && bytes.Equal(bytes.TrimRight(bak, "\n"), bytes.TrimRight(out, "\n")):
+		// The original, perhaps without the final newline teambus added.
+		c.New, c.Restored, c.DropBackup = bak, true, true
 	case bak == nil && strings.TrimSpace(string(out)) == "":
 		c.New = nil
 	}

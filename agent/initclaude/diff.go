@@ -41,12 +41,12 @@ func Diff(path string, a, b []byte) string {
 		case i < len(x) && j < len(y) && x[i] == y[j]:
 			ops = append(ops, op{' ', x[i], i + 1, j + 1})
 			i, j = i+1, j+1
-		case j < len(y) && (i == len(x) || lcs[i][j+1] >= lcs[i+1][j]):
-			ops = append(ops, op{'+', y[j], i, j + 1})
-			j++
-		default:
+		case i < len(x) && (j == len(y) || lcs[i+1][j] >= lcs[i][j+1]):
 			ops = append(ops, op{'-', x[i], i + 1, j})
 			i++
+		default:
+			ops = append(ops, op{'+', y[j], i, j + 1})
+			j++
 		}
 	}
 	var sb strings.Builder
