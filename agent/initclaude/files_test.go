@@ -81,14 +81,14 @@ func TestSettings_EditedFileRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	install(t, path, teammate)
-	if got := read(t, path + BackupSuffix); !bytes.Equal(got, orig) {
+	if got := read(t, path+BackupSuffix); !bytes.Equal(got, orig) {
 		t.Errorf("backup %q, want the original bytes", got)
 	}
 	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
 		t.Errorf("mode %v, want the original 0600", fi.Mode().Perm())
 	}
 	install(t, path, envOnly) // a second write keeps the first backup
-	if got := read(t, path + BackupSuffix); !bytes.Equal(got, orig) {
+	if got := read(t, path+BackupSuffix); !bytes.Equal(got, orig) {
 		t.Error("the backup was overwritten")
 	}
 	if c := remove(t, path); c.Action() != Restore {
