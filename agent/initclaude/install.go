@@ -94,6 +94,9 @@ func PlanRemove(t Target) (Plan, error) {
 	}
 	c, w, err := PlanSkillRemove(t.Skill)
 	c.Prune = append(c.Prune, filepath.Dir(filepath.Dir(t.Skill)))
+	if t.Scope != ScopeUser {
+		c.Prune = append(c.Prune, filepath.Dir(t.Settings)) // .claude, when teambus left it empty
+	}
 	if err := p.add(c, w, err); err != nil {
 		return p, err
 	}

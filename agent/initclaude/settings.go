@@ -2,6 +2,7 @@ package initclaude
 
 import (
 	"fmt"
+	"path/filepath"
 )
 
 // PlanSettings returns the change that installs groups into the settings
@@ -57,6 +58,7 @@ func restoreOrDelete(path string, old, out, bak []byte) Change {
 		c.New, c.Restored, c.DropBackup = bak, true, true
 	case bak == nil && sameJSON(out, []byte("{}")):
 		c.New = nil // teambus created the file
+		c.Prune = []string{filepath.Dir(path)}
 	}
 	return c
 }

@@ -278,7 +278,10 @@ func (r *initRun) setup() error {
 	}
 	bin, err := r.bin()
 	if err != nil {
-		return err
+		if !c.Bool("remove") && !c.Bool("check") {
+			return err
+		}
+		bin = "teambus" // remove and check need no binary of their own
 	}
 	o.Bin = bin
 	if err := o.Validate(); err != nil {
