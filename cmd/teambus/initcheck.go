@@ -103,8 +103,12 @@ func (r *initRun) check() error {
 	case r.known && r.version.Less(initclaude.PidClaude):
 		r.warn("Claude Code %s predates 2.1.214 (no CLAUDE_PID, no SessionStart fork): upgrade for reliable identity", r.version)
 	}
-	if _, err := exec.LookPath("teambus"); err != nil {
-		r.warn("teambus is not on PATH: project, user and plugin hooks run the bare `teambus`")
+	bare := false
+	for _, l := range locs {
+		bare = bare || l.Bin == "teambus" || (l.Scope == string(initclaude.ScopePlugin) && l.Status != initclaude.StatusMissing)
+	}
+	if _, err := exec.LookPath("teambus"); err != nil && bare {
+		r.warn("teambus is not on PATH, and installed hooks run the bare `teambus`")
 	}
 
 	r.checkBus(locs)
