@@ -104,6 +104,17 @@ type row struct {
 
 // Handlers returns the groups of §12.2.2 for o, in the order they are
 // appended to a settings file.
+//
+// Facts behind the table that the spec's text does not spell out (notes
+// claude-code/README.md): SessionEnd handlers share a 1.5 s budget that a
+// settings file's per-handler timeout raises (up to 60 s) but a plugin's
+// does not, so SessionEnd gets --budget 1s everywhere, which also fits the
+// plugin's 1.5 s. PostToolBatch is in the 2.1.240 hooks reference but in no
+// changelog entry, so the version that introduced it is unknown: the
+// PostToolUse fallback is chosen below 2.1.240 (BatchClaude), the earliest
+// version known to have it, and an older Claude Code that has it anyway
+// only pays one hook process per tool call instead of per batch. Matchers
+// are exact lists (letters, digits, _ and |), never regular expressions.
 func Handlers(o Options) []EventGroup {
 	batch := row{event: "PostToolBatch", sub: "PostToolBatch", timeout: 10}
 	if o.PostToolUse {
