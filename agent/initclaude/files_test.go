@@ -440,3 +440,36 @@ func TestDiff(t *testing.T) {
 		t.Errorf("Diff:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestApply_FailedWriteLeavesFile: a write that can not complete (the
+// directory is read-only) leaves the file as it was and no temporary file.
+func TestApply_FailedWriteLeavesFile(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() == 0 {
+		t.Skip("root writes into read-only directories")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "settings.json")
+	orig := []byte("{\"model\": \"opus\"}\n")
+	if err := os.WriteFile(path, orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := PlanSettings(path, Handlers(teammate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(dir, 0o755) })
+	if err := Apply(c); err == nil {
+		t.Fatal("no error writing into a read-only directory")
+	}
+	if got := read(t, path); !bytes.Equal(got, orig) {
+		t.Errorf("file changed to %q", got)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Errorf("%d entries in the directory, want only the file", len(ents))
+	}
+}
