@@ -22,6 +22,13 @@ type Manifest struct {
 	Name        string `json:"name"`
 	Version     string `json:"version"`
 	Description string `json:"description"`
+	Author      Author `json:"author"`
+}
+
+// Author is the manifest's author (`claude plugin validate` warns without
+// one).
+type Author struct {
+	Name string `json:"name"`
 }
 
 var semverRE = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.+-]*)?$`)
@@ -70,6 +77,7 @@ func PluginFiles(version string, o Options) ([]PluginFile, error) {
 		Name:        "teambus",
 		Version:     PluginVersion(version),
 		Description: "Make this Claude Code session a durable teambus team member: mail, tasks, checkpoints, crash recovery",
+		Author:      Author{Name: "teambus"},
 	}, 0)
 	if err != nil {
 		return nil, err
@@ -133,7 +141,7 @@ func PlanPluginRemove(dir string) ([]Change, []string, error) {
 	}
 	if old != nil {
 		var m map[string]any
-		if json.Unmarshal(old, &m) == nil && m["name"] == "teambus" && len(m) <= 3 {
+		if json.Unmarshal(old, &m) == nil && m["name"] == "teambus" && len(m) <= 4 {
 			out = append(out, Change{Path: man, Old: old, Prune: []string{filepath.Dir(man)}})
 		} else {
 			warns = append(warns, fmt.Sprintf("%s: not as teambus wrote it; kept", man))
