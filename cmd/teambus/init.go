@@ -125,7 +125,8 @@ type initReport struct {
 	Settings  string             `json:"settings"`
 	Identity  string             `json:"identity,omitempty"` // team/member when baked
 	Files     []initFile         `json:"files"`
-	Commands  []string           `json:"commands,omitempty"`
+	Commands  []string           `json:"commands,omitempty"` // to run by hand
+	Ran       []string           `json:"ran,omitempty"`      // claude commands run
 	Launch    string             `json:"launch,omitempty"`
 	Claude    string             `json:"claude_version,omitempty"`
 	Warnings  []string           `json:"warnings"`
@@ -476,7 +477,9 @@ func (r *initRun) runCommands() {
 		if err != nil && !bytes.Contains(out, []byte("already exists")) && !bytes.Contains(out, []byte("No MCP server")) {
 			r.warn("%s failed: %v: %s", line, err, strings.TrimSpace(string(out)))
 			left = append(left, line)
+			continue
 		}
+		r.rep.Ran = append(r.rep.Ran, line)
 	}
 	r.rep.Commands = left
 }
@@ -570,6 +573,9 @@ func (r *initRun) print() error {
 		if f.Diff != "" {
 			io.WriteString(w, indentLines(f.Diff, "    "))
 		}
+	}
+	for _, cmd := range r.rep.Ran {
+		fmt.Fprintf(w, "  ran       %s\n", cmd)
 	}
 	for _, cmd := range r.rep.Commands {
 		fmt.Fprintf(w, "run: %s\n", cmd)
