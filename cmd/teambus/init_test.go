@@ -339,6 +339,11 @@ func TestInitClaude_UsageErrors(t *testing.T) {
 func TestInitClaude_Check(t *testing.T) {
 	repo := initRepo(t, true)
 	dir := evTeam(t, "alpha")
+	// --check wants the handlers' binary to exist.
+	initBin := filepath.Join(t.TempDir(), "teambus")
+	if err := os.WriteFile(initBin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	check := func(args ...string) (result, map[string]any) {
 		t.Helper()
 		r := runCLI(t, append(append([]string{"init", "claude", "--check", "--json", "--bin", initBin}, dir...), args...)...)
@@ -388,5 +393,10 @@ func TestInitClaude_Check(t *testing.T) {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("text check lacks %q:\n%s", want, r.stdout)
 		}
+	}
+	// The binary the hooks run is gone: outdated.
+	os.Remove(initBin)
+	if r, rep = check("--scope", "local"); r.code != 1 || !strings.Contains(r.stderr, "not an executable file") {
+		t.Errorf("binary gone: exit %d, stderr %q", r.code, r.stderr)
 	}
 }

@@ -186,30 +186,31 @@ func (r *initRun) inspect(scope initclaude.Scope, path string, plugin bool) chec
 	if have := initclaude.Infer(inst); have.Bin != "teambus" {
 		if fi, err := os.Stat(have.Bin); err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
 			r.warn("%s: the hooks run %s, which is not an executable file", file, have.Bin)
+			if l.Status == initclaude.StatusCurrent {
+				l.Status, l.Detail = initclaude.StatusOutdated, have.Bin+" is not an executable file: rerun init claude (or pass --bin)"
+			}
 		}
 	}
 	return l
 }
 
 // expected is what init would write at a location of scope, given what is
-// installed there: flags given to --check win, the rest is inferred.
+// installed there: for the scope asked for, flags given to --check win; the
+// rest is inferred (the binary too: a binary that does not exist makes the
+// location outdated).
 func (r *initRun) expected(scope initclaude.Scope, have initclaude.Options) initclaude.Options {
 	c := r.c
 	o := have
-	switch {
-	case c.IsSet("bin"):
-		o.Bin = r.opts.Bin
-	case scope == initclaude.ScopeLocal || scope == initclaude.ScopeSettings:
-		if exe, err := os.Executable(); err == nil {
-			if e, err := filepath.EvalSymlinks(exe); err == nil {
-				exe = e
-			}
-			if filepath.Base(exe) == "teambus" {
-				o.Bin = exe
-			}
+	if scope != r.target.Scope {
+		// Flags describe the scope asked for (--scope, default local);
+		// other locations are judged by what they hold.
+		if r.known {
+			o.PostToolUse = r.opts.PostToolUse
 		}
-	default:
-		o.Bin = "teambus"
+		return o
+	}
+	if c.IsSet("bin") {
+		o.Bin = r.opts.Bin
 	}
 	if c.IsSet("team") || c.IsSet("lead") {
 		mayBake := scope == initclaude.ScopeSettings || (scope == initclaude.ScopeLocal && (r.localMayBake() || c.Bool("force")))
