@@ -42,7 +42,8 @@ func initClaudeCommand() *cli.Command {
 			"or --settings FILE (a standalone file for `claude --settings FILE`). The identity (--team/--member)\n" +
 			"is baked into the handlers only for --settings and for local in a repository with one worktree;\n" +
 			"otherwise sessions take it from TEAMBUS_TEAM/TEAMBUS_MEMBER. --check exits 0 (current),\n" +
-			"1 (outdated) or 2 (missing).",
+			"1 (outdated) or 2 (missing). Claude Code is found as $TEAMBUS_CLAUDE_BIN, else claude on PATH;\n" +
+			"$TEAMBUS_CLAUDE_VERSION stands in for `claude --version`.",
 		Flags: flags([]cli.Flag{
 			&cli.StringFlag{Name: "team", Usage: "team id of the member (with --member, or --lead)"},
 			&cli.StringFlag{Name: "member", Usage: "member id the session acts as"},
@@ -188,7 +189,11 @@ func (r *initRun) setup() error {
 		scope = initclaude.ScopeSettings
 	}
 	switch scope {
-	case initclaude.ScopeLocal, initclaude.ScopeProject, initclaude.ScopeUser, initclaude.ScopePlugin, initclaude.ScopeSettings:
+	case initclaude.ScopeLocal, initclaude.ScopeProject, initclaude.ScopeUser, initclaude.ScopePlugin:
+	case initclaude.ScopeSettings:
+		if !c.IsSet("settings") {
+			return usageError(c, "invalid --scope %q: use --settings FILE", c.String("scope"))
+		}
 	default:
 		return usageError(c, "invalid --scope %q: local, project, user or plugin", c.String("scope"))
 	}
@@ -347,8 +352,8 @@ func (r *initRun) detectClaude() {
 		r.version, r.known = initclaude.ParseVersion(v)
 		return
 	}
-	if bin == "" {
-		return
+	if bin == "" || r.c.Bool("remove") {
+		return // a removal does not depend on the version
 	}
 	ctx, cancel := context.WithTimeout(r.c.Context, 10*time.Second)
 	defer cancel()
