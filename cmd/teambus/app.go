@@ -40,6 +40,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			leadCommand(),
 			teammateCommand(),
 			joinCommand(),
+			initCommand(),
 			briefCommand(),
 			demoCommand(), agentSimCommand(),
 			benchCommand(), benchJSONLOnceCommand(),

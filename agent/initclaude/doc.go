@@ -1,0 +1,56 @@
+// Package initclaude is the file logic of `teambus init claude` (spec
+// agent-wiring.md §12.2): which hook handlers teambus installs, how they are
+// merged into a Claude Code settings file and taken out again, the optional
+// MCP entry, CLAUDE.md block and skill, and the plugin layout. It knows
+// nothing about flags or the bus; cmd/teambus/init.go drives it.
+//
+// # Handlers
+//
+// Handlers returns the table of §12.2.2 for an Options value: one matcher
+// group per event, exec form (`"command": "<bin>", "args": ["hook", …]`) or,
+// with ShellForm, `"command": "exec '<bin>' hook <Event> …"`. The identity
+// (`--team T --member M`) is in the args only when Options.Team is set; the
+// caller decides where it may be baked (§12.2.1). Arguments the hook command
+// must accept, beyond `hook <Event> [--team T --member M]`:
+//
+//   - `--budget 1s` on every handler whose timeout is below 10 s (PostCompact,
+//     Notification, StopFailure, SessionEnd: 5 s), so the budget stays at most
+//     1/5 of the timeout; the hook's default budget (2 s) fits the others.
+//   - `--autonomous` on the Stop handler with Options.Autonomous (teammates).
+//   - `--wake=directed` on the `hook wait` handler with WakeDirected.
+//
+// # Ownership and merge
+//
+// A handler is teambus's when its type is "command" and either its command's
+// base name is `teambus` and args[0] is "hook" (exec form), or its command
+// matches ^(exec )?'?[^ ]*teambus'? hook (shell form). teambus never edits a
+// user's matcher group except to take its own handlers out of it; its own
+// handlers go in groups of their own appended to each event array.
+//
+// Merge works on raw JSON: the file must be strict JSON (json.Valid: no
+// comments, no trailing commas), is split into an ordered list of members
+// whose values are kept as the bytes they were written as, and only the
+// containers teambus changes (the top-level object, "hooks", the event
+// arrays it edits, a user group it took a handler out of) are written again,
+// with 2-space indentation in the layout of JSON.stringify(v, null, 2), the
+// layout Claude Code itself writes. A settings file written by Claude Code
+// therefore keeps every byte that is not teambus's, and Merge of its own
+// output is the identity. Merge also takes teambus handlers out of events it
+// no longer installs (a PostToolUse fallback after an upgrade), which is
+// stronger than §12.2.4's "for each event teambus manages": two generations
+// of teambus handlers would otherwise both fire.
+//
+// Event arrays that are null are dropped wherever they are (Claude Code
+// expects arrays; beads GH#955); an empty array is dropped only in an event
+// teambus edits, so a user's untouched "[]" keeps its bytes.
+//
+// # Files
+//
+// Every write is a temporary file in the same directory, fsync, rename and
+// a directory fsync; a symbolic link is written through (the link stays). The
+// first write of an existing file keeps its original bytes in
+// "<file>.teambus.bak". Remove gives back the backup's exact bytes when the
+// file without teambus's parts means the same JSON as the backup, deletes a
+// file teambus created (no backup, nothing left but {}), and otherwise keeps
+// every non-teambus value byte for byte.
+package initclaude
