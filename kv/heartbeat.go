@@ -145,6 +145,21 @@ func (s *Store) StopBeat(ctx context.Context, team, key string) error {
 	return nil
 }
 
+// StopBeatAt deletes the heartbeat key only if its last revision is rev,
+// the writer's own last beat: a stopping incarnation never removes its
+// successor's heartbeat. A key already gone or rewritten is left alone.
+func (s *Store) StopBeatAt(ctx context.Context, team, key string, rev uint64) error {
+	kv, err := s.heartbeats(ctx, team, false)
+	if err != nil {
+		return err
+	}
+	err = kv.Delete(ctx, key, jetstream.LastRevision(rev))
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) && !isConflict(err) {
+		return unavailable("stop heartbeat "+key, err)
+	}
+	return nil
+}
+
 // Heartbeats reads every live heartbeat of the team by key. It reads the
 // bucket directly, without a watch (see direct.go).
 func (s *Store) Heartbeats(ctx context.Context, team string) (map[string]HeartbeatEntry, error) {

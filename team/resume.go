@@ -54,6 +54,9 @@ const (
 	DecisionTakeover  = "takeover"  // a new lead session replaced a stale (or forced) one
 	DecisionResumable = "resumable" // probe: a lead may resume the team
 	DecisionReview    = "review"    // probe: the team is finished; review it
+	// DecisionAlreadyLead: `team resume` by the session of the running
+	// lead; nothing changed.
+	DecisionAlreadyLead = "already_lead"
 )
 
 // Resume runs the resume validation sequence of spec section 8 and attaches
@@ -67,6 +70,16 @@ func (s *Service) Resume(ctx context.Context, team, session string, force, asLea
 	}
 	if err := teambus.ValidateSession(session); err != nil {
 		return nil, err
+	}
+	if !asLead {
+		// The running lead's own session resuming again must not bump the
+		// epoch: that would fence (and stop) the very lead it names.
+		if rep, err := s.alreadyLead(ctx, team, session); rep != nil || err != nil {
+			if rep != nil {
+				rep.Took = time.Since(start).Round(time.Microsecond).String()
+			}
+			return rep, err
+		}
 	}
 	var (
 		decision, oldLead string
@@ -133,6 +146,28 @@ func (s *Service) Resume(ctx context.Context, team, session string, force, asLea
 	rep.Warnings = append(warnings, rep.Warnings...)
 	rep.Took = time.Since(start).Round(time.Microsecond).String()
 	return rep, nil
+}
+
+// alreadyLead returns a report with DecisionAlreadyLead when session is
+// the team's lead and its heartbeat, of the current lead epoch, is fresh;
+// nil otherwise. It changes nothing.
+func (s *Service) alreadyLead(ctx context.Context, team, session string) (*Report, error) {
+	t, _, err := s.store.Team(ctx, team)
+	if err != nil {
+		return nil, err
+	}
+	if t.Closed() || t.LeadSession != session {
+		return nil, nil
+	}
+	hbs, err := s.store.Heartbeats(ctx, team)
+	if err != nil {
+		return nil, err
+	}
+	hb, ok := hbs[kv.LeadKey]
+	if !ok || hb.Session != session || hb.Epoch != t.LeadEpoch || hb.Status == teambus.MemberOffline || s.Now().Sub(hb.Created) >= t.Policy.LeadTimeout {
+		return nil, nil
+	}
+	return s.report(ctx, t, DecisionAlreadyLead)
 }
 
 // Probe runs steps 1, 2, 4 and 5 of the resume sequence without changing

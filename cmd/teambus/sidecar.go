@@ -357,6 +357,9 @@ func teamReport(c *cli.Context, fn func(*session, string) (*team.Report, error))
 
 func printReport(c *cli.Context, r *team.Report) error {
 	w := c.App.Writer
+	if r.Decision == team.DecisionAlreadyLead {
+		fmt.Fprintf(w, "team %s: already the lead (session %s, epoch %d): nothing changed\n", r.Team, r.LeadSession, r.LeadEpoch)
+	}
 	fmt.Fprintf(w, "team %s: %s — %s (lead epoch %d, session %s, took %s)\n", r.Team, r.Status, r.Decision, r.LeadEpoch, dash(r.LeadSession), r.Took)
 	if r.OldLead != "" {
 		fmt.Fprintf(w, "took over from lead session %s (fenced)\n", r.OldLead)
