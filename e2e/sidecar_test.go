@@ -107,7 +107,7 @@ func TestTeammate_AgentKilled_CrashRequeueRespawn(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	pol := fastPolicy()
-	pol.MemberTimeout, pol.ProbeTimeout = time.Minute, time.Minute // the pid, not a timeout, must detect it
+	pol.MemberTimeout, pol.ProbeTimeout = time.Minute, 30*time.Second // the pid, not a timeout, must detect it
 	e.createTeam("ct", pol, "tm1")
 	e.addTask("ct", "a")
 	e.addTask("ct", "b", "a")

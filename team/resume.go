@@ -327,8 +327,40 @@ func (s *Service) RegisterFacts(ctx context.Context, team string, paths []string
 }
 
 // Transition moves the team to consolidating, complete or aborted.
-// worktree is recorded at consolidate, for the resume check.
+// worktree is recorded at consolidate, for the resume check. It does not
+// check the tasks: see TransitionChecked.
 func (s *Service) Transition(ctx context.Context, team string, to teambus.TeamStatus, worktree string) (*teambus.Team, error) {
+	return s.transition(ctx, team, to, worktree)
+}
+
+// TransitionChecked is Transition that refuses to complete a team with
+// unfinished tasks (ErrState naming them) unless force.
+func (s *Service) TransitionChecked(ctx context.Context, team string, to teambus.TeamStatus, worktree string, force bool) (*teambus.Team, error) {
+	if to == teambus.TeamComplete && !force {
+		snap, err := s.store.Snapshot(ctx, team)
+		if err != nil {
+			return nil, err
+		}
+		if snap.Team.Status != teambus.TeamComplete {
+			var open []string
+			for _, id := range snap.TaskIDs() {
+				if tk := snap.Tasks[id]; !tk.Finished() {
+					open = append(open, fmt.Sprintf("%s (%s)", id, tk.Status))
+				}
+			}
+			if len(open) > 0 {
+				shown := open
+				if len(shown) > 10 {
+					shown = append(shown[:10:10], fmt.Sprintf("and %d more", len(open)-10))
+				}
+				return nil, teambus.Statef("team %s has %d unfinished task(s): %s: finish or skip them, or use --force", team, len(open), strings.Join(shown, ", "))
+			}
+		}
+	}
+	return s.transition(ctx, team, to, worktree)
+}
+
+func (s *Service) transition(ctx context.Context, team string, to teambus.TeamStatus, worktree string) (*teambus.Team, error) {
 	var from teambus.TeamStatus
 	t, err := s.UpdateTeam(ctx, team, func(t *teambus.Team) (bool, error) {
 		from = t.Status

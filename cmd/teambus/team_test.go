@@ -1,0 +1,72 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/team"
+)
+
+// Issue 12 item 16: a policy whose timings do not fit together is refused
+// at create with the rule, exit 2, and nothing is created.
+func TestTeamCreate_PolicyRules(t *testing.T) {
+	t.Parallel()
+	n := bustest.NewServer(t)
+	dir := []string{"--dir", n.Dir()}
+	tests := []struct {
+		args []string
+		rule string
+	}{
+		{[]string{"--heartbeat", "50ms"}, "heartbeat=50ms: at least 100ms"},
+		{[]string{"--heartbeat", "10s", "--member-timeout", "20s"}, "member-timeout=20s: must be more than 2 x heartbeat"},
+		{[]string{"--heartbeat", "10s", "--lead-timeout", "15s"}, "lead-timeout=15s: must be more than 2 x heartbeat"},
+		{[]string{"--probe-timeout", "10m"}, "probe-timeout=10m0s: must be less than member-timeout"},
+	}
+	for _, tt := range tests {
+		runCLI(t, append(append([]string{"team", "create", "bad", "--member", "tm1"}, dir...), tt.args...)...).wantError(t, 2, tt.rule)
+	}
+	if out := evOK(t, append([]string{"team", "list", "--json"}, dir...)...); out != "" {
+		t.Errorf("refused creates left teams behind: %q", out)
+	}
+	js := bustest.Connect(t, n).JS
+	if names := js.StreamNames(t.Context()); names.Err() == nil {
+		for name := range names.Name() {
+			t.Errorf("refused creates left stream %s behind", name)
+		}
+	}
+}
+
+// Issue 12 item 16: unknown dependencies and a task depending on itself
+// are refused at task add (exit 2). Dependencies must exist when a task is
+// added and never change after, so no longer cycle can be formed.
+func TestTaskAdd_BadDependencies(t *testing.T) {
+	t.Parallel()
+	dir := evTeam(t, "deps")
+	evOK(t, append([]string{"task", "add", "a", "--team", "deps"}, dir...)...)
+	runCLI(t, append([]string{"task", "add", "b", "--team", "deps", "--dep", "nope"}, dir...)...).wantError(t, 2, "dependency nope of task b does not exist")
+	runCLI(t, append([]string{"task", "add", "b", "--team", "deps", "--dep", "b"}, dir...)...).wantError(t, 2, "can not depend on itself")
+	evOK(t, append([]string{"task", "add", "b", "--team", "deps", "--dep", "a"}, dir...)...)
+}
+
+// Issue 12 item 11: completing a team with unfinished tasks is refused
+// (exit 2, naming them) unless --force.
+func TestTeamComplete_UnfinishedTasks(t *testing.T) {
+	t.Parallel()
+	n := bustest.NewServer(t)
+	dir := []string{"--dir", n.Dir()}
+	evOK(t, append([]string{"team", "create", "fin", "--member", "tm1"}, dir...)...)
+	svc := team.New(bustest.Connect(t, n).JS, team.Config{})
+	if _, err := svc.Resume(t.Context(), "fin", "L", false, true); err != nil {
+		t.Fatal(err)
+	}
+	evOK(t, append([]string{"task", "add", "a", "--team", "fin"}, dir...)...)
+	evOK(t, append([]string{"task", "add", "b", "--team", "fin", "--dep", "a"}, dir...)...)
+	runCLI(t, append([]string{"team", "complete", "fin"}, dir...)...).wantError(t, 2, "2 unfinished task(s): a (available), b (pending)", "--force")
+	if out := evOK(t, append([]string{"team", "show", "fin", "--json"}, dir...)...); !strings.Contains(out, `"status": "active"`) {
+		t.Errorf("refused complete changed the team:\n%s", out)
+	}
+	if out := evOK(t, append([]string{"team", "complete", "fin", "--force"}, dir...)...); out != "team fin is complete\n" {
+		t.Errorf("complete --force: %q", out)
+	}
+}
