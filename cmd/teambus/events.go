@@ -277,8 +277,12 @@ func printAnalysis(w io.Writer, source string, a *teambus.Analysis) {
 		var d struct {
 			Label    string `json:"label"`
 			PlanStep string `json:"plan_step"`
+			TaskID   string `json:"taskId"`
 		}
 		_ = json.Unmarshal(cp.Data, &d)
+		if d.Label == "" && cp.Type == teambus.EvTaskCheckpoint {
+			d.Label = "task " + d.TaskID
+		}
 		fmt.Fprintf(w, "Last checkpoint: seq %d %q", cp.Seq, d.Label)
 		if d.PlanStep != "" {
 			fmt.Fprintf(w, ", next step %s", d.PlanStep)

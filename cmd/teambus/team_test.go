@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -68,5 +70,26 @@ func TestTeamComplete_UnfinishedTasks(t *testing.T) {
 	}
 	if out := evOK(t, append([]string{"team", "complete", "fin", "--force"}, dir...)...); out != "team fin is complete\n" {
 		t.Errorf("complete --force: %q", out)
+	}
+}
+
+// Issue 12 item 12: analyzing /dev/null or an empty file says "empty", not
+// "clean".
+func TestEventsAnalyze_EmptyLog(t *testing.T) {
+	t.Parallel()
+	empty := filepath.Join(t.TempDir(), "empty.jsonl")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	noBus := []string{"--dir", t.TempDir(), "--server", "nats://127.0.0.1:1", "--timeout", "1s"}
+	for _, f := range []string{os.DevNull, empty} {
+		out := evOK(t, append([]string{"events", "analyze", "--file", f}, noBus...)...)
+		if !strings.Contains(out, "Decision: empty") || strings.Contains(out, "clean") {
+			t.Errorf("analyze %s:\n%s", f, out)
+		}
+		out = evOK(t, append([]string{"events", "analyze", "--json", "--file", f}, noBus...)...)
+		if !strings.Contains(out, `"decision": "empty"`) || strings.Contains(out, "null,") && strings.Contains(out, `"sessions": null`) {
+			t.Errorf("analyze --json %s:\n%s", f, out)
+		}
 	}
 }
