@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -155,7 +153,7 @@ func ParseMemberSpec(s string) (MemberSpec, error) {
 	}
 	if len(parts) > 1 {
 		spec.Role = parts[1]
-		if len(spec.Role) > 64 || !printable(spec.Role) {
+		if len(spec.Role) > 64 || !teambus.Printable(spec.Role) {
 			return spec, teambus.Invalidf("invalid role %q for member %s: at most 64 characters on one line", spec.Role, spec.ID)
 		}
 	}
@@ -166,21 +164,6 @@ func ParseMemberSpec(s string) (MemberSpec, error) {
 		}
 	}
 	return spec, nil
-}
-
-// printable reports whether s is valid UTF-8 of printable characters only:
-// no control characters (terminal escapes) and no line or paragraph
-// separators.
-func printable(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return true
 }
 
 // CreateTeam creates a team with its policy and members, its state

@@ -183,9 +183,9 @@ func messageJSON(m teambus.Message) messageLine {
 }
 
 func printMessage(w io.Writer, m teambus.Message) {
-	fmt.Fprintf(w, "#%d %s %s -> %s [%s] %s\n", m.Seq, formatTime(m.TS), m.From, m.To, m.Type, m.Body)
+	fmt.Fprintf(w, "#%d %s %s -> %s [%s] %s\n", m.Seq, formatTime(m.TS), m.From, m.To, m.Type, textBody(m.Body))
 	if len(m.Data) > 0 && string(m.Data) != "null" {
-		fmt.Fprintf(w, "    data: %s\n", m.Data)
+		fmt.Fprintf(w, "    data: %s\n", textBody(string(m.Data)))
 	}
 }
 

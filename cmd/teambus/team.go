@@ -315,9 +315,10 @@ func dash(s string) string {
 	return s
 }
 
-// oneLine shortens text to one line of at most n runes for tables.
+// oneLine shortens text to one sanitized line of at most n runes for
+// tables.
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = teambus.SanitizeLine(strings.Join(strings.Fields(s), " "))
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}
