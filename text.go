@@ -136,7 +136,6 @@ func unsafeRune(r rune) bool {
 	return false
 }
 
-
 func hex2(c byte) string { return string([]byte{hexDigits[c>>4], hexDigits[c&0xf]}) }
 
 func hexRune(r rune) string {
