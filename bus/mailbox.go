@@ -555,7 +555,7 @@ type AckResult struct {
 // idempotent: a message acked before is reported in Already. A sequence that
 // is not the member's mail is refused and nothing is acked.
 func (mb *Mailbox) Ack(ctx context.Context, member string, seqs []uint64) (AckResult, error) {
-	var res AckResult
+	res := AckResult{Acked: []uint64{}, Already: []uint64{}}
 	want := map[uint64]bool{}
 	for _, s := range seqs {
 		if s == 0 {

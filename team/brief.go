@@ -35,7 +35,7 @@ func (s *Service) Brief(ctx context.Context, teamID, member string, mailN int) (
 	if err != nil {
 		return nil, err
 	}
-	b := &Brief{Team: teamID, Member: member, Role: m.Role}
+	b := &Brief{Team: teamID, Member: member, Role: m.Role, Deps: []*teambus.Task{}, RecentMail: []teambus.Message{}}
 	// The task: the one it holds, else the last one it had (requeued after a
 	// crash, with its checkpoint).
 	if ts := snap.MemberTasks(member); len(ts) > 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,5 +127,63 @@ func TestMail_BodyCanNotForgeStructure(t *testing.T) {
 	out = evOK(t, append([]string{"inbox", "--team", "txt", "--member", "tm2"}, dir...)...)
 	if strings.ContainsAny(out, "\x1b\a") || strings.Contains(out, "\n#99") {
 		t.Errorf("inbox lets the body forge structure: %q", out)
+	}
+}
+
+// listKeys are the JSON keys that hold lists in teambus output.
+var listKeys = map[string]bool{
+	"members": true, "tasks": true, "warnings": true, "mailbox_tail": true, "dependencies": true, "recent_mail": true,
+	"files": true, "tasks_completed": true, "tasks_remaining": true, "teams": true, "streams": true, "acked": true,
+	"already": true, "sessions": true, "interrupted_sessions": true, "gaps": true, "active_agents": true, "issues": true,
+	"resolved": true, "reasons": true, "damaged": true, "duplicates": true, "skipped": true,
+}
+
+// nullLists returns the paths of list keys that are null in a JSON value.
+func nullLists(path string, v any) []string {
+	var out []string
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if e == nil && listKeys[k] {
+				out = append(out, path+"."+k)
+			}
+			out = append(out, nullLists(path+"."+k, e)...)
+		}
+	case []any:
+		for i, e := range x {
+			out = append(out, nullLists(fmt.Sprintf("%s[%d]", path, i), e)...)
+		}
+	}
+	return out
+}
+
+// Issue 12 item 17: JSON lists are [], never null, also when empty.
+func TestJSON_EmptyListsAreNotNull(t *testing.T) {
+	t.Parallel()
+	n := bustest.NewServer(t)
+	dir := []string{"--dir", n.Dir()}
+	evOK(t, append([]string{"team", "create", "js", "--member", "tm1"}, dir...)...)
+	evOK(t, append([]string{"task", "add", "a", "--team", "js"}, dir...)...)
+	evOK(t, append([]string{"send", "--team", "js", "--member", "tm1", "hello"}, dir...)...)
+	for _, args := range [][]string{
+		{"team", "create", "js2", "--json"},
+		{"team", "show", "js", "--json"},
+		{"team", "probe", "js", "--json"},
+		{"team", "review", "js", "--json"},
+		{"task", "show", "a", "--team", "js", "--json"},
+		{"brief", "--team", "js", "--member", "tm1", "--json"},
+		{"ack", "--team", "js", "--member", "lead", "1", "--json"},
+		{"bus", "status", "--json"},
+		{"events", "analyze", "--file", os.DevNull, "--json"},
+	} {
+		out := evOK(t, append(args, dir...)...)
+		var v any
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Errorf("%v: not one JSON document: %v\n%s", args, err, out)
+			continue
+		}
+		if nulls := nullLists("", v); len(nulls) > 0 {
+			t.Errorf("%v: null lists %v\n%s", args, nulls, out)
+		}
 	}
 }
