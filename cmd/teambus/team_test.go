@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/team"
 )
@@ -185,5 +187,61 @@ func TestJSON_EmptyListsAreNotNull(t *testing.T) {
 		if nulls := nullLists("", v); len(nulls) > 0 {
 			t.Errorf("%v: null lists %v\n%s", args, nulls, out)
 		}
+	}
+}
+
+// consumerCount is the number of consumers on every stream of the node.
+func consumerCount(t *testing.T, js jetstream.JetStream) int {
+	t.Helper()
+	ctx := t.Context()
+	n := 0
+	names := js.StreamNames(ctx)
+	for name := range names.Name() {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += st.CachedInfo().State.Consumers
+	}
+	if err := names.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Issue 12 item 7: replay shows a message it can not decode where it is,
+// and counts it. Item 19: replay, brief, probe, events replay/export and
+// a team checkpoint export leave no consumers behind.
+func TestReplay_UndecodableShownAndNoConsumersLeft(t *testing.T) {
+	t.Parallel()
+	n := bustest.NewServer(t)
+	dir := []string{"--dir", n.Dir()}
+	evOK(t, append([]string{"team", "create", "rp", "--member", "tm1", "--member", "tm2"}, dir...)...)
+	evOK(t, append([]string{"send", "--team", "rp", "--member", "tm1", "--to", "tm2", "first"}, dir...)...)
+	js := bustest.Connect(t, n).JS
+	if _, err := js.Publish(t.Context(), "tb.rp.mbx.tm2.info.tm1", []byte("{not json")); err != nil {
+		t.Fatal(err)
+	}
+	evOK(t, append([]string{"send", "--team", "rp", "--member", "tm1", "--to", "tm2", "third"}, dir...)...)
+
+	before := consumerCount(t, js)
+	r := runCLI(t, append([]string{"replay", "--team", "rp"}, dir...)...)
+	if r.code != 0 || !strings.Contains(r.stdout, "[#2 undecodable: ") || !strings.Contains(r.stdout, "#3 ") {
+		t.Errorf("replay: exit %d\n%s", r.code, r.stdout)
+	}
+	if !strings.Contains(r.stderr, "1 undecodable message(s)") {
+		t.Errorf("replay did not count the undecodable message: %q", r.stderr)
+	}
+	out := evOK(t, append([]string{"replay", "--team", "rp", "--json"}, dir...)...)
+	if !strings.Contains(out, `{"seq":2,"undecodable":"`) {
+		t.Errorf("replay --json:\n%s", out)
+	}
+	evOK(t, append([]string{"brief", "--team", "rp", "--member", "tm2"}, dir...)...)
+	evOK(t, append([]string{"team", "probe", "rp"}, dir...)...)
+	evOK(t, append([]string{"events", "replay", "--team", "rp"}, dir...)...)
+	evOK(t, append([]string{"events", "export", "--team", "rp"}, dir...)...)
+	evOK(t, append([]string{"team", "checkpoint", "rp", "--export", t.TempDir()}, dir...)...)
+	if got := consumerCount(t, js); got != before {
+		t.Errorf("%d consumers after the reads, %d before: readers left theirs behind", got, before)
 	}
 }
