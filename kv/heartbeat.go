@@ -68,7 +68,7 @@ func (s *Store) heartbeats(ctx context.Context, team string, create bool) (jetst
 			History:        1,
 			Storage:        jetstream.FileStorage,
 			Replicas:       s.cfg.Replicas,
-			MaxBytes:       8 << 20,
+			MaxBytes:       HeartbeatBytes,
 			LimitMarkerTTL: markerTTL,
 		})
 		if err != nil {

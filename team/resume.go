@@ -57,6 +57,9 @@ const (
 	// DecisionAlreadyLead: `team resume` by the session of the running
 	// lead; nothing changed.
 	DecisionAlreadyLead = "already_lead"
+	// DecisionPending: probe: no lead has attached yet; `team resume`
+	// refuses it, the first `teambus lead` attaches.
+	DecisionPending = "pending"
 )
 
 // Resume runs the resume validation sequence of spec section 8 and attaches
@@ -103,8 +106,12 @@ func (s *Service) Resume(ctx context.Context, team, session string, force, asLea
 				return false, teambus.Statef("team %s has never had a lead: start one with `teambus lead --team %s --session %s`", team, team, session)
 			}
 		}
+		if t.Status == teambus.TeamPending && t.LeadSession != "" && t.LeadSession != session && !force {
+			// The lead session named at create is the team's first lead.
+			return false, teambus.Statef("team %s was created for lead session %s: start its lead with `teambus lead --team %s --session %s`, or use --force to attach %s instead", team, t.LeadSession, team, t.LeadSession, session)
+		}
 		switch {
-		case t.LeadSession == "" || (t.Status == teambus.TeamPending && t.LeadSession == session):
+		case t.LeadSession == "" || t.Status == teambus.TeamPending:
 			decision = DecisionAttach
 		case t.LeadSession == session:
 			decision = DecisionReattach
@@ -184,7 +191,12 @@ func (s *Service) Probe(ctx context.Context, team string) (*Report, error) {
 	case teambus.TeamComplete, teambus.TeamAborted:
 		decision = DecisionReview
 	case teambus.TeamPending:
-		warn = append(warn, "no lead has attached yet: start one with `teambus lead --team "+team+" --session S`")
+		decision = DecisionPending
+		sess := "S"
+		if t.LeadSession != "" {
+			sess = t.LeadSession
+		}
+		warn = append(warn, "no lead has attached yet: start one with `teambus lead --team "+team+" --session "+sess+"`")
 	case teambus.TeamConsolidating:
 		warn = append(warn, "consolidation was interrupted")
 	}

@@ -51,3 +51,33 @@ func TestResume_OwnSessionOfRunningLead(t *testing.T) {
 		t.Errorf("resume after a clean stop = %+v, %v; want reattach at epoch 2", r, err)
 	}
 }
+
+// Issue 12 item 10: the lead session named at create is the first lead:
+// another session may not attach without force; probe and resume agree
+// that a pending team is not resumable.
+func TestResume_LeadSessionFromCreate(t *testing.T) {
+	f := newFixture(t, team.Config{})
+	ctx := testCtx(t)
+	f.create(t, "ls", "L", testPolicy(), "tm1")
+	p, err := f.svc.Probe(ctx, "ls")
+	if err != nil || p.Decision != team.DecisionPending {
+		t.Fatalf("probe of a pending team = %+v, %v; want decision pending", p, err)
+	}
+	if _, err := f.svc.Resume(ctx, "ls", "L", false, false); teambus.ExitCode(err) != 2 {
+		t.Errorf("team resume of a pending team = %v, want exit 2", err)
+	}
+	if _, err := f.svc.Resume(ctx, "ls", "X", false, true); teambus.ExitCode(err) != 2 {
+		t.Errorf("another session as the first lead = %v, want exit 2", err)
+	}
+	tm, _, err := f.svc.Store().Team(ctx, "ls")
+	if err != nil || tm.LeadSession != "L" || tm.LeadEpoch != 0 || tm.Status != teambus.TeamPending {
+		t.Fatalf("refused attach changed the team: %+v, %v", tm, err)
+	}
+	r, err := f.svc.Resume(ctx, "ls", "L", false, true)
+	if err != nil || r.Decision != team.DecisionAttach || r.LeadEpoch != 1 {
+		t.Fatalf("the named lead attaches = %+v, %v", r, err)
+	}
+	if p, err := f.svc.Probe(ctx, "ls"); err != nil || p.Decision != team.DecisionResumable {
+		t.Errorf("probe of an active team = %+v, %v; want resumable", p, err)
+	}
+}

@@ -2,6 +2,7 @@ package team
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -196,6 +197,17 @@ func (s *Service) CreateTeam(ctx context.Context, id, leadSession string, member
 	} else if ok {
 		return nil, teambus.Statef("team %s already exists: pick another id, or see `teambus team show %s`", id, id)
 	}
+	t, err := s.createTeam(ctx, id, leadSession, members, policy, seen)
+	if err != nil && !errors.Is(err, teambus.ErrState) {
+		// A failed create leaves nothing behind. Not on ErrState: that is
+		// a concurrent create of the same id, whose team is not ours.
+		s.undoCreate(ctx, id)
+		return nil, s.createErr(id, err)
+	}
+	return t, err
+}
+
+func (s *Service) createTeam(ctx context.Context, id, leadSession string, members []MemberSpec, policy teambus.Policy, seen map[string]bool) (*teambus.Team, error) {
 	now := s.Now()
 	mb := s.Mailbox(id)
 	if err := mb.Declare(ctx); err != nil {
