@@ -24,6 +24,9 @@ const (
 	DecisionNoCheckpoint Decision = "no_checkpoint"
 	// DecisionClean: no session was interrupted; nothing to resume.
 	DecisionClean Decision = "clean"
+	// DecisionEmpty: the log holds no event at all (an empty file,
+	// /dev/null, a team that logged nothing): nothing to analyze.
+	DecisionEmpty Decision = "empty"
 )
 
 // Task statuses the analysis reconstructs, as seed 004 writes them.
@@ -344,6 +347,11 @@ func (a *Analyzer) Result() (*Analysis, error) {
 		res.Interrupted = &sid
 	}
 	st := a.chosen()
+	if st == nil && len(res.Sessions) == 0 {
+		res.Decision = DecisionEmpty
+		res.Reasons = append(res.Reasons, "the log holds no events: nothing to analyze (is it the right file or team?)")
+		return res, nil
+	}
 	if st == nil {
 		res.Decision = DecisionClean
 		res.Reasons = append(res.Reasons, "every session ended with session.end: nothing to resume")
@@ -400,6 +408,9 @@ func decide(res *Analysis, st *sessionState, an *sessionAnalysis) {
 	}
 	d := readData(an.cp.Data)
 	label := d.label
+	if label == "" && an.cp.Type == EvTaskCheckpoint && d.taskID != "" {
+		label = "task " + d.taskID
+	}
 	if label == "" {
 		label = fmt.Sprintf("seq %d", an.cp.Seq)
 	}
@@ -447,7 +458,9 @@ func (an *sessionAnalysis) after(e *Event) bool {
 
 func (an *sessionAnalysis) apply(e *Event) {
 	switch {
-	case e.Type == EvCheckpoint:
+	case e.Type == EvCheckpoint || e.Type == EvTaskCheckpoint:
+		// A member's task checkpoint is a safe point too: the sidecars
+		// of a live team write these, not the lead's checkpoint.
 		if an.cp == nil || e.Seq >= an.cp.Seq {
 			cp := copyEvent(e)
 			an.cp = &cp

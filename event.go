@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strconv"
 	"time"
-	"unicode"
 	"unicode/utf8"
 )
 
@@ -130,7 +129,7 @@ func (e *Event) Validate() error {
 		return Invalidf("invalid event sid: empty (pass --sid, or --session / TEAMBUS_SESSION)")
 	case len(e.SID) > MaxSessionLen:
 		return Invalidf("invalid event sid: %d bytes, at most %d", len(e.SID), MaxSessionLen)
-	case !printable(e.SID):
+	case !Printable(e.SID):
 		return Invalidf("invalid event sid %q: only printable characters", clip(e.SID))
 	}
 	if e.Seq < AutoSeq {
@@ -140,7 +139,7 @@ func (e *Event) Validate() error {
 		if len(f.v) > MaxEventField {
 			return Invalidf("invalid event %s: %d bytes, at most %d", f.name, len(f.v), MaxEventField)
 		}
-		if !printable(f.v) {
+		if !Printable(f.v) {
 			return Invalidf("invalid event %s %q: only printable characters", f.name, clip(f.v))
 		}
 	}
@@ -151,18 +150,6 @@ func (e *Event) Validate() error {
 		return Invalidf("event is %d bytes, at most %d: put large content in a file and log its path", n, MaxEventSize)
 	}
 	return nil
-}
-
-func printable(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return true
 }
 
 // AppendJSON appends the canonical encoding of e, without a newline.

@@ -35,7 +35,6 @@ type Member struct {
 	CrashedEpoch    int64        `json:"crashed_epoch,omitempty"`
 	EscalatePending bool         `json:"escalate_pending,omitempty"`
 	ZombieSince     *time.Time   `json:"zombie_since"`
-	LastAckedSeq    uint64       `json:"last_acked_seq"`
 	CreatedAt       time.Time    `json:"created_at"`
 	UpdatedAt       time.Time    `json:"updated_at"`
 }

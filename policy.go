@@ -86,6 +86,21 @@ func (p Policy) Validate() error {
 			}
 		}
 	}
+	// The timings must fit together, or liveness can not work: a sidecar
+	// beats at least twice per timeout, and a probe is answered (or not)
+	// before the member times out.
+	if p.Heartbeat < 100*time.Millisecond {
+		return Invalidf("invalid policy heartbeat=%s: at least 100ms", p.Heartbeat)
+	}
+	if p.MemberTimeout <= 2*p.Heartbeat {
+		return Invalidf("invalid policy member-timeout=%s: must be more than 2 x heartbeat (%s)", p.MemberTimeout, p.Heartbeat)
+	}
+	if p.LeadTimeout <= 2*p.Heartbeat {
+		return Invalidf("invalid policy lead-timeout=%s: must be more than 2 x heartbeat (%s)", p.LeadTimeout, p.Heartbeat)
+	}
+	if p.ProbeTimeout >= p.MemberTimeout {
+		return Invalidf("invalid policy probe-timeout=%s: must be less than member-timeout (%s)", p.ProbeTimeout, p.MemberTimeout)
+	}
 	if p.CrashLimit < 0 || p.CrashLimit > 100 {
 		return Invalidf("invalid policy crash-limit=%d: 0 to 100", p.CrashLimit)
 	}

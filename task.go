@@ -64,6 +64,12 @@ func (t *Task) Done() bool {
 	return t.Status == TaskComplete || t.Status == TaskSkipped
 }
 
+// Finished reports whether the task will not run again: done, or failed
+// for good. A team completes only when every task is finished.
+func (t *Task) Finished() bool {
+	return t.Done() || t.Status == TaskFailed
+}
+
 // NewTask validates and builds a new task. Its status is pending when it
 // has dependencies that are not done, else available. tasks are the team's
 // existing tasks by id: every dependency must exist.

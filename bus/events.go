@@ -23,9 +23,9 @@ import (
 const EventsPrefix = "TBE_"
 
 // DefaultEventsBytes is the default size limit of a team's event stream:
-// about 400,000 events of 300 bytes. Like the mailbox's, it is reserved
+// about 50,000 events of 300 bytes. Like the mailbox's, it is reserved
 // against the node's store limit.
-const DefaultEventsBytes int64 = 128 << 20
+const DefaultEventsBytes int64 = 16 << 20
 
 // kindEvent is the subject kind of the event stream:
 //

@@ -3,11 +3,31 @@ package bus
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
 )
+
+// orderedInactive is how long the server keeps a reader's ordered
+// consumer once its reader stopped asking for messages (nats.go's default
+// is 5 minutes). A reader deletes its consumer when it ends; this bounds
+// what a killed reader leaves behind.
+const orderedInactive = 5 * time.Second
+
+// deleteOrdered deletes the server side of an ordered consumer at the end
+// of a read, also when ctx was cancelled. A failure is harmless: the
+// inactivity threshold removes the consumer soon after.
+func deleteOrdered(ctx context.Context, st jetstream.Stream, cons jetstream.Consumer) {
+	info := cons.CachedInfo()
+	if info == nil || info.Name == "" {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_ = st.DeleteConsumer(dctx, info.Name)
+}
 
 // readOrdered reads st through an ordered consumer made with cfg and calls
 // fn with every message in sequence order; memory stays constant however
@@ -17,10 +37,14 @@ import (
 // what names the read in errors ("replay mailbox of team T").
 func readOrdered(ctx context.Context, st jetstream.Stream, cfg jetstream.OrderedConsumerConfig, last uint64, follow bool, what string,
 	fn func(jm jetstream.Msg, md *jetstream.MsgMetadata) (done bool, err error)) error {
+	if cfg.InactiveThreshold == 0 {
+		cfg.InactiveThreshold = orderedInactive
+	}
 	cons, err := st.OrderedConsumer(ctx, cfg)
 	if err != nil {
 		return teambus.Unavailablef("%s: %v", what, err)
 	}
+	defer deleteOrdered(ctx, st, cons)
 	if !follow {
 		info, err := cons.Info(ctx)
 		if err == nil && info.NumPending == 0 {

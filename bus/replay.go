@@ -21,6 +21,10 @@ type ReplayFilter struct {
 	Limit       int
 	Follow      bool
 	IncludeHeld bool
+	// OnUndecodable, if set, is called for a stored message that can not
+	// be decoded, with its sequence and why; without it such a message is
+	// skipped. It does not count toward Limit.
+	OnUndecodable func(seq uint64, reason string) error
 }
 
 // Validate checks the ids in the filter.
@@ -103,6 +107,12 @@ func (mb *Mailbox) Replay(ctx context.Context, f ReplayFilter, fn func(teambus.M
 		}
 		m, err := decode(jm.Data(), seq, jm.Subject())
 		if err != nil {
+			if f.OnUndecodable == nil {
+				return false, nil
+			}
+			if err := f.OnUndecodable(seq, undecodableReason(err)); err != nil {
+				return true, err
+			}
 			return false, nil
 		}
 		if !f.UntilTime.IsZero() && md.Timestamp.After(f.UntilTime) {
@@ -114,6 +124,15 @@ func (mb *Mailbox) Replay(ctx context.Context, f ReplayFilter, fn func(teambus.M
 		n++
 		return f.Limit > 0 && n >= f.Limit, nil
 	})
+}
+
+// undecodableReason is a one-line reason from a decode error, without the
+// "decode message seq N:" prefix the caller prints anyway.
+func undecodableReason(err error) string {
+	if u := errors.Unwrap(err); u != nil {
+		err = u
+	}
+	return teambus.SanitizeLine(err.Error())
 }
 
 // Tail returns the last n messages of the mailbox (mail and sidecar

@@ -107,7 +107,7 @@ func TestTeammate_AgentKilled_CrashRequeueRespawn(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	pol := fastPolicy()
-	pol.MemberTimeout, pol.ProbeTimeout = time.Minute, time.Minute // the pid, not a timeout, must detect it
+	pol.MemberTimeout, pol.ProbeTimeout = time.Minute, 30*time.Second // the pid, not a timeout, must detect it
 	e.createTeam("ct", pol, "tm1")
 	e.addTask("ct", "a")
 	e.addTask("ct", "b", "a")
@@ -438,7 +438,7 @@ func TestResume_Validation_ExitCodes(t *testing.T) {
 		}
 	}
 	e.startLead("rv", "L1")
-	if out, stderr, code := e.run("team", "resume", "rv", "--session", "L1", "--json"); code != 0 || !strings.Contains(out, `"reattach"`) {
+	if out, stderr, code := e.run("team", "resume", "rv", "--session", "L1", "--json"); code != 0 || !strings.Contains(out, `"already_lead"`) { // issue 12 item 9
 		t.Errorf("same session: exit %d: %s %s", code, out, stderr)
 	}
 	if _, stderr, code := e.run("team", "resume", "rv", "--session", "L2"); code != 1 || !strings.Contains(stderr, "takeover becomes possible") {

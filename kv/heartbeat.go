@@ -68,7 +68,7 @@ func (s *Store) heartbeats(ctx context.Context, team string, create bool) (jetst
 			History:        1,
 			Storage:        jetstream.FileStorage,
 			Replicas:       s.cfg.Replicas,
-			MaxBytes:       8 << 20,
+			MaxBytes:       HeartbeatBytes,
 			LimitMarkerTTL: markerTTL,
 		})
 		if err != nil {
@@ -140,6 +140,21 @@ func (s *Store) StopBeat(ctx context.Context, team, key string) error {
 		return err
 	}
 	if err := kv.Delete(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return unavailable("stop heartbeat "+key, err)
+	}
+	return nil
+}
+
+// StopBeatAt deletes the heartbeat key only if its last revision is rev,
+// the writer's own last beat: a stopping incarnation never removes its
+// successor's heartbeat. A key already gone or rewritten is left alone.
+func (s *Store) StopBeatAt(ctx context.Context, team, key string, rev uint64) error {
+	kv, err := s.heartbeats(ctx, team, false)
+	if err != nil {
+		return err
+	}
+	err = kv.Delete(ctx, key, jetstream.LastRevision(rev))
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) && !isConflict(err) {
 		return unavailable("stop heartbeat "+key, err)
 	}
 	return nil

@@ -29,6 +29,19 @@ const (
 	preActivity = "activity."
 )
 
+// DefaultStateBytes caps a team's state bucket by default: a team of
+// 10,000 tasks takes about 5 MiB. Bucket limits are reserved against the
+// node's store limit, like stream limits.
+const DefaultStateBytes int64 = 12 << 20
+
+// HeartbeatBytes caps a team's heartbeat bucket: one small record per
+// sidecar, about 250 bytes each.
+const HeartbeatBytes int64 = 2 << 20
+
+// StateBytes returns the size limit of the team state buckets this store
+// creates.
+func (s *Store) StateBytes() int64 { return s.cfg.MaxBytes }
+
 // ErrConflict is returned by a Put whose revision is stale.
 var ErrConflict = fmt.Errorf("%w: record changed since it was read", teambus.ErrConflict)
 
@@ -36,7 +49,7 @@ var ErrConflict = fmt.Errorf("%w: record changed since it was read", teambus.Err
 type Config struct {
 	// Replicas of each bucket: 1 on a single node, 3 in a cluster.
 	Replicas int
-	// MaxBytes caps each team's state bucket. 0 means 64 MiB.
+	// MaxBytes caps each team's state bucket. 0 means DefaultStateBytes.
 	MaxBytes int64
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -55,7 +68,7 @@ func New(js jetstream.JetStream, cfg Config) *Store {
 		cfg.Replicas = 1
 	}
 	if cfg.MaxBytes <= 0 {
-		cfg.MaxBytes = 64 << 20
+		cfg.MaxBytes = DefaultStateBytes
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -109,6 +109,7 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 	if err := s.beat(ctx); err != nil {
 		return err
 	}
+	defer s.stopBeat(ctx)
 	if rep.LeadTimeoutDetectedAt != nil {
 		_, _ = s.svc.UpdateTeam(ctx, s.cfg.Team, func(t *teambus.Team) (bool, error) {
 			if t.LeadTimeoutDetectedAt == nil {
@@ -183,6 +184,21 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 				return nil
 			}
 		}
+	}
+}
+
+// stopBeat removes this lead's own heartbeat when Run ends by ctx (a
+// clean stop), so views show the lead offline at once; teammates still
+// wait for lead-timeout (a delete is not an expiry to them). A kill -9 or
+// an exited agent leaves the key to expire.
+func (s *Sidecar) stopBeat(ctx context.Context) {
+	if ctx.Err() == nil || s.hbRev == 0 {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := s.svc.Store().StopBeatAt(sctx, s.cfg.Team, kv.LeadKey, s.hbRev); err != nil {
+		s.log.Warn("lead heartbeat not removed", "err", err)
 	}
 }
 

@@ -35,7 +35,7 @@ func (s *Service) Brief(ctx context.Context, teamID, member string, mailN int) (
 	if err != nil {
 		return nil, err
 	}
-	b := &Brief{Team: teamID, Member: member, Role: m.Role}
+	b := &Brief{Team: teamID, Member: member, Role: m.Role, Deps: []*teambus.Task{}, RecentMail: []teambus.Message{}}
 	// The task: the one it holds, else the last one it had (requeued after a
 	// crash, with its checkpoint).
 	if ts := snap.MemberTasks(member); len(ts) > 0 {
@@ -87,31 +87,31 @@ func (b *Brief) render(tasks map[string]*teambus.Task) string {
 		w.WriteString("You hold no task. Take the next one with `teambus task next`.\n")
 	} else {
 		t := b.Task
-		fmt.Fprintf(&w, "TASK %s (%s): %s\n", t.ID, t.Status, t.Description)
+		fmt.Fprintf(&w, "TASK %s (%s): %s\n", t.ID, t.Status, teambus.IndentBody(t.Description, bodyIndent))
 		if t.Status != teambus.TaskInProgress {
 			fmt.Fprintf(&w, "Claim it with `teambus task claim %s`.\n", t.ID)
 		}
 		if len(b.Deps) > 0 {
 			w.WriteString("Dependencies:\n")
 			for _, d := range b.Deps {
-				fmt.Fprintf(&w, "  - %s (%s): %s\n", d.ID, d.Status, d.Description)
+				fmt.Fprintf(&w, "  - %s (%s): %s\n", d.ID, d.Status, teambus.IndentBody(d.Description, bodyIndent))
 			}
 		}
 		if cp := t.Checkpoint; cp != nil {
 			fmt.Fprintf(&w, "\nCHECKPOINT RESUME (checkpoint #%d, %s) — DO NOT re-execute completed work.\n", cp.Seq, cp.At.Format("2006-01-02T15:04:05Z"))
 			fmt.Fprintf(&w, "Tasks already completed: %s\n", list(cp.TasksCompleted))
 			fmt.Fprintf(&w, "Tasks remaining: %s\n", list(cp.TasksRemaining))
-			fmt.Fprintf(&w, "Last action: %s\n", orNone(cp.LastAction))
+			fmt.Fprintf(&w, "Last action: %s\n", teambus.IndentBody(orNone(cp.LastAction), bodyIndent))
 			fmt.Fprintf(&w, "Files touched: %s\n", list(cp.Files))
 			if len(cp.Data) > 0 {
-				fmt.Fprintf(&w, "Data: %s\n", cp.Data)
+				fmt.Fprintf(&w, "Data: %s\n", teambus.IndentBody(string(cp.Data), bodyIndent))
 			}
 			w.WriteString("Continue from the remaining tasks only.\n")
 		} else {
 			w.WriteString("\nNo checkpoint was recorded: check the working tree before starting over.\n")
 		}
 		if t.LastError != "" {
-			fmt.Fprintf(&w, "Why it stopped: %s\n", t.LastError)
+			fmt.Fprintf(&w, "Why it stopped: %s\n", teambus.IndentBody(t.LastError, bodyIndent))
 		}
 	}
 	if len(b.RecentMail) > 0 {
@@ -128,7 +128,7 @@ func list(s []string) string {
 	if len(s) == 0 {
 		return "none"
 	}
-	return strings.Join(s, "; ")
+	return teambus.SanitizeLine(strings.Join(s, "; "))
 }
 
 func orNone(s string) string {
@@ -138,8 +138,13 @@ func orNone(s string) string {
 	return s
 }
 
+// bodyIndent starts every further line of member text in a text view, so
+// none can pass for a line of the view itself.
+const bodyIndent = "    "
+
+// oneLine flattens member text to one sanitized line of at most 160 runes.
 func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = teambus.SanitizeLine(strings.Join(strings.Fields(s), " "))
 	if r := []rune(s); len(r) > 160 {
 		return string(r[:159]) + "…"
 	}

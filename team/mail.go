@@ -51,6 +51,9 @@ func (s *Service) Send(ctx context.Context, a Actor, spec SendSpec) (bus.SendRes
 	if err := teambus.ValidateData(spec.Data); err != nil {
 		return bus.SendResult{}, err
 	}
+	if err := teambus.ValidateBody(spec.Body); err != nil {
+		return bus.SendResult{}, err
+	}
 	if spec.To == "" {
 		spec.To = teambus.Lead
 	}

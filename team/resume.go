@@ -54,6 +54,12 @@ const (
 	DecisionTakeover  = "takeover"  // a new lead session replaced a stale (or forced) one
 	DecisionResumable = "resumable" // probe: a lead may resume the team
 	DecisionReview    = "review"    // probe: the team is finished; review it
+	// DecisionAlreadyLead: `team resume` by the session of the running
+	// lead; nothing changed.
+	DecisionAlreadyLead = "already_lead"
+	// DecisionPending: probe: no lead has attached yet; `team resume`
+	// refuses it, the first `teambus lead` attaches.
+	DecisionPending = "pending"
 )
 
 // Resume runs the resume validation sequence of spec section 8 and attaches
@@ -67,6 +73,16 @@ func (s *Service) Resume(ctx context.Context, team, session string, force, asLea
 	}
 	if err := teambus.ValidateSession(session); err != nil {
 		return nil, err
+	}
+	if !asLead {
+		// The running lead's own session resuming again must not bump the
+		// epoch: that would fence (and stop) the very lead it names.
+		if rep, err := s.alreadyLead(ctx, team, session); rep != nil || err != nil {
+			if rep != nil {
+				rep.Took = time.Since(start).Round(time.Microsecond).String()
+			}
+			return rep, err
+		}
 	}
 	var (
 		decision, oldLead string
@@ -90,8 +106,12 @@ func (s *Service) Resume(ctx context.Context, team, session string, force, asLea
 				return false, teambus.Statef("team %s has never had a lead: start one with `teambus lead --team %s --session %s`", team, team, session)
 			}
 		}
+		if t.Status == teambus.TeamPending && t.LeadSession != "" && t.LeadSession != session && !force {
+			// The lead session named at create is the team's first lead.
+			return false, teambus.Statef("team %s was created for lead session %s: start its lead with `teambus lead --team %s --session %s`, or use --force to attach %s instead", team, t.LeadSession, team, t.LeadSession, session)
+		}
 		switch {
-		case t.LeadSession == "" || (t.Status == teambus.TeamPending && t.LeadSession == session):
+		case t.LeadSession == "" || t.Status == teambus.TeamPending:
 			decision = DecisionAttach
 		case t.LeadSession == session:
 			decision = DecisionReattach
@@ -135,6 +155,28 @@ func (s *Service) Resume(ctx context.Context, team, session string, force, asLea
 	return rep, nil
 }
 
+// alreadyLead returns a report with DecisionAlreadyLead when session is
+// the team's lead and its heartbeat, of the current lead epoch, is fresh;
+// nil otherwise. It changes nothing.
+func (s *Service) alreadyLead(ctx context.Context, team, session string) (*Report, error) {
+	t, _, err := s.store.Team(ctx, team)
+	if err != nil {
+		return nil, err
+	}
+	if t.Closed() || t.LeadSession != session {
+		return nil, nil
+	}
+	hbs, err := s.store.Heartbeats(ctx, team)
+	if err != nil {
+		return nil, err
+	}
+	hb, ok := hbs[kv.LeadKey]
+	if !ok || hb.Session != session || hb.Epoch != t.LeadEpoch || hb.Status == teambus.MemberOffline || s.Now().Sub(hb.Created) >= t.Policy.LeadTimeout {
+		return nil, nil
+	}
+	return s.report(ctx, t, DecisionAlreadyLead)
+}
+
 // Probe runs steps 1, 2, 4 and 5 of the resume sequence without changing
 // anything.
 func (s *Service) Probe(ctx context.Context, team string) (*Report, error) {
@@ -149,7 +191,12 @@ func (s *Service) Probe(ctx context.Context, team string) (*Report, error) {
 	case teambus.TeamComplete, teambus.TeamAborted:
 		decision = DecisionReview
 	case teambus.TeamPending:
-		warn = append(warn, "no lead has attached yet: start one with `teambus lead --team "+team+" --session S`")
+		decision = DecisionPending
+		sess := "S"
+		if t.LeadSession != "" {
+			sess = t.LeadSession
+		}
+		warn = append(warn, "no lead has attached yet: start one with `teambus lead --team "+team+" --session "+sess+"`")
 	case teambus.TeamConsolidating:
 		warn = append(warn, "consolidation was interrupted")
 	}
@@ -292,8 +339,40 @@ func (s *Service) RegisterFacts(ctx context.Context, team string, paths []string
 }
 
 // Transition moves the team to consolidating, complete or aborted.
-// worktree is recorded at consolidate, for the resume check.
+// worktree is recorded at consolidate, for the resume check. It does not
+// check the tasks: see TransitionChecked.
 func (s *Service) Transition(ctx context.Context, team string, to teambus.TeamStatus, worktree string) (*teambus.Team, error) {
+	return s.transition(ctx, team, to, worktree)
+}
+
+// TransitionChecked is Transition that refuses to complete a team with
+// unfinished tasks (ErrState naming them) unless force.
+func (s *Service) TransitionChecked(ctx context.Context, team string, to teambus.TeamStatus, worktree string, force bool) (*teambus.Team, error) {
+	if to == teambus.TeamComplete && !force {
+		snap, err := s.store.Snapshot(ctx, team)
+		if err != nil {
+			return nil, err
+		}
+		if snap.Team.Status != teambus.TeamComplete {
+			var open []string
+			for _, id := range snap.TaskIDs() {
+				if tk := snap.Tasks[id]; !tk.Finished() {
+					open = append(open, fmt.Sprintf("%s (%s)", id, tk.Status))
+				}
+			}
+			if len(open) > 0 {
+				shown := open
+				if len(shown) > 10 {
+					shown = append(shown[:10:10], fmt.Sprintf("and %d more", len(open)-10))
+				}
+				return nil, teambus.Statef("team %s has %d unfinished task(s): %s: finish or skip them, or use --force", team, len(open), strings.Join(shown, ", "))
+			}
+		}
+	}
+	return s.transition(ctx, team, to, worktree)
+}
+
+func (s *Service) transition(ctx context.Context, team string, to teambus.TeamStatus, worktree string) (*teambus.Team, error) {
 	var from teambus.TeamStatus
 	t, err := s.UpdateTeam(ctx, team, func(t *teambus.Team) (bool, error) {
 		from = t.Status

@@ -2,12 +2,11 @@ package team
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -155,7 +154,7 @@ func ParseMemberSpec(s string) (MemberSpec, error) {
 	}
 	if len(parts) > 1 {
 		spec.Role = parts[1]
-		if len(spec.Role) > 64 || !printable(spec.Role) {
+		if len(spec.Role) > 64 || !teambus.Printable(spec.Role) {
 			return spec, teambus.Invalidf("invalid role %q for member %s: at most 64 characters on one line", spec.Role, spec.ID)
 		}
 	}
@@ -166,21 +165,6 @@ func ParseMemberSpec(s string) (MemberSpec, error) {
 		}
 	}
 	return spec, nil
-}
-
-// printable reports whether s is valid UTF-8 of printable characters only:
-// no control characters (terminal escapes) and no line or paragraph
-// separators.
-func printable(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return true
 }
 
 // CreateTeam creates a team with its policy and members, its state
@@ -213,6 +197,17 @@ func (s *Service) CreateTeam(ctx context.Context, id, leadSession string, member
 	} else if ok {
 		return nil, teambus.Statef("team %s already exists: pick another id, or see `teambus team show %s`", id, id)
 	}
+	t, err := s.createTeam(ctx, id, leadSession, members, policy, seen)
+	if err != nil && !errors.Is(err, teambus.ErrState) {
+		// A failed create leaves nothing behind. Not on ErrState: that is
+		// a concurrent create of the same id, whose team is not ours.
+		s.undoCreate(ctx, id)
+		return nil, s.createErr(id, err)
+	}
+	return t, err
+}
+
+func (s *Service) createTeam(ctx context.Context, id, leadSession string, members []MemberSpec, policy teambus.Policy, seen map[string]bool) (*teambus.Team, error) {
 	now := s.Now()
 	mb := s.Mailbox(id)
 	if err := mb.Declare(ctx); err != nil {

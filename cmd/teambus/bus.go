@@ -41,7 +41,7 @@ func busStartCommand() *cli.Command {
 			&cli.StringFlag{Name: "http", Usage: "monitoring address host:port, loopback only (default: off)", EnvVars: []string{"TEAMBUS_HTTP"}},
 			&cli.StringFlag{Name: "sync", Usage: "always: fsync before acknowledging; interval: fsync every --sync-interval (survives kill -9, not power loss)", EnvVars: []string{"TEAMBUS_SYNC"}, Value: bus.SyncModeAlways},
 			&cli.DurationFlag{Name: "sync-interval", Usage: "fsync interval with --sync interval", EnvVars: []string{"TEAMBUS_SYNC_INTERVAL"}, Value: bus.DefaultSyncInterval},
-			&cli.StringFlag{Name: "max-store", Usage: "disk limit of the store, e.g. 10GiB, 512MiB", EnvVars: []string{"TEAMBUS_MAX_STORE"}, Value: "8GiB"},
+			&cli.StringFlag{Name: "max-store", Usage: "disk limit of the store, e.g. 10GiB, 512MiB", EnvVars: []string{"TEAMBUS_MAX_STORE"}, Value: "64GiB"},
 			&cli.StringFlag{Name: "max-memory", Usage: "memory limit of memory streams, e.g. 256MiB", EnvVars: []string{"TEAMBUS_MAX_MEMORY"}, Value: "256MiB"},
 			&cli.StringFlag{Name: "token", Usage: "auth token clients must present (default: kept in the node directory, generated the first time)", EnvVars: []string{"TEAMBUS_TOKEN"}},
 			&cli.StringFlag{Name: "name", Usage: "server name, distinct per node of a cluster (default: host name and a hash of --dir)", EnvVars: []string{"TEAMBUS_NODE_NAME"}},

@@ -241,7 +241,7 @@ func printAnalysis(w io.Writer, source string, a *teambus.Analysis) {
 	}
 	fmt.Fprintln(w)
 	for _, d := range a.Damaged {
-		fmt.Fprintf(w, "  skipped line %d: %s\n", d.Line, d.Reason)
+		fmt.Fprintf(w, "  skipped line %d: %s\n", d.Line, teambus.SanitizeLine(d.Reason))
 	}
 	fmt.Fprintln(w, "\nSessions (most recent first):")
 	for _, s := range a.Sessions {
@@ -277,8 +277,12 @@ func printAnalysis(w io.Writer, source string, a *teambus.Analysis) {
 		var d struct {
 			Label    string `json:"label"`
 			PlanStep string `json:"plan_step"`
+			TaskID   string `json:"taskId"`
 		}
 		_ = json.Unmarshal(cp.Data, &d)
+		if d.Label == "" && cp.Type == teambus.EvTaskCheckpoint {
+			d.Label = "task " + d.TaskID
+		}
 		fmt.Fprintf(w, "Last checkpoint: seq %d %q", cp.Seq, d.Label)
 		if d.PlanStep != "" {
 			fmt.Fprintf(w, ", next step %s", d.PlanStep)
@@ -381,7 +385,7 @@ func eventsImport(c *cli.Context) error {
 	fmt.Fprintf(c.App.Writer, "imported %d event(s) from %s into team %s: %d duplicate(s) already in the log, %d superseded by a later line, %d line(s) skipped\n",
 		res.Imported, path, teamID, res.Duplicates, res.Superseded, res.SkippedCount)
 	for _, d := range res.Skipped {
-		fmt.Fprintf(c.App.Writer, "  skipped line %d: %s\n", d.Line, d.Reason)
+		fmt.Fprintf(c.App.Writer, "  skipped line %d: %s\n", d.Line, teambus.SanitizeLine(d.Reason))
 	}
 	if n := res.SkippedCount - int64(len(res.Skipped)); n > 0 {
 		fmt.Fprintf(c.App.Writer, "  (and %d more)\n", n)

@@ -183,9 +183,9 @@ func messageJSON(m teambus.Message) messageLine {
 }
 
 func printMessage(w io.Writer, m teambus.Message) {
-	fmt.Fprintf(w, "#%d %s %s -> %s [%s] %s\n", m.Seq, formatTime(m.TS), m.From, m.To, m.Type, m.Body)
+	fmt.Fprintf(w, "#%d %s %s -> %s [%s] %s\n", m.Seq, formatTime(m.TS), m.From, m.To, m.Type, textBody(m.Body))
 	if len(m.Data) > 0 && string(m.Data) != "null" {
-		fmt.Fprintf(w, "    data: %s\n", m.Data)
+		fmt.Fprintf(w, "    data: %s\n", textBody(string(m.Data)))
 	}
 }
 
@@ -315,13 +315,31 @@ func replay(c *cli.Context) error {
 	}
 	jl := newJSONLines(c.App.Writer)
 	asJSON := c.Bool("json")
-	return svc.Mailbox(teamID).Replay(ctx, f, func(m teambus.Message) error {
+	// A message that can not be decoded is shown where it is and counted,
+	// never skipped silently.
+	bad := 0
+	f.OnUndecodable = func(seq uint64, reason string) error {
+		bad++
+		if asJSON {
+			return jl.Write(struct {
+				Seq         uint64 `json:"seq"`
+				Undecodable string `json:"undecodable"`
+			}{seq, reason})
+		}
+		_, err := fmt.Fprintf(c.App.Writer, "[#%d undecodable: %s]\n", seq, reason)
+		return err
+	}
+	err = svc.Mailbox(teamID).Replay(ctx, f, func(m teambus.Message) error {
 		if asJSON {
 			return jl.Write(messageJSON(m))
 		}
 		printMessage(c.App.Writer, m)
 		return nil
 	})
+	if bad > 0 {
+		fmt.Fprintf(c.App.ErrWriter, "teambus: replay: %d undecodable message(s) shown as [#N undecodable: reason]\n", bad)
+	}
+	return err
 }
 
 func checkpointCommand() *cli.Command {

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/teambus/teambus"
 )
 
 // printJSON writes v as one indented JSON document and a newline. HTML
@@ -40,6 +42,15 @@ func (j *jsonLines) Write(v any) error {
 	}
 	return nil
 }
+
+// bodyIndent starts every further line of member text in a text view.
+const bodyIndent = "    "
+
+// textBody is member text (a body, a description, a reason) for a text
+// view: control characters escaped and every further line indented, so
+// no line of it can pass for a line of the view. JSON output prints the
+// text unchanged.
+func textBody(s string) string { return teambus.IndentBody(s, bodyIndent) }
 
 // formatTime formats t for text output: RFC 3339 UTC to the second, "-"
 // for the zero time.

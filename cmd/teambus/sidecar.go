@@ -267,8 +267,8 @@ func resumeCommands() []*cli.Command {
 			},
 		},
 		transitionCommand("consolidate", "mark the team consolidating (the lead's final phase: merge, build, commit)", teambus.TeamConsolidating),
-		transitionCommand("complete", "mark the team complete; sidecars shut down", teambus.TeamComplete),
-		transitionCommand("abort", "abort the team (emergency); sidecars shut down", teambus.TeamAborted),
+		transitionCommand("complete", "mark the team complete (refused while tasks are unfinished, unless --force); sidecars shut down; its streams, buckets and credentials stay for review until `team delete`", teambus.TeamComplete),
+		transitionCommand("abort", "abort the team (emergency); sidecars shut down; frees nothing: its streams, buckets and credentials stay for review until `team delete`", teambus.TeamAborted),
 		{
 			Name: "facts", Usage: "register facts files whose sha256 is checked at every resume", ArgsUsage: "TEAM FILE...",
 			Flags: connFlags(),
@@ -300,6 +300,9 @@ func resumeCommands() []*cli.Command {
 
 func transitionCommand(name, usage string, to teambus.TeamStatus) *cli.Command {
 	var extra []cli.Flag
+	if to == teambus.TeamComplete {
+		extra = append(extra, &cli.BoolFlag{Name: "force", Usage: "complete even with unfinished tasks", EnvVars: []string{"TEAMBUS_FORCE"}})
+	}
 	if to == teambus.TeamConsolidating {
 		extra = append(extra, &cli.StringFlag{Name: "worktree", Usage: "the working tree being consolidated (default: the current directory)", EnvVars: []string{"TEAMBUS_WORKTREE"}})
 	}
@@ -322,7 +325,7 @@ func transitionCommand(name, usage string, to teambus.TeamStatus) *cli.Command {
 				return err
 			}
 			defer s.close()
-			t, err := s.svc.Transition(s.ctx, id, to, wt)
+			t, err := s.svc.TransitionChecked(s.ctx, id, to, wt, c.Bool("force"))
 			if err != nil {
 				return err
 			}
@@ -357,6 +360,9 @@ func teamReport(c *cli.Context, fn func(*session, string) (*team.Report, error))
 
 func printReport(c *cli.Context, r *team.Report) error {
 	w := c.App.Writer
+	if r.Decision == team.DecisionAlreadyLead {
+		fmt.Fprintf(w, "team %s: already the lead (session %s, epoch %d): nothing changed\n", r.Team, r.LeadSession, r.LeadEpoch)
+	}
 	fmt.Fprintf(w, "team %s: %s — %s (lead epoch %d, session %s, took %s)\n", r.Team, r.Status, r.Decision, r.LeadEpoch, dash(r.LeadSession), r.Took)
 	if r.OldLead != "" {
 		fmt.Fprintf(w, "took over from lead session %s (fenced)\n", r.OldLead)

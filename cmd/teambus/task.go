@@ -251,23 +251,23 @@ func taskShow(c *cli.Context) error {
 	}
 	w := c.App.Writer
 	fmt.Fprintf(w, "task %s: %s\n", t.ID, taskSummary(t))
-	fmt.Fprintf(w, "description: %s\n", dash(t.Description))
+	fmt.Fprintf(w, "description: %s\n", textBody(dash(t.Description)))
 	fmt.Fprintf(w, "priority %d, attempts %d, failures %d, crashes %d\n", t.Priority, t.Attempts, t.Failures, t.Crashes)
 	if len(t.Dependencies) > 0 {
 		fmt.Fprintf(w, "depends on: %s\n", strings.Join(t.Dependencies, ", "))
 	}
 	if t.Status == teambus.TaskBlocked {
-		fmt.Fprintf(w, "blocked on: %s %s\n", dash(t.BlockedOn), t.BlockedReason)
+		fmt.Fprintf(w, "blocked on: %s %s\n", dash(t.BlockedOn), textBody(t.BlockedReason))
 	}
 	if t.LastError != "" {
-		fmt.Fprintf(w, "last error: %s\n", t.LastError)
+		fmt.Fprintf(w, "last error: %s\n", textBody(t.LastError))
 	}
 	if cp := t.Checkpoint; cp != nil {
 		fmt.Fprintf(w, "checkpoint #%s by %s (epoch %d) at %s\n", strconv.FormatInt(cp.Seq, 10), cp.Member, cp.Epoch, formatTime(cp.At))
 		fmt.Fprintf(w, "  done: %s\n  remaining: %s\n  last action: %s\n  files: %s\n",
-			dash(strings.Join(cp.TasksCompleted, "; ")), dash(strings.Join(cp.TasksRemaining, "; ")), dash(cp.LastAction), dash(strings.Join(cp.Files, ", ")))
+			teambus.SanitizeLine(dash(strings.Join(cp.TasksCompleted, "; "))), teambus.SanitizeLine(dash(strings.Join(cp.TasksRemaining, "; "))), textBody(dash(cp.LastAction)), teambus.SanitizeLine(dash(strings.Join(cp.Files, ", "))))
 		if len(cp.Data) > 0 {
-			fmt.Fprintf(w, "  data: %s\n", cp.Data)
+			fmt.Fprintf(w, "  data: %s\n", textBody(string(cp.Data)))
 		}
 	}
 	return nil

@@ -27,6 +27,7 @@ func teamCommand() *cli.Command {
 			teamAddMemberCommand(),
 			teamCredsCommand(),
 			teamCheckpointCommand(),
+			teamDeleteCommand(),
 		}, resumeCommands()...),
 	}
 }
@@ -40,9 +41,9 @@ func teamCreateCommand() *cli.Command {
 			&cli.StringFlag{Name: "lead-session", Usage: "session id of the lead (default: the first `teambus lead` attaches)", EnvVars: []string{"TEAMBUS_LEAD_SESSION"}},
 			&cli.StringSliceFlag{Name: "member", Usage: "a member as ID[:ROLE[:QUANTUM]], repeatable"},
 			&cli.StringFlag{Name: "max-body", Usage: "largest message body (e.g. 256KiB)", Value: "256KiB", EnvVars: []string{"TEAMBUS_MAX_BODY"}},
-			&cli.StringFlag{Name: "mailbox-max-bytes", Usage: "size limit of the team's mailbox; a full mailbox refuses new mail, it never drops old mail", Value: "256MiB", EnvVars: []string{"TEAMBUS_MAILBOX_MAX_BYTES"}},
+			&cli.StringFlag{Name: "mailbox-max-bytes", Usage: "size limit of the team's mailbox; a full mailbox refuses new mail, it never drops old mail; reserved on the bus's --max-store", Value: "32MiB", EnvVars: []string{"TEAMBUS_MAILBOX_MAX_BYTES"}},
 			&cli.StringFlag{Name: "dedupe-window", Usage: "how long a message id is remembered for idempotent sends", Value: "10m", EnvVars: []string{"TEAMBUS_DEDUPE_WINDOW"}},
-			&cli.StringFlag{Name: "events-max-bytes", Usage: "size limit of the team's event log; a full log refuses new events, it never drops old ones", Value: "128MiB", EnvVars: []string{"TEAMBUS_EVENTS_MAX_BYTES"}},
+			&cli.StringFlag{Name: "events-max-bytes", Usage: "size limit of the team's event log; a full log refuses new events, it never drops old ones; reserved on the bus's --max-store", Value: "16MiB", EnvVars: []string{"TEAMBUS_EVENTS_MAX_BYTES"}},
 			&cli.IntFlag{Name: "replicas", Usage: "copies of the team's streams and buckets (default: 3 on a cluster of 3 nodes or more, else 1)", EnvVars: []string{"TEAMBUS_REPLICAS"}},
 			jsonFlag(),
 		}, policyFlags()),
@@ -315,11 +316,74 @@ func dash(s string) string {
 	return s
 }
 
-// oneLine shortens text to one line of at most n runes for tables.
+// oneLine shortens text to one sanitized line of at most n runes for
+// tables.
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = teambus.SanitizeLine(strings.Join(strings.Fields(s), " "))
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+func teamDeleteCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "delete",
+		Usage:     "delete a team for good (operator): its mailbox and event streams, state and heartbeat buckets and member credentials; refused while its sidecars live unless --force",
+		ArgsUsage: "TEAM",
+		Description: "Frees everything the team holds on the bus, which `team complete` and `team abort` keep for review.\n" +
+			"Export it first if you want a record: `teambus team checkpoint TEAM --export DIR`. Repeating a delete\n" +
+			"that was cut short finishes it.",
+		Flags: flags(connFlags(), []cli.Flag{
+			&cli.BoolFlag{Name: "force", Usage: "delete even while sidecars of the team heartbeat", EnvVars: []string{"TEAMBUS_FORCE"}},
+		}),
+		Action: teamDelete,
+	}
+}
+
+func teamDelete(c *cli.Context) error {
+	if err := exactArgs(c, 1); err != nil {
+		return err
+	}
+	id := c.Args().First()
+	if err := teambus.ValidateID("team", id); err != nil {
+		return err
+	}
+	s, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	if s.conn.Creds() != nil {
+		return teambus.Invalidf("a member credential can not delete a team: use the operator's token")
+	}
+	ids, err := s.svc.Store().ListTeams(s.ctx)
+	if err != nil {
+		return err
+	}
+	known := false
+	for _, t := range ids {
+		known = known || t == id
+	}
+	if !known {
+		if _, err := s.conn.JS.Stream(s.ctx, bus.MailboxPrefix+id); err != nil {
+			return teambus.NotFoundf("team %s not found: use `teambus team list`", id)
+		}
+	}
+	// The members whose credentials go with the team; a team whose state
+	// can not be read loses at least the lead's.
+	who := []string{teambus.Lead}
+	if snap, err := s.svc.Store().Snapshot(s.ctx, id); err == nil {
+		who = append(who, snap.MemberIDs()...)
+	}
+	if err := s.svc.DeleteTeam(s.ctx, id, c.Bool("force")); err != nil {
+		return err
+	}
+	for _, m := range who {
+		if err := bus.RevokeCreds(s.ctx, s.conn, id, m); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(c.App.Writer, "deleted team %s: mailbox, event log, state and heartbeats, and the credentials of %d member(s) (lead included)\n", id, len(who))
+	return nil
 }

@@ -1,0 +1,105 @@
+package team
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/kv"
+)
+
+// LiveSidecars returns the heartbeat keys of the team's sidecars that are
+// alive now (lead, member.<id>), sorted. A team without a heartbeat
+// bucket has none.
+func (s *Service) LiveSidecars(ctx context.Context, team string) ([]string, error) {
+	hbs, err := s.store.Heartbeats(ctx, team)
+	if errors.Is(err, teambus.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	pol := teambus.DefaultPolicy()
+	if t, _, err := s.store.Team(ctx, team); err == nil {
+		pol = t.Policy
+	}
+	now := s.Now()
+	var live []string
+	for key, hb := range hbs {
+		limit := pol.MemberTimeout
+		if key == kv.LeadKey {
+			limit = pol.LeadTimeout
+		}
+		if now.Sub(hb.Created) < limit {
+			live = append(live, key)
+		}
+	}
+	sort.Strings(live)
+	return live, nil
+}
+
+// DeleteTeam removes everything the team holds on the bus: its mailbox
+// and event streams and its state and heartbeat buckets. It refuses a
+// team with live sidecars unless force. Deleting what is already gone is
+// not an error, so a delete cut short can be repeated. Credentials are
+// the caller's (they need the operator's connection).
+func (s *Service) DeleteTeam(ctx context.Context, team string, force bool) error {
+	if err := teambus.ValidateID("team", team); err != nil {
+		return err
+	}
+	if !force {
+		live, err := s.LiveSidecars(ctx, team)
+		if err != nil {
+			return err
+		}
+		if len(live) > 0 {
+			return teambus.Statef("team %s has live sidecars (%s): stop them first, or use --force", team, strings.Join(live, ", "))
+		}
+	}
+	return s.removeTeam(ctx, team)
+}
+
+// removeTeam deletes the team's streams and buckets.
+func (s *Service) removeTeam(ctx context.Context, team string) error {
+	var errs []error
+	if err := s.Mailbox(team).Delete(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.Events(team).Delete(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.store.DeleteTeam(ctx, team); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("delete team %s: %w", team, err)
+	}
+	return nil
+}
+
+// undoCreate removes what a failed create made, on a context of its own:
+// a failed create leaves nothing behind.
+func (s *Service) undoCreate(ctx context.Context, team string) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_ = s.removeTeam(uctx, team)
+}
+
+// createErr explains a create that failed because the store can not
+// reserve the team's limits.
+func (s *Service) createErr(team string, err error) error {
+	if err == nil || !strings.Contains(err.Error(), "insufficient") {
+		return err
+	}
+	mbBytes := s.Mailbox(team).Config().MaxBytes
+	evBytes := s.Events(team).Config().MaxBytes
+	return teambus.Unavailablef("create team %s: the store has no room to reserve another team (mailbox %s + event log %s + state %s + heartbeats %s): nothing was created; delete finished teams (`teambus team delete`), raise `teambus bus start --max-store`, or create the team with smaller --mailbox-max-bytes/--events-max-bytes",
+		team, mib(mbBytes), mib(evBytes), mib(s.store.StateBytes()), mib(kv.HeartbeatBytes))
+}
+
+func mib(n int64) string { return fmt.Sprintf("%dMiB", n>>20) }
+
