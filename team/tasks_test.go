@@ -297,8 +297,8 @@ func TestService_Reopen(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := f.svc.Reopen(ctx, tm1, "b"); !errors.Is(err, teambus.ErrFenced) {
-		t.Errorf("reopen by a member = %v, want ErrFenced", err)
+	if _, err := f.svc.Reopen(ctx, tm1, "b"); teambus.ExitCode(err) != teambus.ExitPermanent {
+		t.Errorf("reopen by a member = %v, want exit 2", err)
 	}
 	_, err := f.svc.Reopen(ctx, ld, "a")
 	if !errors.Is(err, teambus.ErrState) || teambus.ExitCode(err) != teambus.ExitPermanent {
