@@ -2,11 +2,13 @@ package teammate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os/exec"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -138,14 +140,18 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 	if err != nil {
 		return startErr(err)
 	}
-	teamCh, err := s.watchTeam(wctx)
+	teamCh, fencedCh, err := s.watchTeam(wctx)
 	if err != nil {
 		return startErr(err)
 	}
-	ctlCh, err := s.consumeControl(wctx)
+	ctlCh, stopControl, err := s.consumeControl(wctx)
 	if err != nil {
 		return startErr(err)
 	}
+	// A replaced incarnation stops consuming at once and returns what it
+	// fetched but did not handle, so its successor gets it now, not after
+	// ack-wait.
+	defer func() { stopControl() }()
 	var agentGone <-chan struct{}
 	if s.cfg.PID > 0 {
 		agentGone = proc.Exited(wctx, s.cfg.PID)
@@ -189,6 +195,9 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 			}
 		case <-zombieMax:
 			return s.zombieExpired(context.WithoutCancel(ctx))
+		case err := <-fencedCh:
+			s.log.Warn("replaced: stopping", "err", err)
+			return OutcomeFenced, err
 		case st := <-teamCh:
 			if st == teambus.TeamComplete || st == teambus.TeamAborted {
 				s.log.Info("team finished", "status", st)
@@ -205,6 +214,9 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 			done, out, err := s.handleControl(cctx, msg)
 			cancel()
 			if done {
+				if out == OutcomeFenced {
+					stopControl(msg)
+				}
 				return out, err
 			}
 		case <-hb.C:
@@ -323,13 +335,17 @@ func (s *Sidecar) watchLead(ctx context.Context) (<-chan leadEvent, error) {
 	return ch, nil
 }
 
-// watchTeam reports changes of the team's status.
-func (s *Sidecar) watchTeam(ctx context.Context) (<-chan teambus.TeamStatus, error) {
+// watchTeam reports changes of the team's status, and on the second
+// channel that this incarnation was fenced: its member record names a
+// newer incarnation, or the lead declared it crashed or paused.
+func (s *Sidecar) watchTeam(ctx context.Context) (<-chan teambus.TeamStatus, <-chan error, error) {
 	w, err := s.svc.Store().WatchState(ctx, s.cfg.Team)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ch := make(chan teambus.TeamStatus, 4)
+	fenced := make(chan error, 1)
+	self := kv.MemberKey(s.cfg.Member)
 	go func() {
 		defer w.Stop()
 		for {
@@ -340,45 +356,99 @@ func (s *Sidecar) watchTeam(ctx context.Context) (<-chan teambus.TeamStatus, err
 				if !ok {
 					return
 				}
-				if e == nil || e.Key() != "team" || e.Operation() != jetstream.KeyValuePut {
+				if e == nil || e.Operation() != jetstream.KeyValuePut {
 					continue
 				}
-				t, _, err := s.svc.Store().Team(ctx, s.cfg.Team)
-				if err != nil {
-					continue
-				}
-				select {
-				case ch <- t.Status:
-				case <-ctx.Done():
-					return
+				switch e.Key() {
+				case self:
+					var m teambus.Member
+					if json.Unmarshal(e.Value(), &m) != nil {
+						continue
+					}
+					if err := s.fenced(&m); err != nil && m.Status != teambus.MemberShutdown {
+						select {
+						case fenced <- err:
+						default:
+						}
+					}
+				case "team":
+					t, _, err := s.svc.Store().Team(ctx, s.cfg.Team)
+					if err != nil {
+						continue
+					}
+					select {
+					case ch <- t.Status:
+					case <-ctx.Done():
+						return
+					}
 				}
 			}
 		}
 	}()
-	return ch, nil
+	return ch, fenced, nil
 }
 
 // consumeControl delivers the member's sidecar mail (status checks,
 // shutdown requests). Each message is acked after it is handled; one not
-// acked within ack-wait is delivered again.
-func (s *Sidecar) consumeControl(ctx context.Context) (<-chan jetstream.Msg, error) {
+// acked within ack-wait is delivered again. stop ends the consumer, then
+// gives back (naks) the messages passed to it and every message fetched
+// but not handled, so another incarnation gets them at once rather than
+// after ack-wait; it is idempotent. The nak follows the end of the
+// consumer: a message given back while this consumer still pulls could be
+// delivered to it again and lost with it.
+func (s *Sidecar) consumeControl(ctx context.Context) (<-chan jetstream.Msg, func(...jetstream.Msg), error) {
 	mb := s.svc.Mailbox(s.cfg.Team)
 	cons, err := s.svc.Store().JetStream().Consumer(ctx, mb.Stream(), bus.SidecarConsumer(s.cfg.Member))
 	if err != nil {
-		return nil, teambus.Unavailablef("open sidecar inbox of %s: %v", s.cfg.Member, err)
+		return nil, nil, teambus.Unavailablef("open sidecar inbox of %s: %v", s.cfg.Member, err)
 	}
 	ch := make(chan jetstream.Msg, 16)
+	cctx, cancel := context.WithCancel(ctx)
+	var (
+		mu   sync.Mutex
+		late []jetstream.Msg
+	)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		select {
 		case ch <- m:
-		case <-ctx.Done():
+		case <-cctx.Done():
+			mu.Lock()
+			late = append(late, m)
+			mu.Unlock()
 		}
 	})
 	if err != nil {
-		return nil, teambus.Unavailablef("consume sidecar inbox of %s: %v", s.cfg.Member, err)
+		cancel()
+		return nil, nil, teambus.Unavailablef("consume sidecar inbox of %s: %v", s.cfg.Member, err)
 	}
-	context.AfterFunc(ctx, cc.Stop)
-	return ch, nil
+	var once sync.Once
+	stop := func(back ...jetstream.Msg) {
+		once.Do(func() {
+			cancel()
+			cc.Stop()
+			select {
+			case <-cc.Closed():
+			case <-time.After(5 * time.Second):
+			}
+			for drained := false; !drained; {
+				select {
+				case m := <-ch:
+					back = append(back, m)
+				default:
+					drained = true
+				}
+			}
+			mu.Lock()
+			back = append(back, late...)
+			mu.Unlock()
+			for _, m := range back {
+				_ = m.Nak()
+			}
+			_ = s.svc.Store().JetStream().Conn().FlushTimeout(time.Second)
+		})
+	}
+	context.AfterFunc(ctx, func() { stop() })
+	return ch, stop, nil
 }
 
 // handleControl answers one sidecar message; done is true when the sidecar
@@ -401,7 +471,8 @@ func (s *Sidecar) handleControl(ctx context.Context, jm jetstream.Msg) (bool, Ou
 	}
 	if m, ok := snap.Members[s.cfg.Member]; ok {
 		if err := s.fenced(m); err != nil {
-			_ = jm.DoubleAck(ctx)
+			// Mail to the member is its successor's now: Run gives it back
+			// once this consumer has stopped.
 			return true, OutcomeFenced, err
 		}
 	}
