@@ -100,6 +100,12 @@ type leadEvent struct {
 // Run registers the member and runs until ctx is cancelled (a clean
 // shutdown), the agent exits, zombie-max passes, or the member is replaced.
 func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
+	defer func() {
+		// Replaced while still starting is replaced all the same.
+		if out == "" && errors.Is(err, teambus.ErrFenced) {
+			out = OutcomeFenced
+		}
+	}()
 	store := s.svc.Store()
 	t, _, err := store.Team(ctx, s.cfg.Team)
 	if err != nil {
@@ -425,7 +431,10 @@ func (s *Sidecar) consumeControl(ctx context.Context) (<-chan jetstream.Msg, fun
 	stop := func(back ...jetstream.Msg) {
 		once.Do(func() {
 			cancel()
-			cc.Stop()
+			// Drain, not Stop: mail the client already received is passed
+			// to the callback (which, cancelled, keeps it in late) instead
+			// of dropped, where it would wait for ack-wait.
+			cc.Drain()
 			select {
 			case <-cc.Closed():
 			case <-time.After(5 * time.Second):
