@@ -504,6 +504,15 @@ func (s *Sidecar) reconcile(ctx context.Context) (finished bool) {
 	now := time.Now()
 	for _, id := range snap.MemberIDs() {
 		m := snap.Members[id]
+		if m.HeldSince != nil && m.Status != teambus.MemberZombie {
+			// Mail the member held in zombie mode that nobody released:
+			// its sidecar shut down, was killed or replaced.
+			if rel, err := s.svc.ReleaseHeld(ctx, s.cfg.Team, id); err != nil {
+				s.log.Warn("release held mail", "member", id, "err", err)
+			} else if len(rel) > 0 {
+				s.log.Info("held mail released", "member", id, "released", len(rel))
+			}
+		}
 		switch m.Status {
 		case teambus.MemberCrashed, teambus.MemberPaused:
 			if ids, err := s.svc.ReconcileMember(ctx, s.cfg.Team, id, "crash recorded earlier"); err == nil && len(ids) > 0 {

@@ -125,6 +125,14 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 		return "", err
 	}
 	s.log.Info("teammate registered", "session", s.cfg.Session, "pid", s.cfg.PID)
+	// Mail an earlier incarnation held in zombie mode and never released
+	// (it was killed, shut down, or replaced) goes out now, before any
+	// mail of this one.
+	if released, err := s.svc.ReleaseHeld(ctx, s.cfg.Team, s.cfg.Member); err != nil {
+		s.log.Warn("release held mail of an earlier incarnation", "err", err)
+	} else if len(released) > 0 {
+		s.log.Info("held mail of an earlier incarnation released", "released", len(released))
+	}
 	// This run's own session in the event log; a kill -9 leaves it
 	// without session.end.
 	es := s.svc.StartSession(ctx, s.cfg.Team, s.cfg.Member, s.epoch, map[string]any{"command": "teammate", "session": s.cfg.Session, "pid": s.cfg.PID})
@@ -551,7 +559,7 @@ func (s *Sidecar) leaveZombie(ctx context.Context) {
 	if err := s.svc.SetMemberStatus(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.MemberIdle); err != nil {
 		s.log.Warn("leave zombie", "err", err)
 	}
-	released, err := s.svc.Mailbox(s.cfg.Team).ReleaseHeld(ctx, s.cfg.Member)
+	released, err := s.svc.ReleaseHeld(ctx, s.cfg.Team, s.cfg.Member)
 	if err != nil {
 		s.log.Warn("release held mail", "err", err)
 	}
@@ -570,7 +578,7 @@ func (s *Sidecar) releaseStragglers(ctx context.Context) {
 	if pending, err := mb.HeldPending(ctx, s.cfg.Member); err != nil || pending == 0 {
 		return
 	}
-	if released, err := mb.ReleaseHeld(ctx, s.cfg.Member); err == nil && len(released) > 0 {
+	if released, err := s.svc.ReleaseHeld(ctx, s.cfg.Team, s.cfg.Member); err == nil && len(released) > 0 {
 		s.log.Info("late held mail released", "released", len(released))
 	}
 }
@@ -685,10 +693,20 @@ func CrashNotice(teamID, member, reason string, res team.CrashResult) string {
 	return fmt.Sprintf("%s crashed (%s), crash %d: task %s back in the queue with its checkpoint; respawn it with `teambus brief --team %s --member %s`", member, reason, res.Crashes, tasks, teamID, member)
 }
 
-// zombieExpired releases the task and shuts down after zombie-max.
+// zombieExpired releases the task and shuts down after zombie-max. The
+// mail held in zombie mode is then released to the stream, each message
+// marked held_since: no lead is coming for it through this sidecar, and
+// held mail is never dropped.
 func (s *Sidecar) zombieExpired(ctx context.Context) (Outcome, error) {
 	s.autoCheckpoint(ctx)
 	_, err := s.shutdown(ctx, fmt.Sprintf("zombie for longer than zombie-max %s", s.policy.ZombieMax))
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if released, rerr := s.svc.ReleaseHeld(rctx, s.cfg.Team, s.cfg.Member); rerr != nil {
+		s.log.Warn("release held mail at zombie-max", "err", rerr)
+	} else {
+		s.log.Info("held mail released at zombie-max", "released", len(released))
+	}
 	return OutcomeZombieMax, err
 }
 
