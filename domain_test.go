@@ -579,8 +579,12 @@ func TestMember_Fenced(t *testing.T) {
 			if got := err != nil; got != tt.fenced {
 				t.Fatalf("Fenced(%q) = %v, want fenced=%t", tt.session, err, tt.fenced)
 			}
-			if err != nil && teambus.ExitCode(err) != teambus.ExitConflict {
-				t.Errorf("fenced error %v: exit %d, want 3", err, teambus.ExitCode(err))
+			want := teambus.ExitConflict
+			if tt.session == "" {
+				want = teambus.ExitPermanent // missing --session (issue 12 item 15)
+			}
+			if err != nil && teambus.ExitCode(err) != want {
+				t.Errorf("fenced error %v: exit %d, want %d", err, teambus.ExitCode(err), want)
 			}
 		})
 	}

@@ -35,8 +35,17 @@ type Member struct {
 	CrashedEpoch    int64        `json:"crashed_epoch,omitempty"`
 	EscalatePending bool         `json:"escalate_pending,omitempty"`
 	ZombieSince     *time.Time   `json:"zombie_since"`
-	CreatedAt       time.Time    `json:"created_at"`
-	UpdatedAt       time.Time    `json:"updated_at"`
+	// ClaimTask is the task of the member's latest claim: a claim writes it
+	// (compare-and-set) before it writes the task, so two claims of one
+	// member are ordered by this record and at most one task is active per
+	// member (issue 12 item 6).
+	ClaimTask string `json:"claim_task,omitempty"`
+	// HeldSince is set while mail the member sent in zombie mode waits for
+	// release: set (compare-and-set) before the first held message is
+	// stored, cleared after the release delivered it.
+	HeldSince *time.Time `json:"held_since,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
 }
 
 // Fenced reports why a command from session may not act as this member, or
@@ -50,6 +59,9 @@ func (m *Member) Fenced(session string) error {
 		return Fencedf("member %s is paused after repeated crashes: ask the lead", m.ID)
 	case MemberShutdown:
 		return Fencedf("member %s has shut down: a new incarnation must register", m.ID)
+	}
+	if m.Session != "" && session == "" {
+		return Invalidf("missing --session (TEAMBUS_SESSION): member %s has a registered incarnation (epoch %d); give its session id", m.ID, m.Epoch)
 	}
 	if m.Session != "" && session != m.Session {
 		return Fencedf("session %q is not the current session of member %s (epoch %d): this incarnation was replaced", clip(session), m.ID, m.Epoch)

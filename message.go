@@ -62,6 +62,9 @@ type Message struct {
 	// Held is set on mail a zombie member sent; it is delivered when a lead
 	// re-attaches.
 	Held bool `json:"held,omitempty"`
+	// HeldSince marks mail that was held while its sender was a zombie and
+	// released later: when the bus stored it held. Its Seq is the release's.
+	HeldSince *time.Time `json:"held_since,omitempty"`
 }
 
 // ValidateMessageID checks an idempotency key: 1 to 128 printable bytes.

@@ -195,7 +195,7 @@ func (mb *Mailbox) HeldPending(ctx context.Context, member string) (uint64, erro
 }
 
 // ReleaseHeld delivers the mail member sent while a zombie, in order, and
-// returns what it delivered. A durable consumer is the cursor: each held
+// returns what it delivered, each marked with HeldSince. A durable consumer is the cursor: each held
 // message is acked after its delivery is stored, and the delivery's
 // idempotency key is derived from the held message, so a release cut short
 // by a crash and repeated stores each message once.
@@ -233,7 +233,14 @@ func (mb *Mailbox) ReleaseHeld(ctx context.Context, member string) ([]teambus.Me
 		m, err := decode(jm.Data(), md.Sequence.Stream, jm.Subject())
 		if err == nil {
 			m.Held = false
-			res, err := mb.publish(ctx, mb.subject(&m, false), "release/"+m.From+"/"+m.ID, &m, false)
+			if m.HeldSince == nil {
+				since := md.Timestamp.UTC()
+				m.HeldSince = &since
+			}
+			// The release has the idempotency key of a direct send: an
+			// agent that sends the same id again after leaving zombie mode
+			// stores it once.
+			res, err := mb.publish(ctx, mb.subject(&m, false), m.From+"/"+m.ID, &m, false)
 			if err != nil {
 				_ = jm.Nak()
 				return out, err

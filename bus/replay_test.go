@@ -294,7 +294,7 @@ func TestMailbox_ReleaseHeld_RepeatAfterCrashStoresOnce(t *testing.T) {
 	// release derives from the held message.
 	ack, err := mb.js.Publish(ctx, "tb.alpha.mbx.lead.info.tm1",
 		[]byte(`{"id":"a","from":"tm1","to":"lead","type":"info","body":"a","epoch":0,"ts":"2026-01-01T00:00:00Z"}`),
-		jetstream.WithMsgID("release/tm1/a"))
+		jetstream.WithMsgID("tm1/a"))
 	if err != nil {
 		t.Fatal(err)
 	}

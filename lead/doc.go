@@ -6,13 +6,16 @@
 // with its state every heartbeat, so a new lead loses at most one heartbeat
 // of state. It watches the teammates' heartbeat keys: an expired key (a
 // silent member) or a fresh heartbeat without activity for stuck-timeout (a
-// wedged member) gets a status_check; a member that answers is alive, one
-// that does not answer within probe-timeout is crashed: crash count +1, its
+// wedged member) gets a status_check, sent again every probe-timeout/4
+// until answered (a check can be lost, or taken by a replaced sidecar); a
+// member that answers is alive, one that does not answer within
+// probe-timeout is crashed: crash count +1, its
 // task back to the queue with its checkpoint, or past the crash limit the
 // task and member paused and exactly one escalation in the lead's inbox.
 // Every heartbeat it also finishes what a crash may have cut short:
 // dependents of completed tasks become available, crashed members' tasks
-// are requeued, pending escalations are sent.
+// are requeued, pending escalations are sent, mail a member held in zombie
+// mode and nobody released (its sidecar gone) is released.
 //
 // Handlers are idempotent: probes and escalations carry ids derived from the
 // member's incarnation, crash records are counted once per incarnation, so

@@ -71,6 +71,11 @@ type probeWait struct {
 	epoch  int64
 	sentAt time.Time
 	waited time.Duration
+	// lastSend is when this sidecar last stored a status check for the
+	// probe, on its own clock; zero when it has not (a probe recorded by
+	// another lead, or a send that failed). sends counts them.
+	lastSend time.Time
+	sends    int
 }
 
 type seenBeat struct {
@@ -316,9 +321,10 @@ func watched(m *teambus.Member) bool {
 	return true
 }
 
-// probe sends a status_check to the member's sidecar and records the probe
-// with the team, so a new lead continues it. One probe per incarnation is
-// in flight at a time.
+// probe records a probe with the team, so a new lead continues it, then
+// sends a status_check to the member's sidecar. One probe per incarnation
+// is open at a time; checkProbes sends its check again every resendEvery
+// until it is answered or probe-timeout ends.
 func (s *Sidecar) probe(ctx context.Context, m *teambus.Member, reason string) {
 	now := s.svc.Now()
 	var sent bool
@@ -339,13 +345,31 @@ func (s *Sidecar) probe(ctx context.Context, m *teambus.Member, reason string) {
 	}
 	// Count this probe's reply opportunity from now, not from the next
 	// check that sees it.
-	s.waits[m.ID] = &probeWait{epoch: m.Epoch, sentAt: now}
+	w := &probeWait{epoch: m.Epoch, sentAt: now}
+	s.waits[m.ID] = w
 	s.log.Info("probing member", "member", m.ID, "member_epoch", m.Epoch, "reason", reason)
-	id := fmt.Sprintf("probe/%s/%d/%d", m.ID, m.Epoch, now.UnixNano())
+	s.sendCheck(ctx, m.ID, w, reason)
+}
+
+// sendCheck stores a status check for the open probe w of member. Each
+// send has its own id: a resend is new mail, not a duplicate of a check
+// that was lost or taken by a replaced sidecar. A failed send leaves
+// lastSend as it was, so the next probe check sends again.
+func (s *Sidecar) sendCheck(ctx context.Context, member string, w *probeWait, reason string) {
+	id := fmt.Sprintf("probe/%s/%d/%d/%d", member, w.epoch, w.sentAt.UnixNano(), w.sends)
 	body := fmt.Sprintf("status check (%s): are you still working?", reason)
-	if _, err := s.svc.Notify(ctx, s.cfg.Team, teambus.Lead, s.epoch, m.ID, teambus.MsgStatusCheck, id, body, map[string]any{"reason": reason}); err != nil {
-		s.log.Warn("send status check", "member", m.ID, "err", err)
+	if _, err := s.svc.Notify(ctx, s.cfg.Team, teambus.Lead, s.epoch, member, teambus.MsgStatusCheck, id, body, map[string]any{"reason": reason, "attempt": w.sends + 1}); err != nil {
+		s.log.Warn("send status check", "member", member, "err", err)
+		return
 	}
+	w.sends++
+	w.lastSend = time.Now()
+}
+
+// resendEvery is how often an unanswered status check is sent again: four
+// times per probe-timeout, not more often than probes are checked.
+func (s *Sidecar) resendEvery() time.Duration {
+	return max(s.policy.ProbeTimeout/4, s.checkEvery())
 }
 
 // consumeReplies delivers status and shutdown replies to the lead sidecar.
@@ -429,11 +453,19 @@ func (s *Sidecar) checkProbes(ctx context.Context) {
 	for id, p := range t.Probes {
 		w := s.waits[id]
 		if w == nil || w.epoch != p.Epoch || !w.sentAt.Equal(p.SentAt) {
-			s.waits[id] = &probeWait{epoch: p.Epoch, sentAt: p.SentAt}
+			// A probe this sidecar did not send (another lead recorded it):
+			// it can not know the check reached the member, so it sends one.
+			w = &probeWait{epoch: p.Epoch, sentAt: p.SentAt}
+			s.waits[id] = w
+			s.sendCheck(ctx, id, w, p.Reason)
 			continue
 		}
 		w.waited += credit
 		if w.waited < s.policy.ProbeTimeout {
+			// Unanswered: send the check again until probe-timeout ends.
+			if w.lastSend.IsZero() || time.Since(w.lastSend) >= s.resendEvery() {
+				s.sendCheck(ctx, id, w, p.Reason)
+			}
 			continue
 		}
 		s.confirmCrash(ctx, id, p)
@@ -488,6 +520,15 @@ func (s *Sidecar) reconcile(ctx context.Context) (finished bool) {
 	now := time.Now()
 	for _, id := range snap.MemberIDs() {
 		m := snap.Members[id]
+		if m.HeldSince != nil && m.Status != teambus.MemberZombie {
+			// Mail the member held in zombie mode that nobody released:
+			// its sidecar shut down, was killed or replaced.
+			if rel, err := s.svc.ReleaseHeld(ctx, s.cfg.Team, id); err != nil {
+				s.log.Warn("release held mail", "member", id, "err", err)
+			} else if len(rel) > 0 {
+				s.log.Info("held mail released", "member", id, "released", len(rel))
+			}
+		}
 		switch m.Status {
 		case teambus.MemberCrashed, teambus.MemberPaused:
 			if ids, err := s.svc.ReconcileMember(ctx, s.cfg.Team, id, "crash recorded earlier"); err == nil && len(ids) > 0 {

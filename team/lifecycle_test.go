@@ -46,12 +46,15 @@ func TestService_Join_FencesOldSession(t *testing.T) {
 		"checkpoint": func() error { _, err := f.svc.Checkpoint(ctx, s1, team.CheckpointSpec{LastAction: "z"}); return err },
 		"send":       func() error { _, err := f.svc.Send(ctx, s1, team.SendSpec{Body: "from the past"}); return err },
 		"inbox":      func() error { _, err := f.svc.Inbox(ctx, s1, bus.InboxOptions{}); return err },
-		"no session": func() error { _, err := f.svc.Claim(ctx, team.Actor{Team: "alpha", Member: "tm1"}, "y"); return err },
 	} {
 		err := call()
 		if !errors.Is(err, teambus.ErrFenced) || teambus.ExitCode(err) != teambus.ExitConflict {
 			t.Errorf("%s with the old session = %v, want ErrFenced (exit 3)", name, err)
 		}
+	}
+	// No session at all is bad input, not a replaced incarnation.
+	if _, err := f.svc.Claim(ctx, team.Actor{Team: "alpha", Member: "tm1"}, "y"); teambus.ExitCode(err) != teambus.ExitPermanent {
+		t.Errorf("claim with no session = %v, want exit 2", err)
 	}
 	if got := f.msgCount(t, "alpha"); got != before {
 		t.Errorf("fenced send stored mail (%d → %d)", before, got)

@@ -5,11 +5,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/kv"
 )
 
 // SendSpec is a message to send.
@@ -30,8 +33,9 @@ func NewMessageID() string {
 }
 
 // Send stores a message from the actor. An unknown recipient is refused
-// and nothing is stored. Mail of a member in zombie mode is held durably and
-// delivered when a lead re-attaches.
+// and nothing is stored. Mail of a member in zombie mode is held durably
+// (Held, no seq yet) and released in order before any later mail of the
+// member; see deliver.
 func (s *Service) Send(ctx context.Context, a Actor, spec SendSpec) (bus.SendResult, error) {
 	if err := a.Validate(); err != nil {
 		return bus.SendResult{}, err
@@ -69,6 +73,7 @@ func (s *Service) Send(ctx context.Context, a Actor, spec SendSpec) (bus.SendRes
 	var (
 		t                *teambus.Team
 		sender           *teambus.Member
+		senderRev        uint64
 		tErr, sErr, rErr error
 		wg               sync.WaitGroup
 	)
@@ -81,7 +86,7 @@ func (s *Service) Send(ctx context.Context, a Actor, spec SendSpec) (bus.SendRes
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sender, _, sErr = s.store.Member(ctx, a.Team, a.Member)
+			sender, senderRev, sErr = s.store.Member(ctx, a.Team, a.Member)
 		}()
 	}
 	if spec.To != teambus.Lead && spec.To != teambus.All && spec.To != a.Member {
@@ -102,10 +107,7 @@ func (s *Service) Send(ctx context.Context, a Actor, spec SendSpec) (bus.SendRes
 	if t.Closed() {
 		return bus.SendResult{}, teambus.Statef("team %s is %s: use `teambus team review %s`", t.ID, t.Status, t.ID)
 	}
-	var (
-		epoch int64
-		held  bool
-	)
+	var epoch int64
 	if a.IsLead() {
 		if t.LeadSession != "" && a.Session != t.LeadSession {
 			return bus.SendResult{}, teambus.Fencedf("session %q is not the lead session of team %s (lead epoch %d)", a.Session, t.ID, t.LeadEpoch)
@@ -118,7 +120,7 @@ func (s *Service) Send(ctx context.Context, a Actor, spec SendSpec) (bus.SendRes
 		if err := sender.Fenced(a.Session); err != nil {
 			return bus.SendResult{}, err
 		}
-		epoch, held = sender.Epoch, sender.Status == teambus.MemberZombie
+		epoch = sender.Epoch
 	}
 	if spec.To == a.Member {
 		return bus.SendResult{}, teambus.Invalidf("%s can not send mail to itself", a.Member)
@@ -139,9 +141,125 @@ func (s *Service) Send(ctx context.Context, a Actor, spec SendSpec) (bus.SendRes
 			s.touch(ctx, a)
 		}()
 	}
-	res, err := mb.Send(ctx, m, held)
+	res, err := s.deliver(ctx, a, mb, m, sender, senderRev)
 	touched.Wait()
 	return res, err
+}
+
+// deliver stores m from sender (nil for the lead), read at revision rev.
+//
+// Mail of a zombie is held: the member record is marked (HeldSince, with
+// compare-and-set) before the first held message is stored, so whoever
+// comes next (the member leaving zombie mode, its next incarnation, the
+// lead) finds it; a held send gets no seq (Seq 0, Held), its seq is the
+// release's. Mail of a member that is not a zombie but still has held mail
+// releases that first, so new mail never overtakes held mail. A held send
+// that finds, once stored, that the member left zombie mode meanwhile
+// (after the release that ran then) releases it itself and reports the
+// seq it got.
+func (s *Service) deliver(ctx context.Context, a Actor, mb *bus.Mailbox, m *teambus.Message, sender *teambus.Member, rev uint64) (bus.SendResult, error) {
+	if sender == nil {
+		return mb.Send(ctx, m, false)
+	}
+	for attempt := 0; ; attempt++ {
+		if sender.Status != teambus.MemberZombie {
+			if sender.HeldSince != nil {
+				if _, err := s.ReleaseHeld(ctx, a.Team, a.Member); err != nil {
+					return bus.SendResult{}, fmt.Errorf("release the held mail of %s before new mail: %w: nothing sent", a.Member, err)
+				}
+			}
+			return mb.Send(ctx, m, false)
+		}
+		if sender.HeldSince != nil {
+			break
+		}
+		upd := *sender
+		upd.HeldSince = teambus.TimePtr(s.Now())
+		_, err := s.store.PutMember(ctx, a.Team, &upd, rev)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, kv.ErrConflict) || attempt >= kv.MaxRetries {
+			return bus.SendResult{}, fmt.Errorf("mark held mail of %s: %w", a.Member, err)
+		}
+		if sender, rev, err = s.store.Member(ctx, a.Team, a.Member); err != nil {
+			return bus.SendResult{}, err
+		}
+		if err := sender.Fenced(a.Session); err != nil {
+			return bus.SendResult{}, err
+		}
+		m.Epoch = sender.Epoch
+	}
+	res, err := mb.Send(ctx, m, true)
+	if err != nil {
+		return res, err
+	}
+	res.Seq = 0
+	if cur, _, err := s.store.Member(ctx, a.Team, a.Member); err == nil && cur.Status != teambus.MemberZombie {
+		released, err := s.ReleaseHeld(ctx, a.Team, a.Member)
+		if err != nil {
+			return res, nil // stored held; the next release delivers it
+		}
+		for _, r := range released {
+			if r.ID == m.ID {
+				res.Seq, res.Held = r.Seq, false
+			}
+		}
+	}
+	return res, nil
+}
+
+// ReleaseHeld delivers the mail member sent in zombie mode, in order,
+// unless the member is a zombie (again), and then clears the member's
+// HeldSince mark with compare-and-set. It returns what it delivered, each
+// message marked with HeldSince. Whoever comes after zombie mode calls it:
+// the sidecar leaving zombie mode or reaching zombie-max, the member's
+// next incarnation, the lead, a send of the member. Concurrent releases
+// are harmless: the held-mail cursor passes each message to one of them,
+// and each waits until none is in flight before it returns.
+func (s *Service) ReleaseHeld(ctx context.Context, team, member string) ([]teambus.Message, error) {
+	mb := s.Mailbox(team)
+	var out []teambus.Message
+	for attempt := 0; attempt < 100; attempt++ {
+		m, rev, err := s.store.Member(ctx, team, member)
+		if err != nil {
+			return out, err
+		}
+		if m.Status == teambus.MemberZombie {
+			return out, nil
+		}
+		rel, err := mb.ReleaseHeld(ctx, member)
+		out = append(out, rel...)
+		if err != nil {
+			return out, fmt.Errorf("release held mail of %s: %w", member, err)
+		}
+		pending, err := mb.HeldPending(ctx, member)
+		if err != nil {
+			return out, err
+		}
+		if pending > 0 {
+			// Another release has a message in flight.
+			select {
+			case <-ctx.Done():
+				return out, teambus.Unavailablef("release held mail of %s: %v", member, ctx.Err())
+			case <-time.After(20 * time.Millisecond):
+			}
+			continue
+		}
+		if m.HeldSince == nil {
+			return out, nil
+		}
+		upd := *m
+		upd.HeldSince = nil
+		if _, err := s.store.PutMember(ctx, team, &upd, rev); err != nil {
+			if errors.Is(err, kv.ErrConflict) {
+				continue
+			}
+			return out, fmt.Errorf("clear held mark of %s: %w", member, err)
+		}
+		return out, nil
+	}
+	return out, teambus.Unavailablef("release held mail of %s: still in flight; try again", member)
 }
 
 // Inbox returns the actor's unacknowledged mail, oldest first.

@@ -295,16 +295,14 @@ func TestService_Zombie_HeldMailReleased(t *testing.T) {
 	if m := f.member(t, "alpha", "tm1"); m.Status != teambus.MemberZombie || m.ZombieSince == nil {
 		t.Fatalf("member = %+v, want zombie", m)
 	}
-	var held []uint64
 	for _, body := range []string{"z1", "z2"} {
 		res, err := f.svc.Send(ctx, tm1, team.SendSpec{Body: body})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !res.Held {
-			t.Fatalf("send from a zombie = %+v, want held", res)
+		if !res.Held || res.Seq != 0 {
+			t.Fatalf("send from a zombie = %+v, want held with no seq yet", res)
 		}
-		held = append(held, res.Seq)
 	}
 	ld := leadOf("alpha", "L")
 	if msgs, _ := f.svc.Inbox(ctx, ld, bus.InboxOptions{}); len(msgs) != 0 {
@@ -315,7 +313,7 @@ func TestService_Zombie_HeldMailReleased(t *testing.T) {
 		t.Fatalf("release = %v, %v", msgBodies(rel), err)
 	}
 	msgs, _ := f.svc.Inbox(ctx, ld, bus.InboxOptions{})
-	if !reflect.DeepEqual(msgBodies(msgs), []string{"z1", "z2"}) || msgs[0].Seq <= held[1] {
+	if !reflect.DeepEqual(msgBodies(msgs), []string{"z1", "z2"}) || msgs[0].Seq != rel[0].Seq || msgs[0].HeldSince == nil {
 		t.Errorf("lead inbox after release = %v", msgs)
 	}
 	if rel, err := f.svc.Mailbox("alpha").ReleaseHeld(ctx, "tm1"); err != nil || len(rel) != 0 {
@@ -373,5 +371,69 @@ func TestService_Inbox_Wait(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("inbox --wait did not return when mail arrived")
+	}
+}
+
+// TestService_Held_ReleasedBeforeNewMail: mail sent after leaving zombie
+// mode never overtakes held mail, and the seq a sender is told is the seq
+// the recipient and replay see (issue 12 item 2).
+func TestService_Held_ReleasedBeforeNewMail(t *testing.T) {
+	f := newFixture(t, team.Config{})
+	f.create(t, "alpha", "L", testPolicy(), "tm1")
+	ctx := testCtx(t)
+	tm1 := actorOf("alpha", "tm1")
+	epoch := f.member(t, "alpha", "tm1").Epoch
+	if err := f.svc.SetMemberStatus(ctx, "alpha", "tm1", epoch, teambus.MemberZombie); err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{"z1", "z2"} {
+		if res, err := f.svc.Send(ctx, tm1, team.SendSpec{Body: body}); err != nil || !res.Held || res.Seq != 0 {
+			t.Fatalf("send %s from a zombie = %+v, %v: want held, no seq yet", body, res, err)
+		}
+	}
+	if m := f.member(t, "alpha", "tm1"); m.HeldSince == nil {
+		t.Fatalf("member = %+v, want the held mark", m)
+	}
+	// Zombie mode is left; nobody released the held mail yet (the
+	// sidecar is between the two steps, or gone).
+	if err := f.svc.SetMemberStatus(ctx, "alpha", "tm1", epoch, teambus.MemberIdle); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.svc.Send(ctx, tm1, team.SendSpec{Body: "n1"})
+	if err != nil || res.Held {
+		t.Fatalf("send after zombie mode = %+v, %v", res, err)
+	}
+	msgs, err := f.svc.Inbox(ctx, leadOf("alpha", "L"), bus.InboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := msgBodies(msgs); !reflect.DeepEqual(got, []string{"z1", "z2", "n1"}) {
+		t.Fatalf("lead inbox = %v, want z1, z2, n1: held mail first", got)
+	}
+	if msgs[2].Seq != res.Seq {
+		t.Errorf("sender was told seq %d, the lead sees n1 at seq %d", res.Seq, msgs[2].Seq)
+	}
+	if msgs[0].HeldSince == nil || msgs[2].HeldSince != nil {
+		t.Errorf("held_since marks = %v, %v, want on released mail only", msgs[0].HeldSince, msgs[2].HeldSince)
+	}
+	var replayed []uint64
+	if err := f.svc.Mailbox("alpha").Replay(ctx, bus.ReplayFilter{From: "tm1"}, func(m teambus.Message) error {
+		replayed = append(replayed, m.Seq)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []uint64{msgs[0].Seq, msgs[1].Seq, msgs[2].Seq}; !reflect.DeepEqual(replayed, want) {
+		t.Errorf("replay seqs = %v, inbox seqs %v", replayed, want)
+	}
+	if m := f.member(t, "alpha", "tm1"); m.HeldSince != nil {
+		t.Errorf("held mark still set after release: %v", m.HeldSince)
+	}
+	// The same id sent again after the release is stored once.
+	if _, err := f.svc.Send(ctx, tm1, team.SendSpec{ID: msgs[0].ID, Body: "z1"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.msgCount(t, "alpha"); n != 5 {
+		t.Errorf("stream holds %d messages, want 5 (2 held, 2 released, n1; no second z1)", n)
 	}
 }

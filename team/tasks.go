@@ -99,25 +99,109 @@ func (s *Service) mutateTask(ctx context.Context, a Actor, id string, fn func(sn
 }
 
 // Claim gives task id to the actor. Of concurrent claimers exactly one
-// wins; the others get ErrConflict (exit 3).
+// wins; the others get ErrConflict (exit 3). Claiming the task the actor
+// already holds changes nothing and succeeds. A member holds at most one
+// task: the claim first takes the member's claim slot (see takeSlot), then
+// writes the task, each with compare-and-set.
 func (s *Service) Claim(ctx context.Context, a Actor, id string) (*teambus.Task, error) {
-	t, _, err := s.mutateTask(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, epoch int64) (bool, error) {
-		return s.claimStep(snap, a, t, epoch)
-	})
-	if err == nil {
-		s.LogEvent(ctx, a.Team, teambus.EvTaskClaimed, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "attempts": t.Attempts, "epoch": t.Epoch})
+	if err := a.Validate(); err != nil {
+		return nil, err
 	}
-	return t, err
+	if err := teambus.ValidateID("task", id); err != nil {
+		return nil, err
+	}
+	var (
+		out     *teambus.Task
+		changed bool
+	)
+	err := kv.Retry(ctx, func() error {
+		snap, err := s.store.Snapshot(ctx, a.Team)
+		if err != nil {
+			return err
+		}
+		epoch, err := authorize(snap, a)
+		if err != nil {
+			return err
+		}
+		t, err := snap.Task(id)
+		if err != nil {
+			return err
+		}
+		changed, err = s.claimStep(snap, a, t, epoch)
+		if err != nil || !changed {
+			out = t
+			return err
+		}
+		if err := s.takeSlot(ctx, snap, a.Member, id); err != nil {
+			return err
+		}
+		if _, err := s.store.PutTask(ctx, a.Team, t, snap.TaskRev[id]); err != nil {
+			return err
+		}
+		out = t
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.touch(ctx, a)
+	if changed {
+		s.LogEvent(ctx, a.Team, teambus.EvTaskClaimed, a.Member, map[string]any{"taskId": out.ID, "agent": a.Member, "attempts": out.Attempts, "epoch": out.Epoch})
+	}
+	return out, nil
+}
+
+// takeSlot writes the member's claim slot (Member.ClaimTask) for task id,
+// with compare-and-set on the member record as read in snap. It is what
+// makes "one task per member" an invariant rather than a check: two claims
+// of one member both pass the snapshot check only if they read the same
+// member revision, and then only one of their slot writes succeeds; the
+// other retries and sees the slot. A slot naming another task that is
+// still claimable may belong to a claim in flight (its task write not yet
+// stored) or to one that died between its two writes: the task is
+// rewritten unchanged at the revision read, so the in-flight task write,
+// conditioned on the same revision, fails. A conflict anywhere retries the
+// whole claim.
+func (s *Service) takeSlot(ctx context.Context, snap *kv.Snapshot, member, id string) error {
+	m, err := snap.Member(member)
+	if err != nil {
+		return err
+	}
+	if prev := m.ClaimTask; prev != "" && prev != id {
+		if pt, ok := snap.Tasks[prev]; ok && teambus.Claimable(pt, snap.Tasks) {
+			fence := *pt
+			rev, err := s.store.PutTask(ctx, snap.Team.ID, &fence, snap.TaskRev[prev])
+			if err != nil {
+				return err
+			}
+			snap.TaskRev[prev] = rev
+		}
+	}
+	// The slot is written even when it already names id: the write orders
+	// this claim after every other claim of the member.
+	upd := *m
+	upd.ClaimTask = id
+	rev, err := s.store.PutMember(ctx, snap.Team.ID, &upd, snap.MemberRev[member])
+	if err != nil {
+		return err
+	}
+	snap.MemberRev[member] = rev
+	snap.Members[member] = &upd
+	return nil
 }
 
 // claimStep is the transition of a claim on t, read in snap: the actor
-// takes the task unless it is the lead or already works on another.
+// takes the task unless it is the lead or already works on another. It
+// reports false, nil when the actor already holds t.
 func (s *Service) claimStep(snap *kv.Snapshot, a Actor, t *teambus.Task, epoch int64) (bool, error) {
 	if a.IsLead() {
 		return false, teambus.Invalidf("the lead assigns work (task reassign %s --to MEMBER); teammates claim it", t.ID)
 	}
 	if busy := snap.MemberTasks(a.Member); len(busy) > 0 && busy[0].ID != t.ID {
 		return false, teambus.Statef("%s already works on task %s: complete, release or block it first", a.Member, busy[0].ID)
+	}
+	if t.Active() && t.AssignedTo == a.Member {
+		return false, nil
 	}
 	return true, teambus.Claim(t, a.Member, epoch, snap.Tasks, s.Now())
 }
@@ -165,11 +249,17 @@ func (s *Service) Next(ctx context.Context, a Actor) (*teambus.Task, error) {
 		for _, cand := range order {
 			c := *cand // the snapshot keeps the record as read
 			t := &c
-			if _, err := s.claimStep(snap, a, t, epoch); err != nil {
-				if errors.Is(err, teambus.ErrFenced) || (!errors.Is(err, teambus.ErrConflict) && !errors.Is(err, teambus.ErrState)) {
+			if changed, err := s.claimStep(snap, a, t, epoch); err != nil || !changed {
+				if err != nil && (errors.Is(err, teambus.ErrFenced) || (!errors.Is(err, teambus.ErrConflict) && !errors.Is(err, teambus.ErrState))) {
 					return nil, err
 				}
 				continue
+			}
+			if err := s.takeSlot(ctx, snap, a.Member, cand.ID); err != nil {
+				if errors.Is(err, kv.ErrConflict) {
+					break // the member record or a fenced task moved: read again
+				}
+				return nil, err
 			}
 			if _, err := s.store.PutTask(ctx, a.Team, t, snap.TaskRev[cand.ID]); err != nil {
 				if errors.Is(err, kv.ErrConflict) {
@@ -326,7 +416,7 @@ func (s *Service) Reassign(ctx context.Context, a Actor, id, to string) (*teambu
 func (s *Service) Reopen(ctx context.Context, a Actor, id string) (*teambus.Task, error) {
 	t, _, err := s.mutateTask(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, _ int64) (bool, error) {
 		if !a.IsLead() {
-			return false, teambus.Fencedf("only the lead may reopen task %s (--member lead)", id)
+			return false, teambus.Invalidf("only the lead may reopen task %s (--member lead)", id)
 		}
 		return true, teambus.Reopen(t, snap.Tasks, s.Now())
 	})

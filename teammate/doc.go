@@ -9,8 +9,17 @@
 // records lead_timeout_detected_at, the member's mail is held, checkpoints
 // are taken automatically); when a lead heartbeat reappears it leaves zombie
 // mode, releases the held mail in order and tells the lead. After zombie-max
-// it releases its task with its checkpoint and shuts down. A blocked task
-// past blocked-timeout goes back to the queue.
+// it releases its task with its checkpoint, shuts down, and releases the
+// held mail to the stream (each message marked held_since). Held mail is
+// never stranded: the member record carries held_since while any waits, and
+// the next incarnation (at start), the lead (every reconcile) or the
+// member's own next send releases it, always before newer mail. A blocked
+// task past blocked-timeout goes back to the queue.
+//
+// A replaced incarnation (its member record names a newer session, or the
+// lead declared it crashed) stops at once: it watches its member record,
+// stops consuming its sidecar inbox and gives back, unacked, the control
+// mail it fetched, so the successor answers the lead's status check.
 //
 // With a pid, the sidecar watches the agent process: when the agent exits
 // while holding a task, the crash is recorded at once (its task back to the

@@ -2,11 +2,13 @@ package teammate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os/exec"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -98,6 +100,12 @@ type leadEvent struct {
 // Run registers the member and runs until ctx is cancelled (a clean
 // shutdown), the agent exits, zombie-max passes, or the member is replaced.
 func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
+	defer func() {
+		// Replaced while still starting is replaced all the same.
+		if out == "" && errors.Is(err, teambus.ErrFenced) {
+			out = OutcomeFenced
+		}
+	}()
 	store := s.svc.Store()
 	t, _, err := store.Team(ctx, s.cfg.Team)
 	if err != nil {
@@ -117,6 +125,14 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 		return "", err
 	}
 	s.log.Info("teammate registered", "session", s.cfg.Session, "pid", s.cfg.PID)
+	// Mail an earlier incarnation held in zombie mode and never released
+	// (it was killed, shut down, or replaced) goes out now, before any
+	// mail of this one.
+	if released, err := s.svc.ReleaseHeld(ctx, s.cfg.Team, s.cfg.Member); err != nil {
+		s.log.Warn("release held mail of an earlier incarnation", "err", err)
+	} else if len(released) > 0 {
+		s.log.Info("held mail of an earlier incarnation released", "released", len(released))
+	}
 	// This run's own session in the event log; a kill -9 leaves it
 	// without session.end.
 	es := s.svc.StartSession(ctx, s.cfg.Team, s.cfg.Member, s.epoch, map[string]any{"command": "teammate", "session": s.cfg.Session, "pid": s.cfg.PID})
@@ -138,14 +154,18 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 	if err != nil {
 		return startErr(err)
 	}
-	teamCh, err := s.watchTeam(wctx)
+	teamCh, fencedCh, err := s.watchTeam(wctx)
 	if err != nil {
 		return startErr(err)
 	}
-	ctlCh, err := s.consumeControl(wctx)
+	ctlCh, stopControl, err := s.consumeControl(wctx)
 	if err != nil {
 		return startErr(err)
 	}
+	// A replaced incarnation stops consuming at once and returns what it
+	// fetched but did not handle, so its successor gets it now, not after
+	// ack-wait.
+	defer func() { stopControl() }()
 	var agentGone <-chan struct{}
 	if s.cfg.PID > 0 {
 		agentGone = proc.Exited(wctx, s.cfg.PID)
@@ -189,6 +209,9 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 			}
 		case <-zombieMax:
 			return s.zombieExpired(context.WithoutCancel(ctx))
+		case err := <-fencedCh:
+			s.log.Warn("replaced: stopping", "err", err)
+			return OutcomeFenced, err
 		case st := <-teamCh:
 			if st == teambus.TeamComplete || st == teambus.TeamAborted {
 				s.log.Info("team finished", "status", st)
@@ -205,6 +228,9 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 			done, out, err := s.handleControl(cctx, msg)
 			cancel()
 			if done {
+				if out == OutcomeFenced {
+					stopControl(msg)
+				}
 				return out, err
 			}
 		case <-hb.C:
@@ -323,13 +349,17 @@ func (s *Sidecar) watchLead(ctx context.Context) (<-chan leadEvent, error) {
 	return ch, nil
 }
 
-// watchTeam reports changes of the team's status.
-func (s *Sidecar) watchTeam(ctx context.Context) (<-chan teambus.TeamStatus, error) {
+// watchTeam reports changes of the team's status, and on the second
+// channel that this incarnation was fenced: its member record names a
+// newer incarnation, or the lead declared it crashed or paused.
+func (s *Sidecar) watchTeam(ctx context.Context) (<-chan teambus.TeamStatus, <-chan error, error) {
 	w, err := s.svc.Store().WatchState(ctx, s.cfg.Team)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ch := make(chan teambus.TeamStatus, 4)
+	fenced := make(chan error, 1)
+	self := kv.MemberKey(s.cfg.Member)
 	go func() {
 		defer w.Stop()
 		for {
@@ -340,45 +370,102 @@ func (s *Sidecar) watchTeam(ctx context.Context) (<-chan teambus.TeamStatus, err
 				if !ok {
 					return
 				}
-				if e == nil || e.Key() != "team" || e.Operation() != jetstream.KeyValuePut {
+				if e == nil || e.Operation() != jetstream.KeyValuePut {
 					continue
 				}
-				t, _, err := s.svc.Store().Team(ctx, s.cfg.Team)
-				if err != nil {
-					continue
-				}
-				select {
-				case ch <- t.Status:
-				case <-ctx.Done():
-					return
+				switch e.Key() {
+				case self:
+					var m teambus.Member
+					if json.Unmarshal(e.Value(), &m) != nil {
+						continue
+					}
+					if err := s.fenced(&m); err != nil && m.Status != teambus.MemberShutdown {
+						select {
+						case fenced <- err:
+						default:
+						}
+					}
+				case "team":
+					t, _, err := s.svc.Store().Team(ctx, s.cfg.Team)
+					if err != nil {
+						continue
+					}
+					select {
+					case ch <- t.Status:
+					case <-ctx.Done():
+						return
+					}
 				}
 			}
 		}
 	}()
-	return ch, nil
+	return ch, fenced, nil
 }
 
 // consumeControl delivers the member's sidecar mail (status checks,
 // shutdown requests). Each message is acked after it is handled; one not
-// acked within ack-wait is delivered again.
-func (s *Sidecar) consumeControl(ctx context.Context) (<-chan jetstream.Msg, error) {
+// acked within ack-wait is delivered again. stop ends the consumer, then
+// gives back (naks) the messages passed to it and every message fetched
+// but not handled, so another incarnation gets them at once rather than
+// after ack-wait; it is idempotent. The nak follows the end of the
+// consumer: a message given back while this consumer still pulls could be
+// delivered to it again and lost with it.
+func (s *Sidecar) consumeControl(ctx context.Context) (<-chan jetstream.Msg, func(...jetstream.Msg), error) {
 	mb := s.svc.Mailbox(s.cfg.Team)
 	cons, err := s.svc.Store().JetStream().Consumer(ctx, mb.Stream(), bus.SidecarConsumer(s.cfg.Member))
 	if err != nil {
-		return nil, teambus.Unavailablef("open sidecar inbox of %s: %v", s.cfg.Member, err)
+		return nil, nil, teambus.Unavailablef("open sidecar inbox of %s: %v", s.cfg.Member, err)
 	}
 	ch := make(chan jetstream.Msg, 16)
+	cctx, cancel := context.WithCancel(ctx)
+	var (
+		mu   sync.Mutex
+		late []jetstream.Msg
+	)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		select {
 		case ch <- m:
-		case <-ctx.Done():
+		case <-cctx.Done():
+			mu.Lock()
+			late = append(late, m)
+			mu.Unlock()
 		}
 	})
 	if err != nil {
-		return nil, teambus.Unavailablef("consume sidecar inbox of %s: %v", s.cfg.Member, err)
+		cancel()
+		return nil, nil, teambus.Unavailablef("consume sidecar inbox of %s: %v", s.cfg.Member, err)
 	}
-	context.AfterFunc(ctx, cc.Stop)
-	return ch, nil
+	var once sync.Once
+	stop := func(back ...jetstream.Msg) {
+		once.Do(func() {
+			cancel()
+			// Drain, not Stop: mail the client already received is passed
+			// to the callback (which, cancelled, keeps it in late) instead
+			// of dropped, where it would wait for ack-wait.
+			cc.Drain()
+			select {
+			case <-cc.Closed():
+			case <-time.After(5 * time.Second):
+			}
+			for drained := false; !drained; {
+				select {
+				case m := <-ch:
+					back = append(back, m)
+				default:
+					drained = true
+				}
+			}
+			mu.Lock()
+			back = append(back, late...)
+			mu.Unlock()
+			for _, m := range back {
+				_ = m.Nak()
+			}
+			_ = s.svc.Store().JetStream().Conn().FlushTimeout(time.Second)
+		})
+	}
+	context.AfterFunc(ctx, func() { stop() })
+	return ch, stop, nil
 }
 
 // handleControl answers one sidecar message; done is true when the sidecar
@@ -401,7 +488,8 @@ func (s *Sidecar) handleControl(ctx context.Context, jm jetstream.Msg) (bool, Ou
 	}
 	if m, ok := snap.Members[s.cfg.Member]; ok {
 		if err := s.fenced(m); err != nil {
-			_ = jm.DoubleAck(ctx)
+			// Mail to the member is its successor's now: Run gives it back
+			// once this consumer has stopped.
 			return true, OutcomeFenced, err
 		}
 	}
@@ -471,7 +559,7 @@ func (s *Sidecar) leaveZombie(ctx context.Context) {
 	if err := s.svc.SetMemberStatus(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.MemberIdle); err != nil {
 		s.log.Warn("leave zombie", "err", err)
 	}
-	released, err := s.svc.Mailbox(s.cfg.Team).ReleaseHeld(ctx, s.cfg.Member)
+	released, err := s.svc.ReleaseHeld(ctx, s.cfg.Team, s.cfg.Member)
 	if err != nil {
 		s.log.Warn("release held mail", "err", err)
 	}
@@ -490,7 +578,7 @@ func (s *Sidecar) releaseStragglers(ctx context.Context) {
 	if pending, err := mb.HeldPending(ctx, s.cfg.Member); err != nil || pending == 0 {
 		return
 	}
-	if released, err := mb.ReleaseHeld(ctx, s.cfg.Member); err == nil && len(released) > 0 {
+	if released, err := s.svc.ReleaseHeld(ctx, s.cfg.Team, s.cfg.Member); err == nil && len(released) > 0 {
 		s.log.Info("late held mail released", "released", len(released))
 	}
 }
@@ -605,10 +693,20 @@ func CrashNotice(teamID, member, reason string, res team.CrashResult) string {
 	return fmt.Sprintf("%s crashed (%s), crash %d: task %s back in the queue with its checkpoint; respawn it with `teambus brief --team %s --member %s`", member, reason, res.Crashes, tasks, teamID, member)
 }
 
-// zombieExpired releases the task and shuts down after zombie-max.
+// zombieExpired releases the task and shuts down after zombie-max. The
+// mail held in zombie mode is then released to the stream, each message
+// marked held_since: no lead is coming for it through this sidecar, and
+// held mail is never dropped.
 func (s *Sidecar) zombieExpired(ctx context.Context) (Outcome, error) {
 	s.autoCheckpoint(ctx)
 	_, err := s.shutdown(ctx, fmt.Sprintf("zombie for longer than zombie-max %s", s.policy.ZombieMax))
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if released, rerr := s.svc.ReleaseHeld(rctx, s.cfg.Team, s.cfg.Member); rerr != nil {
+		s.log.Warn("release held mail at zombie-max", "err", rerr)
+	} else {
+		s.log.Info("held mail released at zombie-max", "released", len(released))
+	}
 	return OutcomeZombieMax, err
 }
 

@@ -419,11 +419,11 @@ func (s *agentSimulator) send(ctx context.Context, typ teambus.MessageType, id, 
 		s.say("send %s to lead: %v", typ, err)
 		return
 	}
-	note := ""
 	if res.Held {
-		note = " (held: zombie mode)"
+		s.say("sent %s to lead: held (zombie mode), it gets a seq on release", typ)
+		return
 	}
-	s.say("sent %s to lead: stored seq %d%s", typ, res.Seq, note)
+	s.say("sent %s to lead: stored seq %d", typ, res.Seq)
 }
 
 // retry runs fn until it succeeds or fails with anything but a transient

@@ -80,7 +80,10 @@ func send(c *cli.Context) error {
 		line += " (duplicate)"
 	}
 	if res.Held {
-		line += " (held: you are in zombie mode; delivered when a lead re-attaches)"
+		line = "held: you are in zombie mode; it gets a seq when it is released, before any later mail of yours"
+		if res.Duplicate {
+			line += " (duplicate)"
+		}
 	}
 	fmt.Fprintln(c.App.Writer, line)
 	return nil

@@ -1,0 +1,257 @@
+package teammate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/lead"
+	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teammate"
+)
+
+// tlog logs through t until the test ends.
+type tlog struct {
+	mu   sync.Mutex
+	t    *testing.T
+	done bool
+}
+
+func (w *tlog) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func newLog(t *testing.T) *slog.Logger {
+	w := &tlog{t: t}
+	t.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() })
+	return slog.New(slog.NewTextHandler(w, nil))
+}
+
+// fastPolicy is a valid policy with short timeouts and the default
+// (long) ack-wait, so mail not given back waits minutes.
+func fastPolicy() teambus.Policy {
+	pol := teambus.DefaultPolicy()
+	pol.Heartbeat = 200 * time.Millisecond
+	pol.MemberTimeout = 2 * time.Second
+	pol.ProbeTimeout = time.Second
+	pol.LeadTimeout = time.Second
+	pol.ZombieMax = time.Minute
+	pol.CheckpointEvery = time.Second
+	return pol
+}
+
+// running is a sidecar run in a goroutine.
+type running struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	out    teammate.Outcome
+	err    error
+}
+
+func start(t *testing.T, svc *team.Service, cfg teammate.Config) *running {
+	t.Helper()
+	cfg.Logger = newLog(t)
+	sc, err := teammate.New(svc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.out, r.err = sc.Run(ctx)
+	}()
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *running) stop() {
+	r.cancel()
+	<-r.done
+}
+
+func (r *running) wait(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case <-r.done:
+	case <-time.After(d):
+		t.Fatalf("sidecar still running after %s", d)
+	}
+}
+
+func registered(t *testing.T, svc *team.Service, teamID, member, session string) {
+	t.Helper()
+	bustest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		m, _, err := svc.Store().Member(context.Background(), teamID, member)
+		if err != nil || m.Session != session || m.Status == teambus.MemberSpawned {
+			return fmt.Errorf("%s not registered as %s: %v", member, session, err)
+		}
+		return nil
+	})
+}
+
+// TestSidecar_FencedLeavesSuccessorMail: a teammate sidecar replaced by a
+// new incarnation stops at once and does not take the lead's status check
+// meant for the successor: the check stays in the member's sidecar inbox,
+// readable at once, not after ack-wait (issue 12 item 3).
+func TestSidecar_FencedLeavesSuccessorMail(t *testing.T) {
+	node := bustest.NewServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	svc := team.New(bustest.Connect(t, node).JS, team.Config{})
+	if _, err := svc.CreateTeam(ctx, "fe", "", []team.MemberSpec{{ID: "tm1"}}, fastPolicy()); err != nil {
+		t.Fatal(err)
+	}
+	old := start(t, team.New(bustest.Connect(t, node).JS, team.Config{}), teammate.Config{Team: "fe", Member: "tm1", Session: "s-old"})
+	registered(t, svc, "fe", "tm1", "s-old")
+
+	// A new incarnation registers (a hook or `join`), and the lead asks it
+	// for its status at once.
+	if _, err := svc.Join(ctx, "fe", "tm1", "s-new"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := svc.Notify(ctx, "fe", teambus.Lead, 0, "tm1", teambus.MsgStatusCheck, "check-1", "status?", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.wait(t, 10*time.Second)
+	if old.out != teammate.OutcomeFenced || !errors.Is(old.err, teambus.ErrFenced) {
+		t.Fatalf("old sidecar stopped with %s, %v: want fenced", old.out, old.err)
+	}
+	// The successor's sidecar reads the check now.
+	msgs, err := svc.Mailbox("fe").Inbox(ctx, "tm1", bus.InboxOptions{Sidecar: true, Wait: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 || msgs[0].Seq != res.Seq {
+		t.Fatalf("successor's sidecar inbox = %+v, want the status check seq %d", msgs, res.Seq)
+	}
+}
+
+// zombie starts a sidecar for tm1 in session and waits until it is in
+// zombie mode (there is no lead).
+func zombie(t *testing.T, node *bus.Node, svc *team.Service, teamID, session string) *running {
+	t.Helper()
+	r := start(t, team.New(bustest.Connect(t, node).JS, team.Config{}), teammate.Config{Team: teamID, Member: "tm1", Session: session})
+	bustest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		m, _, err := svc.Store().Member(context.Background(), teamID, "tm1")
+		if err != nil || m.Session != session || m.Status != teambus.MemberZombie {
+			return fmt.Errorf("tm1 not a zombie in %s: %+v %v", session, m, err)
+		}
+		return nil
+	})
+	return r
+}
+
+// sendHeld sends body from tm1 in session and checks it is held with no
+// seq yet.
+func sendHeld(t *testing.T, svc *team.Service, teamID, session, body string) {
+	t.Helper()
+	res, err := svc.Send(context.Background(), team.Actor{Team: teamID, Member: "tm1", Session: session}, team.SendSpec{Body: body})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Held || res.Seq != 0 {
+		t.Fatalf("send %q from a zombie = %+v, want held with no seq yet", body, res)
+	}
+}
+
+// leadGets waits until the lead's inbox holds bodies from tm1, in order,
+// each released with a held_since mark.
+func leadGets(t *testing.T, svc *team.Service, teamID string, bodies ...string) {
+	t.Helper()
+	bustest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		msgs, err := svc.Mailbox(teamID).Inbox(context.Background(), teambus.Lead, bus.InboxOptions{})
+		if err != nil {
+			return err
+		}
+		var got []string
+		for _, m := range msgs {
+			if m.From != "tm1" || m.Type == teambus.MsgSystem {
+				continue
+			}
+			if m.HeldSince == nil {
+				return fmt.Errorf("released mail %q (seq %d) has no held_since", m.Body, m.Seq)
+			}
+			got = append(got, m.Body)
+		}
+		if strings.Join(got, ",") != strings.Join(bodies, ",") {
+			return fmt.Errorf("lead inbox from tm1 = %q, want %q", got, bodies)
+		}
+		return nil
+	})
+}
+
+// TestSidecar_HeldMailNeverStranded: mail held in zombie mode is released
+// by whoever comes next: the member's next incarnation after a shutdown,
+// the sidecar itself at zombie-max (marked held_since), or the lead when
+// the sidecar is gone (issue 12 item 1).
+func TestSidecar_HeldMailNeverStranded(t *testing.T) {
+	node := bustest.NewServer(t)
+	ctx := context.Background()
+	svc := team.New(bustest.Connect(t, node).JS, team.Config{})
+	create := func(id string, pol teambus.Policy) {
+		t.Helper()
+		if _, err := svc.CreateTeam(ctx, id, "", []team.MemberSpec{{ID: "tm1"}}, pol); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("next incarnation", func(t *testing.T) {
+		create("nx", fastPolicy())
+		old := zombie(t, node, svc, "nx", "s1")
+		sendHeld(t, svc, "nx", "s1", "h1")
+		sendHeld(t, svc, "nx", "s1", "h2")
+		old.stop()
+		start(t, team.New(bustest.Connect(t, node).JS, team.Config{}), teammate.Config{Team: "nx", Member: "tm1", Session: "s2"})
+		leadGets(t, svc, "nx", "h1", "h2")
+	})
+
+	t.Run("zombie-max", func(t *testing.T) {
+		pol := fastPolicy()
+		pol.ZombieMax = 2 * time.Second
+		create("zm", pol)
+		r := zombie(t, node, svc, "zm", "s1")
+		sendHeld(t, svc, "zm", "s1", "h1")
+		r.wait(t, 10*time.Second)
+		if r.out != teammate.OutcomeZombieMax {
+			t.Fatalf("sidecar stopped with %s, %v: want zombie_max", r.out, r.err)
+		}
+		leadGets(t, svc, "zm", "h1")
+	})
+
+	t.Run("lead", func(t *testing.T) {
+		create("ld", fastPolicy())
+		r := zombie(t, node, svc, "ld", "s1")
+		sendHeld(t, svc, "ld", "s1", "h1")
+		r.stop()
+		ld, err := lead.New(team.New(bustest.Connect(t, node).JS, team.Config{}), lead.Config{Team: "ld", Session: "L1", Logger: newLog(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- ld.Run(lctx) }()
+		defer func() { stop(); <-done }()
+		leadGets(t, svc, "ld", "h1")
+		bustest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+			if m, _, err := svc.Store().Member(ctx, "ld", "tm1"); err != nil || m.HeldSince != nil {
+				return fmt.Errorf("tm1 = %+v, %v: want the held mark cleared", m, err)
+			}
+			return nil
+		})
+	})
+}
