@@ -102,4 +102,3 @@ func (s *Service) createErr(team string, err error) error {
 }
 
 func mib(n int64) string { return fmt.Sprintf("%dMiB", n>>20) }
-
