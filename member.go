@@ -36,6 +36,7 @@ type Member struct {
 	EscalatePending bool         `json:"escalate_pending,omitempty"`
 	ZombieSince     *time.Time   `json:"zombie_since"`
 	LastAckedSeq    uint64       `json:"last_acked_seq"`
+	Marker          uint64       `json:"marker,omitempty"` // mailbox seq of this incarnation's marker (bus.Mailbox.MarkIncarnation)
 	CreatedAt       time.Time    `json:"created_at"`
 	UpdatedAt       time.Time    `json:"updated_at"`
 }

@@ -5,11 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/kv"
 )
 
 // SendSpec is a message to send.
@@ -136,9 +138,47 @@ func (s *Service) Send(ctx context.Context, a Actor, spec SendSpec) (bus.SendRes
 			s.touch(ctx, a)
 		}()
 	}
-	res, err := mb.Send(ctx, m, held)
+	var (
+		res bus.SendResult
+		err error
+	)
+	if a.IsLead() {
+		res, err = mb.Send(ctx, m, held)
+	} else {
+		res, err = s.sendFenced(ctx, a, mb, m, sender, held)
+	}
 	touched.Wait()
 	return res, err
+}
+
+// sendFenced stores a member's message m only while the member's
+// incarnation, checked in sender, is the latest one (bus.SendFenced): a
+// registration between the check and the store refuses it on the server.
+// When the server reports a newer marker than the record showed, the
+// member record is read and checked again before that marker is used: a
+// marker the sender saw before a check that passed can not be one a later
+// incarnation stored, so an old incarnation's mail never lands after a
+// new one registered (Join returned).
+func (s *Service) sendFenced(ctx context.Context, a Actor, mb *bus.Mailbox, m *teambus.Message, sender *teambus.Member, held bool) (bus.SendResult, error) {
+	marker := sender.Marker
+	for attempt := 0; ; attempt++ {
+		res, err := mb.SendFenced(ctx, m, held, marker)
+		var moved *bus.MarkerMovedError
+		if !errors.As(err, &moved) || attempt >= kv.MaxRetries {
+			return res, err
+		}
+		cur, _, err := s.store.Member(ctx, a.Team, a.Member)
+		if err != nil {
+			return bus.SendResult{}, err
+		}
+		if err := cur.Fenced(a.Session); err != nil {
+			return bus.SendResult{}, fmt.Errorf("%w: nothing sent", err)
+		}
+		if cur.Epoch != m.Epoch {
+			return bus.SendResult{}, teambus.Fencedf("member %s registered again (epoch %d, was %d) while the message was sent: nothing sent", a.Member, cur.Epoch, m.Epoch)
+		}
+		marker = max(moved.Seq, cur.Marker)
+	}
 }
 
 // Inbox returns the actor's unacknowledged mail, oldest first.

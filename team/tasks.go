@@ -85,7 +85,7 @@ func (s *Service) mutateTask(ctx context.Context, a Actor, id string, fn func(sn
 			return err
 		}
 		if changed {
-			if _, err := s.store.PutTask(ctx, a.Team, t, snap.TaskRev[id]); err != nil {
+			if err := s.putTask(ctx, snap, a, t); err != nil {
 				return err
 			}
 		}
@@ -96,6 +96,19 @@ func (s *Service) mutateTask(ctx context.Context, a Actor, id string, fn func(sn
 		s.touch(ctx, a)
 	}
 	return out, changed, err
+}
+
+// putTask writes task t, read in snap, as actor a. A member's write is
+// fenced: it lands only if the member record is still the one snap's
+// authorize checked (kv.PutTaskFenced), in the same atomic step. The
+// lead's write is a plain compare-and-set on the task.
+func (s *Service) putTask(ctx context.Context, snap *kv.Snapshot, a Actor, t *teambus.Task) error {
+	if a.IsLead() {
+		_, err := s.store.PutTask(ctx, a.Team, t, snap.TaskRev[t.ID])
+		return err
+	}
+	_, err := s.store.PutTaskFenced(ctx, snap, t, snap.TaskRev[t.ID], a.Member)
+	return err
 }
 
 // Claim gives task id to the actor. Of concurrent claimers exactly one
@@ -171,8 +184,11 @@ func (s *Service) Next(ctx context.Context, a Actor) (*teambus.Task, error) {
 				}
 				continue
 			}
-			if _, err := s.store.PutTask(ctx, a.Team, t, snap.TaskRev[cand.ID]); err != nil {
+			if err := s.putTask(ctx, snap, a, t); err != nil {
 				if errors.Is(err, kv.ErrConflict) {
+					// The task was taken (try the next one), or the
+					// member record changed: then every candidate fails
+					// and the team is read and the caller checked again.
 					continue
 				}
 				return nil, err
