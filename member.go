@@ -44,8 +44,11 @@ type Member struct {
 	// release: set (compare-and-set) before the first held message is
 	// stored, cleared after the release delivered it.
 	HeldSince *time.Time `json:"held_since,omitempty"`
-	CreatedAt time.Time  `json:"created_at"`
-	UpdatedAt time.Time  `json:"updated_at"`
+	// Marker is the mailbox seq of this incarnation's marker
+	// (bus.Mailbox.MarkIncarnation): a member's send expects it.
+	Marker    uint64    `json:"marker,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Fenced reports why a command from session may not act as this member, or

@@ -84,6 +84,7 @@ func MemberPermissions(team, member string) *server.Permissions {
 		"tb." + team + "." + kindMail + ".*.*." + member,
 		"tb." + team + "." + kindCtl + ".*.*." + member,
 		"tb." + team + "." + kindHeld + "." + member + ".>",
+		"tb." + team + "." + kindInc + "." + member, // its own incarnation marker (Join)
 		"$JS.API.INFO",
 		// the team's event log: append (the last event of a session gives
 		// the next sequence number)

@@ -25,10 +25,12 @@ const MailboxPrefix = "TBM_"
 //	tb.<team>.mbx.<to>.<type>.<from>   mail for a member's agent (or lead, all)
 //	tb.<team>.ctl.<to>.<type>.<from>   mail a member's sidecar answers (status_check, shutdown_request)
 //	tb.<team>.held.<from>.<to>.<type>  mail a zombie member sent, held until a lead re-attaches
+//	tb.<team>.inc.<member>              incarnation markers: one per registration (MarkIncarnation)
 const (
 	kindMail = "mbx"
 	kindCtl  = "ctl"
 	kindHeld = "held"
+	kindInc  = "inc"
 )
 
 // DefaultMailboxBytes is the default size limit of a team's mailbox:
@@ -91,7 +93,7 @@ func (mb *Mailbox) streamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        mb.Stream(),
 		Description: "teambus mailbox of team " + mb.team,
-		Subjects:    []string{p + kindMail + ".>", p + kindCtl + ".>", p + kindHeld + ".>"},
+		Subjects:    []string{p + kindMail + ".>", p + kindCtl + ".>", p + kindHeld + ".>", p + kindInc + ".*"},
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardNew,
 		MaxBytes:    mb.cfg.MaxBytes,
@@ -663,4 +665,114 @@ func (mb *Mailbox) timeout(ctx context.Context) time.Duration {
 func (mb *Mailbox) forMember(subject, member string) bool {
 	p := "tb." + mb.team + "." + kindMail + "."
 	return strings.HasPrefix(subject, p+member+".") || strings.HasPrefix(subject, p+teambus.All+".")
+}
+
+// Fenced mail: the sender's incarnation check and the send in one step.
+//
+// Every registration of a member (team.Service.Join) stores an incarnation
+// marker on tb.<team>.inc.<member> in the mailbox stream, after the member
+// record took the new epoch and before Join returns. A member's mail is
+// published expecting the marker it last saw to be the latest one
+// (Nats-Expected-Last-Subject-Sequence with -Subject on the marker
+// subject): once a newer incarnation registered, the server refuses the
+// old incarnation's send, whatever it read before. The sender learns the
+// current marker from the member record (teambus.Member.Marker) or from
+// the refusal (MarkerMovedError), and re-checks the member record before
+// it uses it.
+
+// MarkerSubject is the subject of member's incarnation markers.
+func (mb *Mailbox) MarkerSubject(member string) string {
+	return "tb." + mb.team + "." + kindInc + "." + member
+}
+
+// MarkIncarnation stores an incarnation marker of member at epoch and
+// returns its sequence. A mailbox stream declared before markers existed
+// is upgraded first (it needs a connection that may update streams).
+func (mb *Mailbox) MarkIncarnation(ctx context.Context, member string, epoch int64) (uint64, error) {
+	if err := teambus.ValidateID("member", member); err != nil {
+		return 0, err
+	}
+	b, _ := json.Marshal(map[string]any{"member": member, "epoch": epoch, "at": time.Now().UTC()})
+	ack, err := mb.js.Publish(ctx, mb.MarkerSubject(member), b)
+	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+		if uerr := mb.Upgrade(ctx); uerr != nil {
+			return 0, uerr
+		}
+		ack, err = mb.js.Publish(ctx, mb.MarkerSubject(member), b)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("mark incarnation %d of %s: %w", epoch, member, mb.publishErr(err))
+	}
+	return ack.Sequence, nil
+}
+
+// Upgrade adds the incarnation marker subject to a mailbox stream declared
+// before it existed, changing nothing else. It is idempotent.
+func (mb *Mailbox) Upgrade(ctx context.Context) error {
+	st, err := mb.js.Stream(ctx, mb.Stream())
+	if err != nil {
+		return teambus.Unavailablef("open mailbox of team %s: %v", mb.team, err)
+	}
+	cfg := st.CachedInfo().Config
+	want := "tb." + mb.team + "." + kindInc + ".*"
+	for _, s := range cfg.Subjects {
+		if s == want {
+			return nil
+		}
+	}
+	cfg.Subjects = append(cfg.Subjects, want)
+	if _, err := mb.js.UpdateStream(ctx, cfg); err != nil {
+		return teambus.Unavailablef("upgrade mailbox of team %s: %v", mb.team, err)
+	}
+	return nil
+}
+
+// MarkerMovedError is a fenced send the server refused because the
+// sender's incarnation marker is no longer the latest: Seq is the latest.
+type MarkerMovedError struct {
+	Member string
+	Seq    uint64
+}
+
+func (e *MarkerMovedError) Error() string {
+	return fmt.Sprintf("incarnation marker of %s moved to seq %d: %v", e.Member, e.Seq, teambus.ErrConflict)
+}
+
+// Unwrap makes the error a teambus.ErrConflict.
+func (e *MarkerMovedError) Unwrap() error { return teambus.ErrConflict }
+
+// SendFenced stores m like Send, but only if marker is still the latest
+// incarnation marker of m.From (0: none stored). A newer one fails it with
+// a *MarkerMovedError carrying the latest sequence.
+func (mb *Mailbox) SendFenced(ctx context.Context, m *teambus.Message, held bool, marker uint64) (SendResult, error) {
+	if err := mb.check(m); err != nil {
+		return SendResult{}, err
+	}
+	msgID := m.From + "/" + m.ID
+	if held {
+		msgID = "held/" + msgID
+	}
+	if m.TS.IsZero() {
+		m.TS = time.Now().UTC()
+	}
+	payload := *m
+	payload.Seq = 0
+	payload.Held = false
+	b, err := json.Marshal(&payload)
+	if err != nil {
+		return SendResult{}, fmt.Errorf("encode message: %w", err)
+	}
+	ack, err := mb.js.Publish(ctx, mb.subject(m, held), b, jetstream.WithMsgID(msgID),
+		jetstream.WithExpectLastSequenceForSubject(marker, mb.MarkerSubject(m.From)))
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+			_, num, _ := strings.Cut(apiErr.Description, "wrong last sequence: ")
+			if seq, perr := strconv.ParseUint(strings.TrimSpace(num), 10, 64); perr == nil {
+				return SendResult{}, &MarkerMovedError{Member: m.From, Seq: seq}
+			}
+		}
+		return SendResult{}, mb.publishErr(err)
+	}
+	return SendResult{Seq: ack.Sequence, ID: m.ID, Duplicate: ack.Duplicate, Held: held}, nil
 }

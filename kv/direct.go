@@ -46,24 +46,33 @@ var errTooMany = errors.New("too many results")
 // readBucket calls fn with the last value of every live key of bucket, in
 // no particular order.
 func readBucket(ctx context.Context, nc *nats.Conn, bucket string, fn func(entry) error) error {
+	_, err := readBucketAt(ctx, nc, bucket, fn)
+	return err
+}
+
+// readBucketAt is readBucket that also returns the stream sequence the
+// read is consistent at: every write up to it is seen, none after it. It
+// is 0 when the bucket was too large for one isolated read (a scan).
+func readBucketAt(ctx context.Context, nc *nats.Conn, bucket string, fn func(entry) error) (uint64, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 	}
-	last, err := readLast(ctx, nc, bucket)
+	last, upTo, err := readLastAt(ctx, nc, bucket)
 	if errors.Is(err, errTooMany) {
+		upTo = 0
 		last, err = scan(ctx, nc, bucket)
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, e := range last {
 		if err := fn(e); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return upTo, nil
 }
 
 type directRequest struct {
@@ -76,6 +85,13 @@ type directRequest struct {
 
 // readLast reads the last value of every key with multi_last requests.
 func readLast(ctx context.Context, nc *nats.Conn, bucket string) ([]entry, error) {
+	out, _, err := readLastAt(ctx, nc, bucket)
+	return out, err
+}
+
+// readLastAt is readLast that also returns the stream sequence the pages
+// were read up to (the server reads each page isolated from writes).
+func readLastAt(ctx context.Context, nc *nats.Conn, bucket string) ([]entry, uint64, error) {
 	var (
 		out  []entry
 		from uint64
@@ -85,19 +101,22 @@ func readLast(ctx context.Context, nc *nats.Conn, bucket string) ([]entry, error
 		req := directRequest{MultiLast: []string{"$KV." + bucket + ".>"}, Seq: from, UpToSeq: upTo}
 		page, eob, err := direct(ctx, nc, bucket, req)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		for _, e := range page {
 			if e.live {
 				out = append(out, e.entry)
 			}
 		}
+		if upTo == 0 {
+			upTo = eob.upTo
+		}
 		if eob.pending == 0 || len(page) == 0 {
-			return out, nil
+			return out, upTo, nil
 		}
 		// More than the server sends at once: continue after the last
 		// sequence, at the same upper bound.
-		from, upTo = page[len(page)-1].rev+1, eob.upTo
+		from = page[len(page)-1].rev + 1
 	}
 }
 

@@ -92,6 +92,10 @@ type Snapshot struct {
 	Tasks     map[string]*teambus.Task
 	TaskRev   map[string]uint64
 	Activity  map[string]time.Time
+	// Seq is the bucket's stream sequence the snapshot is consistent at
+	// (every write up to it is in, none after it); 0 when the bucket was
+	// too large for one isolated read.
+	Seq uint64
 }
 
 // MemberIDs returns the member ids sorted.
@@ -188,6 +192,10 @@ func (s *Store) CreateTeam(ctx context.Context, t *teambus.Team, members []*team
 	if err != nil {
 		return unavailable("create state bucket of team "+t.ID, err)
 	}
+	// Fenced writes are atomic batches (fence.go).
+	if err := allowAtomic(ctx, s.js, "KV_"+StatePrefix+t.ID); err != nil {
+		return unavailable("create state bucket of team "+t.ID, err)
+	}
 	if _, err := s.heartbeats(ctx, t.ID, true); err != nil {
 		return err
 	}
@@ -278,7 +286,7 @@ func (s *Store) Snapshot(ctx context.Context, team string) (*Snapshot, error) {
 	// A direct read, not a watch: it needs no consumer, so a member
 	// credential, which may not create one, can read its team (direct.go).
 	var entries []entry
-	err = readBucket(ctx, s.js.Conn(), kv.Bucket(), func(e entry) error {
+	snap.Seq, err = readBucketAt(ctx, s.js.Conn(), kv.Bucket(), func(e entry) error {
 		entries = append(entries, e)
 		return nil
 	})

@@ -81,6 +81,31 @@ func BenchmarkClaim_8Contending(b *testing.B) {
 	b.ReportMetric(float64(conflicts)/float64(b.N), "conflicts/op")
 }
 
+// BenchmarkService_Claim is one uncontended claim by a member (read the
+// team, check the member, write the task; fenced: in one atomic batch with
+// the member's activity). Between claims the member releases the task (not
+// timed).
+func BenchmarkService_Claim(b *testing.B) {
+	f := newFixture(b, team.Config{})
+	f.create(b, "bench", "L", testPolicy(), "tm1")
+	f.addTask(b, "bench", "t1", 0)
+	ctx := context.Background()
+	tm1 := actorOf("bench", "tm1")
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := f.svc.Claim(ctx, tm1, "t1"); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if _, err := f.svc.Release(ctx, tm1, "t1"); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	reportRate(b, "claims/s")
+}
+
 // BenchmarkService_Send is team.Service.Send from one member, one at a
 // time: what `teambus send` does after connecting (read the team and the
 // member, store the message fsynced, record activity).

@@ -43,10 +43,36 @@ func (s *Service) Join(ctx context.Context, team, member, session string) (*team
 		return nil
 	})
 	if err == nil {
+		err = s.markIncarnation(ctx, team, out)
+	}
+	if err == nil {
 		_ = s.store.Touch(ctx, team, member)
 		s.LogEvent(ctx, team, teambus.EvAgentSpawned, member, map[string]any{"name": member, "epoch": out.Epoch, "session": session, "role": out.Role})
 	}
 	return out, err
+}
+
+// markIncarnation fences the mail of m's earlier incarnations, which m's
+// record now refuses: it stores the incarnation marker that their sends
+// expect not to exist (bus.Mailbox.SendFenced), then records its sequence
+// with m so the new incarnation's sends expect it. A send of an old
+// incarnation that read the record before it changed is refused by the
+// server once the marker is stored, and Join returns only after that.
+// Recording the sequence may lose to another write of the record; the
+// sender then learns it from the server's refusal.
+func (s *Service) markIncarnation(ctx context.Context, team string, m *teambus.Member) error {
+	seq, err := s.Mailbox(team).MarkIncarnation(ctx, m.ID, m.Epoch)
+	if err != nil {
+		return fmt.Errorf("join %s of team %s: %w", m.ID, team, err)
+	}
+	m.Marker = seq
+	return s.UpdateMember(ctx, team, m.ID, m.Epoch, func(cur *teambus.Member) bool {
+		if cur.Marker >= seq {
+			return false
+		}
+		cur.Marker = seq
+		return true
+	})
 }
 
 // SetMemberStatus sets the stored lifecycle status of a member's current

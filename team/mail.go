@@ -168,7 +168,7 @@ func (s *Service) deliver(ctx context.Context, a Actor, mb *bus.Mailbox, m *team
 					return bus.SendResult{}, fmt.Errorf("release the held mail of %s before new mail: %w: nothing sent", a.Member, err)
 				}
 			}
-			return mb.Send(ctx, m, false)
+			return s.sendFenced(ctx, a, mb, m, sender, false)
 		}
 		if sender.HeldSince != nil {
 			break
@@ -190,7 +190,7 @@ func (s *Service) deliver(ctx context.Context, a Actor, mb *bus.Mailbox, m *team
 		}
 		m.Epoch = sender.Epoch
 	}
-	res, err := mb.Send(ctx, m, true)
+	res, err := s.sendFenced(ctx, a, mb, m, sender, true)
 	if err != nil {
 		return res, err
 	}
@@ -260,6 +260,36 @@ func (s *Service) ReleaseHeld(ctx context.Context, team, member string) ([]teamb
 		return out, nil
 	}
 	return out, teambus.Unavailablef("release held mail of %s: still in flight; try again", member)
+}
+
+// sendFenced stores a member's message m only while the member's
+// incarnation, checked in sender, is the latest one (bus.SendFenced): a
+// registration between the check and the store refuses it on the server.
+// When the server reports a newer marker than the record showed, the
+// member record is read and checked again before that marker is used: a
+// marker the sender saw before a check that passed can not be one a later
+// incarnation stored, so an old incarnation's mail never lands after a
+// new one registered (Join returned).
+func (s *Service) sendFenced(ctx context.Context, a Actor, mb *bus.Mailbox, m *teambus.Message, sender *teambus.Member, held bool) (bus.SendResult, error) {
+	marker := sender.Marker
+	for attempt := 0; ; attempt++ {
+		res, err := mb.SendFenced(ctx, m, held, marker)
+		var moved *bus.MarkerMovedError
+		if !errors.As(err, &moved) || attempt >= kv.MaxRetries {
+			return res, err
+		}
+		cur, _, err := s.store.Member(ctx, a.Team, a.Member)
+		if err != nil {
+			return bus.SendResult{}, err
+		}
+		if err := cur.Fenced(a.Session); err != nil {
+			return bus.SendResult{}, fmt.Errorf("%w: nothing sent", err)
+		}
+		if cur.Epoch != m.Epoch {
+			return bus.SendResult{}, teambus.Fencedf("member %s registered again (epoch %d, was %d) while the message was sent: nothing sent", a.Member, cur.Epoch, m.Epoch)
+		}
+		marker = max(moved.Seq, cur.Marker)
+	}
 }
 
 // Inbox returns the actor's unacknowledged mail, oldest first.

@@ -154,14 +154,23 @@ func (f *fixture) member(t testing.TB, teamID, id string) *teambus.Member {
 	return m
 }
 
-// msgCount is the number of messages in the team's mailbox stream.
+// msgCount is the number of messages in the team's mailbox stream, not
+// counting incarnation markers (one per Join).
 func (f *fixture) msgCount(t testing.TB, teamID string) uint64 {
 	t.Helper()
 	st, err := f.conn.JS.Stream(testCtx(t), bus.MailboxPrefix+teamID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st.CachedInfo().State.Msgs
+	info, err := st.Info(testCtx(t), jetstream.WithSubjectFilter("tb."+teamID+".inc.*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := info.State.Msgs
+	for _, c := range info.State.Subjects {
+		n -= c
+	}
+	return n
 }
 
 func (f *fixture) consumer(t testing.TB, teamID, name string) jetstream.Consumer {

@@ -85,7 +85,7 @@ func (s *Service) mutateTask(ctx context.Context, a Actor, id string, fn func(sn
 			return err
 		}
 		if changed {
-			if _, err := s.store.PutTask(ctx, a.Team, t, snap.TaskRev[id]); err != nil {
+			if err := s.putTask(ctx, snap, a, t); err != nil {
 				return err
 			}
 		}
@@ -96,6 +96,19 @@ func (s *Service) mutateTask(ctx context.Context, a Actor, id string, fn func(sn
 		s.touch(ctx, a)
 	}
 	return out, changed, err
+}
+
+// putTask writes task t, read in snap, as actor a. A member's write is
+// fenced: it lands only if the member record is still the one snap's
+// authorize checked (kv.PutTaskFenced), in the same atomic step. The
+// lead's write is a plain compare-and-set on the task.
+func (s *Service) putTask(ctx context.Context, snap *kv.Snapshot, a Actor, t *teambus.Task) error {
+	if a.IsLead() {
+		_, err := s.store.PutTask(ctx, a.Team, t, snap.TaskRev[t.ID])
+		return err
+	}
+	_, err := s.store.PutTaskFenced(ctx, snap, t, snap.TaskRev[t.ID], a.Member)
+	return err
 }
 
 // Claim gives task id to the actor. Of concurrent claimers exactly one
@@ -135,7 +148,7 @@ func (s *Service) Claim(ctx context.Context, a Actor, id string) (*teambus.Task,
 		if err := s.takeSlot(ctx, snap, a.Member, id); err != nil {
 			return err
 		}
-		if _, err := s.store.PutTask(ctx, a.Team, t, snap.TaskRev[id]); err != nil {
+		if err := s.putTask(ctx, snap, a, t); err != nil {
 			return err
 		}
 		out = t
@@ -175,6 +188,9 @@ func (s *Service) takeSlot(ctx context.Context, snap *kv.Snapshot, member, id st
 				return err
 			}
 			snap.TaskRev[prev] = rev
+			if snap.Seq > 0 {
+				snap.Seq = rev
+			}
 		}
 	}
 	// The slot is written even when it already names id: the write orders
@@ -187,6 +203,11 @@ func (s *Service) takeSlot(ctx context.Context, snap *kv.Snapshot, member, id st
 	}
 	snap.MemberRev[member] = rev
 	snap.Members[member] = &upd
+	if snap.Seq > 0 {
+		// The slot write is now the bucket's last: the fenced task write
+		// (kv.PutTaskFenced) expects it, and fails if anything else moved.
+		snap.Seq = rev
+	}
 	return nil
 }
 
@@ -261,8 +282,11 @@ func (s *Service) Next(ctx context.Context, a Actor) (*teambus.Task, error) {
 				}
 				return nil, err
 			}
-			if _, err := s.store.PutTask(ctx, a.Team, t, snap.TaskRev[cand.ID]); err != nil {
+			if err := s.putTask(ctx, snap, a, t); err != nil {
 				if errors.Is(err, kv.ErrConflict) {
+					// The task was taken (try the next one), or the
+					// member record changed: then every candidate fails
+					// and the team is read and the caller checked again.
 					continue
 				}
 				return nil, err
