@@ -393,6 +393,12 @@ func start(ctx context.Context, p *nodePlan, lock *os.File) (*Node, error) {
 	if err != nil {
 		return nil, teambus.Invalidf("configure bus node: %v", err)
 	}
+	if err := exportService(s); err != nil {
+		return nil, teambus.Invalidf("configure bus node: export team service: %v", err)
+	}
+	auth.mu.Lock()
+	auth.s = s
+	auth.mu.Unlock()
 	logger := &serverLogger{log: c.Logger, verbose: c.Debug}
 	s.SetLoggerV2(logger, c.Debug, false, false)
 
