@@ -15,6 +15,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node/nodetest"
 )
 
 func TestMsgID_RoundTrip(t *testing.T) {
@@ -420,7 +421,7 @@ func TestHistory_Concurrent(t *testing.T) {
 // of another under a fresh Nats-Msg-Id, and stores one nobody sent. The
 // checker must flag each; the untouched run must be valid.
 func TestChecker_SabotagedBus(t *testing.T) {
-	node := bustest.NewServer(t)
+	node := nodetest.NewServer(t)
 	conn := bustest.Connect(t, node)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

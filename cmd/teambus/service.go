@@ -7,6 +7,7 @@ import (
 
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/kv"
+	mapi "github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/team"
 )
 
@@ -58,4 +59,11 @@ func actor(c *cli.Context) (team.Actor, error) {
 	}
 	a := team.Actor{Team: t, Member: m, Session: c.String("session")}
 	return a, a.Validate()
+}
+
+// member returns the team service client of the actor: member verbs go
+// through the service, with a member's credential or the operator's token
+// alike.
+func (s *session) member(a team.Actor) (*mapi.Client, error) {
+	return mapi.ForConn(s.conn, a.Team, a.Member, a.Session)
 }

@@ -3,11 +3,7 @@
 package nodetest
 
 import (
-	"context"
 	"testing"
-	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
@@ -29,32 +25,12 @@ func NewServerDir(t testing.TB, dir string) *bus.Node {
 }
 
 // NewServerConfig starts a node with cfg (defaults as in
-// bustest.NewServerConfig) and the team service on it.
+// bustest.NewServerConfig) that hosts the team service, as `teambus bus
+// start` does.
 func NewServerConfig(t testing.TB, cfg bus.NodeConfig) *bus.Node {
 	t.Helper()
-	n := bustest.NewServerConfig(t, cfg)
-	Serve(t, n)
-	return n
-}
-
-// Serve starts the team service on n over an in-process connection,
-// stopped when the test ends.
-func Serve(t testing.TB, n *bus.Node) *node.Service {
-	t.Helper()
-	nc, err := nats.Connect("", nats.InProcessServer(n.InProcess()), nats.Token(n.Token()), nats.Name("teambus-service"))
-	if err != nil {
-		t.Fatalf("connect team service: %v", err)
+	if cfg.Attach == nil {
+		cfg.Attach = node.Attach(node.Config{})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := node.Open(ctx, nc, node.Config{})
-	if err != nil {
-		nc.Close()
-		t.Fatalf("start team service: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = s.Close()
-		nc.Close()
-	})
-	return s
+	return bustest.NewServerConfig(t, cfg)
 }
