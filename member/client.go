@@ -218,3 +218,9 @@ func (c *Client) Replay(ctx context.Context, since uint64, limit int) (ReplayRep
 	err := c.Call(ctx, VerbReplay, ReplayRequest{Who: c.who, SinceSeq: since, Limit: limit}, &res)
 	return res, err
 }
+
+// Show returns the caller's team as the service's JSON (a team.View),
+// decoded into out.
+func (c *Client) Show(ctx context.Context, out any) error {
+	return c.Call(ctx, VerbShow, ShowRequest{Who: c.who}, out)
+}

@@ -20,10 +20,11 @@ const (
 	VerbJoin       = "join"
 	VerbBrief      = "brief"
 	VerbReplay     = "replay"
+	VerbShow       = "show"
 )
 
 // Verbs lists every verb the service answers.
-var Verbs = []string{VerbSend, VerbInbox, VerbAck, VerbRelease, VerbTask, VerbCheckpoint, VerbHeartbeat, VerbJoin, VerbBrief, VerbReplay}
+var Verbs = []string{VerbSend, VerbInbox, VerbAck, VerbRelease, VerbTask, VerbCheckpoint, VerbHeartbeat, VerbJoin, VerbBrief, VerbReplay, VerbShow}
 
 // Who names the caller's incarnation. Member is honoured only from the
 // operator: a member's requests act as the member its credential names,
@@ -191,6 +192,12 @@ type ReplayRequest struct {
 	Who
 	SinceSeq uint64 `json:"since_seq,omitempty"`
 	Limit    int    `json:"limit,omitempty"`
+}
+
+// ShowRequest asks for the caller's team as `team show` prints it (a
+// team.View).
+type ShowRequest struct {
+	Who
 }
 
 // ReplayMax caps one replay reply.

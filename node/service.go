@@ -135,6 +135,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Service, error) {
 		member.VerbJoin:       s.join,
 		member.VerbBrief:      s.brief,
 		member.VerbReplay:     s.replay,
+		member.VerbShow:       s.show,
 	}
 	for _, verb := range member.Verbs {
 		if err := ms.AddEndpoint(verb, s.handler(verb, handlers[verb]), micro.WithEndpointSubject(bus.ServiceSubject("*", verb))); err != nil {
@@ -607,4 +608,20 @@ func (s *Service) replay(ctx context.Context, c caller, data []byte) (any, error
 		return nil, err
 	}
 	return out, nil
+}
+
+// show returns the caller's team: its state, members and tasks, which
+// every member of the team may read.
+func (s *Service) show(ctx context.Context, c caller, data []byte) (any, error) {
+	var r member.ShowRequest
+	a, err := decodeActor(c, data, &r)
+	if err != nil {
+		return nil, err
+	}
+	if !a.IsLead() {
+		if _, _, err := s.svc.Store().Member(ctx, a.Team, a.Member); err != nil {
+			return nil, err
+		}
+	}
+	return s.svc.Show(ctx, a.Team)
 }

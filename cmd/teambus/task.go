@@ -12,6 +12,26 @@ import (
 	"github.com/teambus/teambus/team"
 )
 
+// teamTasks returns the team's tasks in the order `task list` prints
+// them: through the team service for a member credential.
+func teamTasks(s *session, teamID string) ([]*teambus.Task, error) {
+	if v, isMember, err := s.memberView(teamID); err != nil || isMember {
+		if err != nil {
+			return nil, err
+		}
+		return v.Tasks, nil
+	}
+	snap, err := s.svc.Store().Snapshot(s.ctx, teamID)
+	if err != nil {
+		return nil, err
+	}
+	tasks := make([]*teambus.Task, 0, len(snap.Tasks))
+	for _, id := range snap.TaskIDs() {
+		tasks = append(tasks, snap.Tasks[id])
+	}
+	return tasks, nil
+}
+
 // taskOp runs a member's task operation through the team service.
 func taskOp(s *session, a team.Actor, req mapi.TaskRequest) (*teambus.Task, bool, error) {
 	cl, err := s.member(a)
@@ -209,13 +229,13 @@ func taskList(c *cli.Context) error {
 		return err
 	}
 	defer s.close()
-	snap, err := s.svc.Store().Snapshot(s.ctx, teamID)
+	all, err := teamTasks(s, teamID)
 	if err != nil {
 		return err
 	}
 	var tasks []*teambus.Task
-	for _, id := range snap.TaskIDs() {
-		if t := snap.Tasks[id]; status == "" || string(t.Status) == status {
+	for _, t := range all {
+		if status == "" || string(t.Status) == status {
 			tasks = append(tasks, t)
 		}
 	}
@@ -252,8 +272,19 @@ func taskShow(c *cli.Context) error {
 		return err
 	}
 	defer s.close()
-	t, _, err := s.svc.Store().Task(s.ctx, teamID, id)
-	if err != nil {
+	var t *teambus.Task
+	if v, isMember, err := s.memberView(teamID); err != nil {
+		return err
+	} else if isMember {
+		for _, tk := range v.Tasks {
+			if tk.ID == id {
+				t = tk
+			}
+		}
+		if t == nil {
+			return teambus.NotFoundf("task %s not found in team %s: see `teambus task list`", id, teamID)
+		}
+	} else if t, _, err = s.svc.Store().Task(s.ctx, teamID, id); err != nil {
 		return err
 	}
 	if c.Bool("json") {
