@@ -426,7 +426,9 @@ func TestChecker_SabotagedBus(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	mb := bus.NewMailbox(conn.JS, "sab", bus.MailboxConfig{})
-	if err := mb.Declare(ctx); err != nil {
+	// A mailbox denies deleting messages; this one is made by hand so the
+	// test can sabotage it.
+	if _, err := conn.JS.CreateStream(ctx, jetstream.StreamConfig{Name: mb.Stream(), Subjects: []string{"tb.sab.mbx.>", "tb.sab.ctl.>", "tb.sab.held.>"}, Storage: jetstream.FileStorage, Duplicates: 10 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	h := NewHistory()
