@@ -17,6 +17,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/node"
 )
 
 // Sections of a run, in the order they run.
@@ -302,7 +303,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // the sync mode given, listening on a free loopback port.
 func (r *run) node(ctx context.Context, name, sync string) (*bus.Node, error) {
 	return bus.Open(ctx, bus.NodeConfig{Dir: filepath.Join(r.dir, name), Listen: "127.0.0.1:0", Sync: sync,
-		MaxStore: 1 << 40, Logger: r.log})
+		MaxStore: 1 << 40, Logger: r.log, Attach: node.Attach(node.Config{Logger: r.log})})
 }
 
 // connect opens a TCP connection to a node, as another process would.

@@ -133,7 +133,8 @@ func TestRun_Throughput(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, key := range []string{keyFsync, keyJSONL, keyInbox + "100", keyInbox + "1000", keyInbox + "10000",
-		keyAsync, keyMbSend, keySvcSend, keyAsync + keyIntervalSfx, keyMbSend + keyIntervalSfx, keySvcSend + keyIntervalSfx} {
+		keyAsync, keyMbSend, keySvcSend, keyAsync + keyIntervalSfx, keyMbSend + keyIntervalSfx, keySvcSend + keyIntervalSfx,
+		keyReqSend, keyReqAsync, keyReqSend + keyIntervalSfx, keyReqAsync + keyIntervalSfx} {
 		row := res.Row(key)
 		if row == nil {
 			t.Errorf("no row %s", key)

@@ -14,6 +14,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/team"
 )
 
@@ -29,6 +30,8 @@ const (
 	keyAsync       = "tb.send.async"
 	keyMbSend      = "tb.send.mailbox"
 	keySvcSend     = "tb.send.service"
+	keyReqSend     = "tb.send.request"
+	keyReqAsync    = "tb.send.request.pipelined"
 	keyOneShot     = "tb.send.oneshot"
 	keyInboxAck    = "tb.inbox.ack"
 	keyClaim       = "tb.claim"
@@ -193,8 +196,30 @@ func (r *run) sendMeters(ctx context.Context, mode string) (*bus.Node, *bus.Conn
 		sfx, label, note = keyIntervalSfx, ", sync interval", "sync interval: written to the OS before the ack, fsync every 2 min; survives kill -9, not power loss"
 	}
 	size := r.cfg.MsgSize
+	// A member's own credential: its sends go through the team service
+	// (one request each), as every member command's do.
+	cl, err := memberClient(ctx, conn, node, from)
+	if err != nil {
+		conn.Close()
+		node.Close()
+		return nil, nil, nil, err
+	}
 	var seq atomic.Int64 // message ids stay unique across turns: no send is a duplicate
 	return node, conn, []meter{
+		{group: "teambus", key: keyReqSend + sfx, name: "send one at a time through the team service (member credential, one request" + label + ")",
+			run: func(ctx context.Context, d time.Duration) (sample, error) {
+				return loop(ctx, d, 1, 0, func(int) error {
+					_, err := cl.Send(ctx, member.SendRequest{To: "tm2", ID: fmt.Sprintf("req-%d", seq.Add(1)), Body: body(size)})
+					return err
+				})
+			}},
+		{group: "teambus", key: keyReqAsync + sfx, name: fmt.Sprintf("pipelined send through the team service (member credential, %d requests in flight%s)", serviceWindow, label),
+			run: func(ctx context.Context, d time.Duration) (sample, error) {
+				return concurrent(ctx, d, serviceWindow, func() error {
+					_, err := cl.Send(ctx, member.SendRequest{To: "tm2", ID: fmt.Sprintf("reqp-%d", seq.Add(1)), Body: body(size)})
+					return err
+				})
+			}},
 		{group: "teambus", key: keyAsync + sfx, name: "pipelined send (Mailbox.SendAsync, window 256" + label + ")", note: note,
 			run: func(ctx context.Context, d time.Duration) (sample, error) {
 				return pipelined(ctx, conn, mb, d, size, &seq)
@@ -215,6 +240,68 @@ func (r *run) sendMeters(ctx context.Context, mode string) (*bus.Node, *bus.Conn
 				})
 			}},
 	}, nil
+}
+
+// serviceWindow is how many requests the pipelined service meter keeps in
+// flight.
+const serviceWindow = 256
+
+// memberClient issues a credential for the actor, connects with it over
+// TCP and returns its team service client; the connection closes with
+// conn's node.
+func memberClient(ctx context.Context, conn *bus.Conn, node *bus.Node, a team.Actor) (*member.Client, error) {
+	cr, err := bus.IssueCreds(ctx, conn, a.Team, a.Member, []string{node.URL()})
+	if err != nil {
+		return nil, err
+	}
+	mc, err := bus.Connect(ctx, bus.ConnectConfig{Server: node.URL(), User: cr.User, Pass: cr.Password, InboxPrefix: cr.InboxPrefix, Name: "teambus bench member", Timeout: 30 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		<-node.Done()
+		mc.Close()
+	}()
+	return member.ForConn(mc, a.Team, a.Member, a.Session)
+}
+
+// concurrent runs op from n goroutines for d and returns how many
+// completed in how long, with each one's latency.
+func concurrent(ctx context.Context, d time.Duration, n int, op func() error) (sample, error) {
+	var (
+		mu   sync.Mutex
+		s    sample
+		errs error
+		wg   sync.WaitGroup
+	)
+	start := time.Now()
+	for w := 0; w < n; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var lat []time.Duration
+			for time.Since(start) < d && ctx.Err() == nil {
+				t0 := time.Now()
+				if err := op(); err != nil {
+					mu.Lock()
+					errs = errors.Join(errs, err)
+					mu.Unlock()
+					return
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			mu.Lock()
+			s.lat = append(s.lat, lat...)
+			s.n += len(lat)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	s.elapsed = time.Since(start)
+	if errs != nil {
+		return s, errs
+	}
+	return s, ctx.Err()
 }
 
 // pipelined sends for d with up to 256 sends in flight and returns how

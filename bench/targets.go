@@ -13,6 +13,8 @@ func (r *run) compareAll() {
 		r.res.compare(keyAsync+sfx, keyJSONL, keyFsync)
 		r.res.compare(keyMbSend+sfx, keyJSONL, keyInbox+"1000")
 		r.res.compare(keySvcSend+sfx, keyJSONL, keyInbox+"1000")
+		r.res.compare(keyReqSend+sfx, keyJSONL, keyInbox+"1000")
+		r.res.compare(keyReqAsync+sfx, keyJSONL, keyFsync)
 	}
 	r.res.compare(keyOneShot, keyJSONLOnce)
 	r.res.compare(keyInboxAck, keyInboxRead)

@@ -55,6 +55,37 @@ func MemberInboxPrefix(team, member string) string {
 	return inboxRoot + "." + team + "." + member
 }
 
+// Accounts and subjects of the team service.
+const (
+	// MemberAccountPrefix starts the name of a team's member account,
+	// TBM_<team>: the account its members' credentials land in. It holds
+	// no JetStream, only the import of the team service.
+	MemberAccountPrefix = "TBM_"
+	// MemberServicePrefix is what a member publishes its requests to, in
+	// its member account: tb.<verb>.
+	MemberServicePrefix = "tb"
+	// ServicePrefix is the subject space of the team service in the data
+	// account: tbsvc.<team>.<verb>. The data account exports it; a member
+	// account imports the subjects of its own team only.
+	ServicePrefix = "tbsvc"
+)
+
+// MemberAccount is the member account of team.
+func MemberAccount(team string) string { return MemberAccountPrefix + team }
+
+// ServiceSubject is the subject of a verb of team's service in the data
+// account; verb may be ">" or "*".
+func ServiceSubject(team, verb string) string { return ServicePrefix + "." + team + "." + verb }
+
+// MemberServiceSubject is the subject a member requests verb on.
+func MemberServiceSubject(verb string) string { return MemberServicePrefix + "." + verb }
+
+// exportService exports the team service subjects from the data account,
+// before any member account imports them.
+func exportService(s *server.Server) error {
+	return s.GlobalAccount().AddServiceExportWithResponse(ServicePrefix+".>", server.Singleton, nil)
+}
+
 // validateCredsIDs checks the ids of a credential: a team id, and a member
 // id (or the lead).
 func validateCredsIDs(team, member string) error {
@@ -68,59 +99,19 @@ func validateCredsIDs(team, member string) error {
 }
 
 // MemberPermissions are what a member's credential may do, and nothing
-// else: send mail as itself within its team, read and acknowledge its own
-// inbox and sidecar consumers, read and write its team's state and
-// heartbeat buckets, append to its team's event log, and receive replies
-// on its own inbox prefix. It can not create, change or delete streams or
-// consumers, read other members' consumers, read the mailbox stream
-// directly, reach another team, the shared _INBOX prefix or $SYS. team
-// and member must be valid ids: a wildcard in either would widen every
-// rule.
+// else: publish requests to the team service (tb.<verb> in its team's
+// member account, which the account imports as the service subjects of its
+// team only) and receive the replies on its own inbox prefix. The member
+// account has no JetStream and no other responder: everything a member
+// does goes through the service, which decides from the server-set
+// request info who is asking. team and member must be valid ids: a
+// wildcard in either would widen the subscribe rule.
 func MemberPermissions(team, member string) *server.Permissions {
-	mbx := MailboxPrefix + team
-	pub := []string{
-		// mail as itself: tb.<team>.mbx.<to>.<type>.<from>, ctl likewise,
-		// held mail tb.<team>.held.<from>.<to>.<type>
-		"tb." + team + "." + kindMail + ".*.*." + member,
-		"tb." + team + "." + kindCtl + ".*.*." + member,
-		"tb." + team + "." + kindHeld + "." + member + ".>",
-		"tb." + team + "." + kindInc + "." + member, // its own incarnation marker (Join)
-		"$JS.API.INFO",
-		// the team's event log: append (the last event of a session gives
-		// the next sequence number)
-		"tb." + team + "." + kindEvent + ".>",
-		"$JS.API.STREAM.MSG.GET." + EventsPrefix + team,
-		"$JS.API.DIRECT.GET." + EventsPrefix + team,
-		"$JS.API.DIRECT.GET." + EventsPrefix + team + ".>",
-	}
-	for _, c := range []string{InboxConsumer(member), SidecarConsumer(member)} {
-		pub = append(pub,
-			"$JS.API.CONSUMER.INFO."+mbx+"."+c,
-			"$JS.API.CONSUMER.MSG.NEXT."+mbx+"."+c,
-			"$JS.ACK."+mbx+"."+c+".>",
-		)
-	}
-	for _, b := range []string{"TBS_" + team, "TBH_" + team} {
-		pub = append(pub,
-			"$JS.API.STREAM.INFO.KV_"+b,
-			"$JS.API.DIRECT.GET.KV_"+b,
-			"$JS.API.DIRECT.GET.KV_"+b+".>",
-			"$KV."+b+".>",
-		)
-	}
-	// Explicit denials win over any allow: what must never be reachable,
-	// whatever the allow list grows into.
-	deny := []string{
-		"$SYS.>", "_INBOX.>",
-		"$JS.API.STREAM.CREATE.>", "$JS.API.STREAM.UPDATE.>", "$JS.API.STREAM.DELETE.>",
-		"$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>", "$JS.API.STREAM.MSG.GET." + mbx, "$JS.API.STREAM.SNAPSHOT.>",
-		"$JS.API.STREAM.RESTORE.>", "$JS.API.STREAM.LIST", "$JS.API.STREAM.NAMES",
-		"$JS.API.CONSUMER.CREATE.>", "$JS.API.CONSUMER.DURABLE.>", "$JS.API.CONSUMER.DELETE.>",
-		"$JS.API.CONSUMER.LIST.>", "$JS.API.CONSUMER.NAMES.>", "$JS.API.DIRECT.GET." + mbx + ".>",
-		"$JS.API.DIRECT.GET." + mbx, "$KV." + AuthBucket + ".>", "$JS.API.DIRECT.GET.KV_" + AuthBucket + ".>",
-	}
 	return &server.Permissions{
-		Publish: &server.SubjectPermission{Allow: pub, Deny: deny},
+		Publish: &server.SubjectPermission{
+			Allow: []string{MemberServicePrefix + ".>"},
+			Deny:  []string{"$SYS.>", "$JS.>", "$KV.>", "$SRV.>", "_INBOX.>", "_R_.>"},
+		},
 		Subscribe: &server.SubjectPermission{
 			Allow: []string{MemberInboxPrefix(team, member) + ".>"},
 			Deny:  []string{"$SYS.>", "_INBOX.>"},
@@ -283,22 +274,37 @@ type authenticator struct {
 	token string
 	log   *slog.Logger
 
-	mu sync.Mutex
-	js jetstream.JetStream // the node's own connection; nil until attached
-	kv jetstream.KeyValue  // AuthBucket, once it exists
+	mu       sync.Mutex
+	s        *server.Server      // set once the server is built
+	imported map[string]bool     // teams whose member account imports the service
+	js       jetstream.JetStream // the node's own connection; nil until attached
+	kv       jetstream.KeyValue  // AuthBucket, once it exists
 }
 
-// Check implements server.Authentication.
+// Check implements server.Authentication. The token holder lands in the
+// data account ($G, with the team streams); a member lands in its team's
+// member account (no JetStream, the team service imported). A CONNECT
+// that carries an nkey, a JWT or a token besides a member's password is
+// refused: the server would show the nkey to the service as the user (a
+// member could pose as a teammate). No connection is accepted without an
+// account.
 func (a *authenticator) Check(c server.ClientAuthentication) bool {
 	o := c.GetOpts()
+	if o.Nkey != "" || o.JWT != "" || o.Sig != "" {
+		return false
+	}
 	switch {
-	case o.Token != "":
+	case o.Token != "" && o.Username == "" && o.Password == "":
 		if subtle.ConstantTimeCompare([]byte(o.Token), []byte(a.token)) != 1 {
 			return false
 		}
-		c.RegisterUser(&server.User{Username: AdminUser})
+		g := a.dataAccount()
+		if g == nil {
+			return false
+		}
+		c.RegisterUser(&server.User{Username: AdminUser, Account: g})
 		return true
-	case o.Username != "" && o.Password != "":
+	case o.Token == "" && o.Username != "" && o.Password != "":
 		team, member, ok := strings.Cut(o.Username, ".")
 		if !ok || validateCredsIDs(team, member) != nil {
 			return false
@@ -306,11 +312,61 @@ func (a *authenticator) Check(c server.ClientAuthentication) bool {
 		if !a.verify(team, member, o.Password) {
 			return false
 		}
-		c.RegisterUser(&server.User{Username: o.Username, Permissions: MemberPermissions(team, member)})
+		acc, err := a.memberAccount(team)
+		if err != nil {
+			a.log.Warn("member account", "team", team, "err", err)
+			return false
+		}
+		c.RegisterUser(&server.User{Username: o.Username, Account: acc, Permissions: MemberPermissions(team, member)})
 		return true
 	default:
 		return false
 	}
+}
+
+// dataAccount is the account of the team streams and the service: $G.
+func (a *authenticator) dataAccount() *server.Account {
+	a.mu.Lock()
+	s := a.s
+	a.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	return s.GlobalAccount()
+}
+
+// memberAccount returns the member account of team, registering it with
+// its service import the first time: the member subjects tb.> map to the
+// service subjects of this team only, with the request info shared so the
+// service learns the calling account and user from the server.
+func (a *authenticator) memberAccount(team string) (*server.Account, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.s == nil {
+		return nil, errors.New("node not started")
+	}
+	acc, _ := a.s.LookupOrRegisterAccount(MemberAccount(team))
+	if a.imported[team] {
+		return acc, nil
+	}
+	if acc.JetStreamEnabled() {
+		if err := acc.DisableJetStream(); err != nil {
+			return nil, fmt.Errorf("disable jetstream in %s: %w", acc.Name, err)
+		}
+	}
+	g := a.s.GlobalAccount()
+	to := ServiceSubject(team, ">")
+	if err := acc.AddServiceImport(g, MemberServicePrefix+".>", to); err != nil {
+		return nil, fmt.Errorf("import team service into %s: %w", acc.Name, err)
+	}
+	if err := acc.SetServiceImportSharing(g, to, true); err != nil {
+		return nil, fmt.Errorf("share request info with the team service of %s: %w", team, err)
+	}
+	if a.imported == nil {
+		a.imported = map[string]bool{}
+	}
+	a.imported[team] = true
+	return acc, nil
 }
 
 // verify looks the member's credential up and compares the password.

@@ -1,9 +1,12 @@
 package bus_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +18,8 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/member"
+	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
 
@@ -30,7 +35,7 @@ type secEnv struct {
 func newSecEnv(t *testing.T) *secEnv {
 	t.Helper()
 	ctx := testCtx(t)
-	n := bustest.NewServer(t)
+	n := nodetest.NewServer(t)
 	c := bustest.Connect(t, n)
 	svc := team.New(c.JS, team.Config{})
 	for _, tm := range []struct {
@@ -186,9 +191,6 @@ func TestMemberCreds_DeniedMatrix(t *testing.T) {
 		{"info of own mailbox stream", "$JS.API.STREAM.INFO.TBM_alpha", nil},
 		{"write other team's state", "$KV.TBS_beta.task.t1", []byte(`{"id":"t1","status":"done"}`)},
 		{"write other team's heartbeat", "$KV.TBH_beta.member.tm1", []byte(`{}`)},
-		{"send into another team", "tb.beta.mbx.lead.info.tm1", []byte(`{"id":"x","from":"tm1","to":"lead","type":"info","body":"hi"}`)},
-		{"send as another member", "tb.alpha.mbx.lead.info.tm2", []byte(`{"id":"x","from":"tm2","to":"lead","type":"info","body":"hi"}`)},
-		{"send held mail as another member", "tb.alpha.held.tm2.lead.info", []byte(`{}`)},
 		{"delete own mailbox", "$JS.API.STREAM.DELETE.TBM_alpha", nil},
 		{"purge own mailbox", "$JS.API.STREAM.PURGE.TBM_alpha", nil},
 		{"delete own state bucket", "$JS.API.STREAM.DELETE.KV_TBS_alpha", nil},
@@ -202,13 +204,23 @@ func TestMemberCreds_DeniedMatrix(t *testing.T) {
 		{"write credentials", "$KV.TB_AUTH.alpha.tm2", []byte(`{}`)},
 		{"read other team's event log", "$JS.API.DIRECT.GET.TBE_beta", []byte(`{"seq":1}`)},
 		{"msg get other team's event log", "$JS.API.STREAM.MSG.GET.TBE_beta", []byte(`{"seq":1}`)},
-		{"append to other team's event log", "tb.beta.evt.x.task-claimed", []byte(`{}`)},
+		{"the team service in the data account", "tbsvc.beta.send", []byte(`{"to":"lead","body":"hi"}`)},
+		{"service discovery", "$SRV.PING", nil},
+		{"a service import reply", "_R_.x.y", nil},
 		{"system account", "$SYS.REQ.SERVER.PING", nil},
 		{"reply into the shared inbox", "_INBOX.x", nil},
 	}
-	// The probe tells denial from silence: its own consumer answers.
-	if m, err := p.nc.Request("$JS.API.CONSUMER.INFO.TBM_alpha.in_tm1", nil, 3*time.Second); err != nil || !strings.Contains(string(m.Data), `"in_tm1"`) {
-		t.Fatalf("own consumer info = %v, %v", m, err)
+	// The probe tells denial from silence: the team service answers it.
+	if m, err := p.nc.Request(bus.MemberServiceSubject(member.VerbInbox), []byte(`{}`), 3*time.Second); err != nil || m.Header.Get(member.ErrorCodeHeader) != "" {
+		t.Fatalf("own inbox through the service = %v, %v", m, err)
+	}
+	// Subjects below tb. are the member's to publish, and reach only its
+	// own team's service verbs: the old stream subjects answer nothing.
+	for _, subject := range []string{"tb.beta.mbx.lead.info.tm1", "tb.alpha.mbx.lead.info.tm2", "tb.alpha.held.tm2.lead.info", "tb.beta.evt.x.task-claimed", "tb.beta.send", "tb.tbsvc.beta.send"} {
+		_, err := p.nc.Request(subject, []byte(`{"id":"x","from":"tm2","to":"lead","type":"info","body":"hi"}`), 2*time.Second)
+		if !errors.Is(err, nats.ErrNoResponders) {
+			t.Errorf("request %s: %v, want no responders", subject, err)
+		}
 	}
 	for _, tt := range pubs {
 		t.Run("pub/"+tt.name, func(t *testing.T) { p.deniedPub(t, tt.subject, tt.data) })
@@ -218,6 +230,21 @@ func TestMemberCreds_DeniedMatrix(t *testing.T) {
 		"_INBOX.>", "_TB_INBOX.>", "_TB_INBOX.alpha.tm2.>", "_TB_INBOX.beta.tm1.>", "_TB_INBOX.alpha.*.>", "$SYS.>", "$JS.>",
 	} {
 		t.Run("sub/"+subject, func(t *testing.T) { p.deniedSub(t, subject) })
+	}
+
+	// Reply-subject injection: the service's answer goes to a server-made
+	// reply in the data account and back into the member's own account,
+	// where nothing acts on it.
+	for _, reply := range []string{"$JS.API.STREAM.DELETE.TBM_alpha", "$JS.API.STREAM.PURGE.TBM_beta", "$JS.API.STREAM.DELETE.KV_TBS_alpha",
+		"$JS.API.STREAM.PURGE.KV_TB_AUTH", "tb.beta.mbx.lead.info.tm1", "tbsvc.beta.send", "tb.send", "$KV.TBS_alpha.task.t1"} {
+		for _, verb := range []string{member.VerbSend, member.VerbInbox, member.VerbHeartbeat} {
+			if err := p.nc.PublishRequest(bus.MemberServiceSubject(verb), reply, []byte(`{"to":"tm2","body":"injected"}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := p.nc.Flush(); err != nil {
+		t.Fatal(err)
 	}
 
 	// Through the library, a member can not read another team.
@@ -237,6 +264,12 @@ func TestMemberCreds_DeniedMatrix(t *testing.T) {
 
 	// Nothing the probes tried changed anything.
 	ctx = testCtx(t)
+	admin := bustest.Connect(t, e.node)
+	for _, st := range []string{"TBM_alpha", "TBM_beta", "KV_TBS_alpha", "KV_TBS_beta", "KV_TB_AUTH"} {
+		if _, err := admin.JS.Stream(ctx, st); err != nil {
+			t.Errorf("stream %s: %v", st, err)
+		}
+	}
 	snap, err := e.admin.Store().Snapshot(ctx, "beta")
 	if err != nil {
 		t.Fatal(err)
@@ -249,12 +282,19 @@ func TestMemberCreds_DeniedMatrix(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		n := 0
 		for _, msg := range msgs {
 			if msg.Body == "hi" {
 				t.Errorf("%s/%s got a forged message %+v", tm.team, tm.member, msg)
 			}
+			if msg.Body == "injected" && (tm.team != "alpha" || tm.member != "tm2" || msg.From != "tm1") {
+				t.Errorf("%s/%s got injected mail %+v", tm.team, tm.member, msg)
+			}
+			if msg.Body != "injected" {
+				n++ // tm1's own legitimate sends to tm2 above
+			}
 		}
-		if tm.member != teambus.Lead && len(msgs) != 1 {
+		if tm.member != teambus.Lead && n != 1 {
 			t.Errorf("%s/%s inbox = %d messages, want its one secret still pending", tm.team, tm.member, len(msgs))
 		}
 	}
@@ -308,52 +348,90 @@ func TestMemberCreds_AuthRefused(t *testing.T) {
 }
 
 // TestMemberCreds_Works runs everything a member does with only its
-// credential: send, inbox, ack, claim, checkpoint, complete, its own view.
+// credential, through the team service: send, inbox, ack, lease, claim,
+// checkpoint, complete, heartbeat, brief, replay.
 func TestMemberCreds_Works(t *testing.T) {
 	e := newSecEnv(t)
 	m := e.member(t)
 	if m.Creds() == nil || m.Creds().Member != "tm1" {
 		t.Fatalf("Creds() = %+v", m.Creds())
 	}
-	svc := team.New(m.JS, team.Config{})
-	ctx := testCtx(t)
-	me := team.Actor{Team: "alpha", Member: "tm1"}
-	for _, to := range []string{teambus.Lead, "tm2", teambus.All} {
-		if _, err := svc.Send(ctx, me, team.SendSpec{To: to, ID: "k-" + to, Body: "hello " + to}); err != nil {
-			t.Fatalf("send to %s: %v", to, err)
-		}
-	}
-	if res, err := svc.Send(ctx, me, team.SendSpec{To: "tm2", ID: "k-tm2", Body: "hello tm2"}); err != nil || !res.Duplicate {
-		t.Fatalf("resend = %+v, %v; want a duplicate", res, err)
-	}
-	msgs, err := svc.Inbox(ctx, me, bus.InboxOptions{})
+	cl, err := member.ForConn(m, "alpha", "tm1", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(msgs) != 1 || msgs[0].Body != "secret for alpha/tm1" {
+	ctx := testCtx(t)
+	for _, to := range []string{teambus.Lead, "tm2", teambus.All} {
+		if _, err := cl.Send(ctx, member.SendRequest{To: to, ID: "k-" + to, Body: "hello " + to}); err != nil {
+			t.Fatalf("send to %s: %v", to, err)
+		}
+	}
+	if res, err := cl.Send(ctx, member.SendRequest{To: "tm2", ID: "k-tm2", Body: "hello tm2"}); err != nil || !res.Duplicate {
+		t.Fatalf("resend = %+v, %v; want a duplicate", res, err)
+	}
+	msgs, err := cl.Inbox(ctx, member.InboxPeek, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 || msgs[0].Body != "secret for alpha/tm1" || msgs[0].Token != "" {
 		t.Fatalf("inbox = %+v, want the lead's one message", msgs)
 	}
-	res, err := svc.Ack(ctx, me, []uint64{msgs[0].Seq})
+	res, err := cl.Ack(ctx, []uint64{msgs[0].Seq})
 	if err != nil || len(res.Acked) != 1 {
 		t.Fatalf("ack = %+v, %v", res, err)
 	}
-	if res, err := svc.Ack(ctx, me, []uint64{msgs[0].Seq}); err != nil || len(res.Already) != 1 {
+	if res, err := cl.Ack(ctx, []uint64{msgs[0].Seq}); err != nil || len(res.Already) != 1 {
 		t.Fatalf("second ack = %+v, %v; want already", res, err)
 	}
-	if msgs, err := svc.Inbox(ctx, me, bus.InboxOptions{}); err != nil || len(msgs) != 0 {
+	if msgs, err := cl.Inbox(ctx, member.InboxPeek, 0, 0); err != nil || len(msgs) != 0 {
 		t.Fatalf("inbox after ack = %+v, %v", msgs, err)
 	}
-	if _, err := svc.Claim(ctx, me, "t1"); err != nil {
+	// A lease holds the mail until it is acked by token.
+	if _, err := e.admin.Send(ctx, team.Actor{Team: "alpha", Member: teambus.Lead}, team.SendSpec{To: "tm1", Body: "leased"}); err != nil {
+		t.Fatal(err)
+	}
+	leased, err := cl.Inbox(ctx, member.InboxLease, 0, time.Second)
+	if err != nil || len(leased) != 1 || leased[0].Token == "" {
+		t.Fatalf("lease = %+v, %v", leased, err)
+	}
+	forged := []member.Leased{leased[0]}
+	forged[0].Token = strings.Replace(forged[0].Token, "in_tm1", "in_tm2", 1)
+	if _, err := cl.AckLeased(ctx, forged); !errors.Is(err, teambus.ErrInvalid) {
+		t.Fatalf("ack with another member's token = %v, want invalid", err)
+	}
+	if res, err := cl.AckLeased(ctx, leased); err != nil || len(res.Acked) != 1 {
+		t.Fatalf("ack by token = %+v, %v", res, err)
+	}
+	if _, _, err := cl.Task(ctx, member.TaskRequest{Op: member.TaskClaim, ID: "t1"}); err != nil {
 		t.Fatalf("claim: %v", err)
 	}
-	if _, err := svc.Checkpoint(ctx, me, team.CheckpointSpec{Task: "t1", Done: []string{"read"}, Remaining: []string{"write"}}); err != nil {
+	if _, err := cl.Checkpoint(ctx, member.CheckpointRequest{Task: "t1", Done: []string{"read"}, Remaining: []string{"write"}}); err != nil {
 		t.Fatalf("checkpoint: %v", err)
 	}
-	if _, _, err := svc.Complete(ctx, me, "t1", ""); err != nil {
-		t.Fatalf("complete: %v (denied: %v)", err, m.Denied())
+	if _, _, err := cl.Task(ctx, member.TaskRequest{Op: member.TaskComplete, ID: "t1"}); err != nil {
+		t.Fatalf("complete: %v", err)
 	}
-	if _, err := svc.Show(ctx, "alpha"); err != nil {
-		t.Fatalf("show own team: %v", err)
+	if _, err := cl.Heartbeat(ctx, member.HeartbeatRequest{Status: teambus.MemberIdle}); err != nil {
+		t.Fatalf("heartbeat: %v", err)
+	}
+	var b team.Brief
+	if err := cl.Brief(ctx, "tm1", 5, &b); err != nil || b.Member != "tm1" {
+		t.Fatalf("brief = %+v, %v", b, err)
+	}
+	if err := cl.Brief(ctx, "tm2", 5, &b); !errors.Is(err, teambus.ErrInvalid) {
+		t.Fatalf("brief of a teammate = %v, want refused", err)
+	}
+	page, err := cl.Replay(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, msg := range page.Messages {
+		if msg.To != "tm1" && msg.From != "tm1" && msg.To != teambus.All {
+			t.Errorf("replay showed mail of others: %+v", msg)
+		}
+	}
+	if len(page.Messages) != 5 {
+		t.Errorf("replay = %d messages, want 5 (3 sent, 2 received)", len(page.Messages))
 	}
 	if err := m.Denied(); err != nil {
 		t.Errorf("a member's own work was denied: %v", err)
@@ -376,6 +454,46 @@ func TestMemberCreds_Works(t *testing.T) {
 	}
 }
 
+// TestMemberCreds_ForgedConnect sends CONNECT lines by hand: a member's
+// password with an nkey (which the server would show the service as the
+// user), a JWT or a token besides it is refused.
+func TestMemberCreds_ForgedConnect(t *testing.T) {
+	e := newSecEnv(t)
+	addr := strings.TrimPrefix(e.node.URL(), "nats://")
+	for _, tt := range []struct {
+		name, extra string
+		ok          bool
+	}{
+		{"plain password", ``, true},
+		{"nkey of a teammate", `,"nkey":"alpha.tm2"`, false},
+		// Outside operator mode the server drops a JWT before auth: it never
+		// names the user.
+		{"jwt (dropped by the server)", `,"jwt":"eyJ0eXAiOiJKV1QifQ.e30.x"`, true},
+		{"token besides the password", `,"auth_token":"x"`, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+			r := bufio.NewReader(conn)
+			if _, err := r.ReadString('\n'); err != nil { // INFO
+				t.Fatal(err)
+			}
+			fmt.Fprintf(conn, "CONNECT {\"verbose\":false,\"pedantic\":false,\"protocol\":1,\"headers\":true,\"user\":%q,\"pass\":%q%s}\r\nPING\r\n", e.creds.User, e.creds.Password, tt.extra)
+			line, err := r.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.HasPrefix(line, "PONG"); got != tt.ok {
+				t.Errorf("answer %q, want accepted=%v", strings.TrimSpace(line), tt.ok)
+			}
+		})
+	}
+}
+
 func TestMemberCreds_RestartRotateRevoke(t *testing.T) {
 	e := newSecEnv(t)
 	dir := e.node.Dir()
@@ -383,7 +501,7 @@ func TestMemberCreds_RestartRotateRevoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A restarted node still knows the credential (it lives in TB_AUTH).
-	n := bustest.NewServerDir(t, dir)
+	n := nodetest.NewServerDir(t, dir)
 	e.node = n
 	e.creds.Servers = []string{n.URL()}
 	if err := bus.WriteCreds(e.file, e.creds); err != nil {
@@ -453,15 +571,17 @@ func FuzzMemberPermissions(f *testing.F) {
 			return
 		}
 		p := bus.MemberPermissions(team, member)
-		for _, s := range append(append([]string{}, p.Publish.Allow...), p.Subscribe.Allow...) {
-			// Wildcards stand only where the rules put them: never from an id.
+		if len(p.Publish.Allow) != 1 || p.Publish.Allow[0] != "tb.>" {
+			t.Fatalf("publish allow = %v, want only the member's service subjects", p.Publish.Allow)
+		}
+		for _, s := range p.Subscribe.Allow {
 			for _, tok := range strings.Split(s, ".") {
-				if strings.ContainsAny(tok, "*>") && tok != "*" && tok != ">" {
-					t.Fatalf("rule %q has a partial wildcard token", s)
+				if strings.ContainsAny(tok, "*>") && tok != ">" {
+					t.Fatalf("rule %q has a wildcard from an id", s)
 				}
 			}
-			if !strings.Contains(s, team) && s != "$JS.API.INFO" {
-				t.Fatalf("rule %q is not confined to team %q", s, team)
+			if !strings.HasPrefix(s, bus.MemberInboxPrefix(team, member)+".") {
+				t.Fatalf("subscribe rule %q is not the member's own inbox", s)
 			}
 		}
 		inbox := bus.MemberInboxPrefix(team, member)

@@ -77,3 +77,16 @@ func waitJetStream(ctx context.Context, js jetstream.JetStream, timeout time.Dur
 		}
 	}
 }
+
+// MemberOf reports the team and member of a connection made with a member
+// credential (a credentials file, or a member's user name and password);
+// ok is false for the operator's.
+func (c *Conn) MemberOf() (team, member string, ok bool) {
+	if c.creds != nil {
+		return c.creds.Team, c.creds.Member, true
+	}
+	if c.NC == nil || !memberConn(c.NC) {
+		return "", "", false
+	}
+	return strings.Cut(c.NC.Opts.User, ".")
+}

@@ -11,6 +11,8 @@ import (
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/member"
+	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
 
@@ -24,7 +26,7 @@ func newCluster(t *testing.T, n int) []*bus.Node {
 	}
 	var nodes []*bus.Node
 	for i, p := range ports {
-		nodes = append(nodes, bustest.NewServerConfig(t, bus.NodeConfig{
+		nodes = append(nodes, nodetest.NewServerConfig(t, bus.NodeConfig{
 			Name:          fmt.Sprintf("n%d", i+1),
 			Token:         "cluster-token",
 			ClusterName:   "tb",
@@ -127,9 +129,14 @@ func TestCluster_TeamReplicatedAndMemberCreds(t *testing.T) {
 	if got := m.NC.ConnectedServerName(); got != "n3" {
 		t.Errorf("member connected to %s, want n3 (its credential's URL)", got)
 	}
-	msvc := team.New(m.JS, team.Config{})
+	// Every node runs the team service in one queue group: the member's
+	// request on n3 is answered by one of them.
+	cl, err := member.ForConn(m, "alpha", "tm1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	bustest.CheckFor(t, 10*time.Second, 100*time.Millisecond, func() error {
-		_, err := msvc.Send(ctx, team.Actor{Team: "alpha", Member: "tm1"}, team.SendSpec{ID: "hello", Body: "from n3"})
+		_, err := cl.Send(ctx, member.SendRequest{ID: "hello", Body: "from n3"})
 		return err
 	})
 	msgs, err := svc.Inbox(ctx, team.Actor{Team: "alpha", Member: teambus.Lead}, bus.InboxOptions{})

@@ -184,6 +184,15 @@ func Connect(ctx context.Context, cfg ConnectConfig) (*Conn, error) {
 		return nil, fmt.Errorf("jetstream context: %w", err)
 	}
 	c := &Conn{NC: nc, JS: js, Timeout: cfg.Timeout, creds: creds, replicas: cfg.Replicas, denied: denied}
+	// A member's account has no JetStream: it reaches its team through
+	// the team service only.
+	isMember := creds != nil || strings.HasPrefix(cfg.InboxPrefix, inboxRoot+".")
+	if isMember {
+		if c.replicas <= 0 {
+			c.replicas = AutoReplicas(nc)
+		}
+		return c, nil
+	}
 	if err := waitJetStream(ctx, js, cfg.Timeout); err != nil {
 		nc.Close()
 		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {

@@ -131,6 +131,10 @@ func (ev *Events) streamConfig() jetstream.StreamConfig {
 		Replicas:    ev.cfg.Replicas,
 		Duplicates:  ev.cfg.Duplicates,
 		AllowDirect: true,
+		// An audit stream: no message is ever deleted or purged, not
+		// even by the operator; only deleting the team removes it.
+		DenyDelete: true,
+		DenyPurge:  true,
 	}
 }
 

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
@@ -217,4 +219,56 @@ func (mb *Mailbox) checkToken(member, token string, seq uint64) error {
 // String describes the lease for logs.
 func (l *Lease) String() string {
 	return fmt.Sprintf("lease of %s: %d message(s), %d held", l.member, len(l.Messages), len(l.Held()))
+}
+
+// LeaseToken is what acks or releases one leased message held for a
+// member by a service that does not keep the lease: its sequence and its
+// ack token (Lease.Token).
+type LeaseToken struct {
+	Seq   uint64
+	Reply string
+}
+
+// AckLeased acknowledges leased mail of member by its tokens, after
+// checking every token: one foreign token refuses the whole ack and
+// nothing is acked. Acking twice is harmless; a token whose consumer is
+// gone (the team was deleted) counts as already acked.
+func (mb *Mailbox) AckLeased(ctx context.Context, member string, toks []LeaseToken) (AckResult, error) {
+	var res AckResult
+	if len(toks) == 0 {
+		return res, teambus.Invalidf("nothing to ack: no tokens")
+	}
+	for _, t := range toks {
+		if err := mb.checkToken(member, t.Reply, t.Seq); err != nil {
+			return res, err
+		}
+	}
+	for _, t := range toks {
+		if err := mb.AckToken(ctx, member, t.Reply, t.Seq); err != nil {
+			if errors.Is(err, nats.ErrNoResponders) {
+				res.Already = append(res.Already, t.Seq)
+				continue
+			}
+			return res, err
+		}
+		res.Acked = append(res.Acked, t.Seq)
+	}
+	sort.Slice(res.Acked, func(i, j int) bool { return res.Acked[i] < res.Acked[j] })
+	return res, nil
+}
+
+// ReleaseLeased returns leased mail of member for delivery again now,
+// after checking every token.
+func (mb *Mailbox) ReleaseLeased(ctx context.Context, member string, toks []LeaseToken) (int, error) {
+	for _, t := range toks {
+		if err := mb.checkToken(member, t.Reply, t.Seq); err != nil {
+			return 0, err
+		}
+	}
+	for _, t := range toks {
+		if err := mb.ReleaseToken(ctx, member, t.Reply, t.Seq); err != nil {
+			return 0, err
+		}
+	}
+	return len(toks), nil
 }

@@ -104,6 +104,10 @@ func (mb *Mailbox) streamConfig() jetstream.StreamConfig {
 		Replicas:    mb.cfg.Replicas,
 		Duplicates:  mb.cfg.Duplicates,
 		AllowDirect: true,
+		// An audit stream: no message is ever deleted or purged, not
+		// even by the operator; only deleting the team removes it.
+		DenyDelete: true,
+		DenyPurge:  true,
 	}
 }
 

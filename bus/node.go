@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -122,6 +123,11 @@ type NodeConfig struct {
 	// host:port). Every node of a cluster must use the same Token: it
 	// authenticates the routes as well as the clients.
 	Routes []string
+
+	// Attach, if set, runs once the node is ready, before Open returns:
+	// what it starts (the team service) is closed by Close before the
+	// server stops. An error fails Open.
+	Attach func(n *Node) (io.Closer, error)
 }
 
 // Validate checks the configuration without touching the disk or the
@@ -344,6 +350,7 @@ type Node struct {
 	authConn *nats.Conn         // the node's own connection for member credentials
 	health   healthState        // answers HealthSubject, checks the store
 	authStop context.CancelFunc // stops the credential watch
+	attached io.Closer          // what NodeConfig.Attach started
 
 	closeOnce sync.Once
 	closeErr  error
@@ -393,6 +400,12 @@ func start(ctx context.Context, p *nodePlan, lock *os.File) (*Node, error) {
 	if err != nil {
 		return nil, teambus.Invalidf("configure bus node: %v", err)
 	}
+	if err := exportService(s); err != nil {
+		return nil, teambus.Invalidf("configure bus node: export team service: %v", err)
+	}
+	auth.mu.Lock()
+	auth.s = s
+	auth.mu.Unlock()
 	logger := &serverLogger{log: c.Logger, verbose: c.Debug}
 	s.SetLoggerV2(logger, c.Debug, false, false)
 
@@ -463,6 +476,17 @@ func start(ctx context.Context, p *nodePlan, lock *os.File) (*Node, error) {
 		return nil, fmt.Errorf("write discovery file: %w", err)
 	}
 	n.serveHealth(token)
+	if c.Attach != nil {
+		a, err := c.Attach(n)
+		if err != nil {
+			n.stopHealth()
+			n.authStop()
+			n.authConn.Close()
+			_ = os.Remove(filepath.Join(c.Dir, DiscoveryFile))
+			return nil, fail("start bus node in %s: %v", c.Dir, err)
+		}
+		n.attached = a
+	}
 	go func() {
 		s.WaitForShutdown()
 		close(n.done)
@@ -539,6 +563,11 @@ func (n *Node) Close() error {
 		err := os.Remove(filepath.Join(n.dir, DiscoveryFile))
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			n.closeErr = fmt.Errorf("remove discovery file: %w", err)
+		}
+		if n.attached != nil {
+			if err := n.attached.Close(); err != nil && n.closeErr == nil {
+				n.closeErr = err
+			}
 		}
 		n.stopHealth()
 		n.authStop()

@@ -3,6 +3,7 @@ package bus_test
 import (
 	"context"
 	"fmt"
+	"github.com/nats-io/nats.go/jetstream"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,7 +41,9 @@ func TestCheckStore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	mb := bus.NewMailbox(c.JS, "chk", bus.MailboxConfig{})
-	if err := mb.Declare(ctx); err != nil {
+	// A mailbox denies deleting messages; this one is made by hand so the
+	// test can lose one.
+	if _, err := c.JS.CreateStream(ctx, jetstream.StreamConfig{Name: mb.Stream(), Subjects: []string{"tb.chk.mbx.>", "tb.chk.ctl.>", "tb.chk.held.>"}, Storage: jetstream.FileStorage}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i <= 20; i++ {

@@ -16,6 +16,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
 
@@ -49,7 +50,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	node := bustest.NewServer(t)
+	node := nodetest.NewServer(t)
 	conn := bustest.Connect(t, node)
 	return &env{t: t, node: node, svc: team.New(conn.JS, team.Config{}), logs: t.TempDir()}
 }

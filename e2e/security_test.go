@@ -76,6 +76,20 @@ func TestSecurity_MemberCredsCLI(t *testing.T) {
 	if got := strings.TrimSpace(ok("inbox", "--json")); got != "" {
 		t.Errorf("inbox after ack = %q", got)
 	}
+	// inbox --ack leases the mail, prints it, then acks it by token.
+	if _, err := e.svc.Send(ctx, actor("alpha", teambus.Lead, ""), team.SendSpec{To: "tm1", Body: "more work"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ok("inbox", "--ack", "--wait", "2s"); !strings.Contains(got, "more work") {
+		t.Errorf("inbox --ack = %q, want the new mail", got)
+	}
+	if got := strings.TrimSpace(ok("inbox", "--json")); got != "" {
+		t.Errorf("inbox after inbox --ack = %q", got)
+	}
+	// A member may not ask a teammate to shut down: only the lead may.
+	if _, errOut, code := member("send", "--to", "tm2", "--type", "shutdown_request", "stop"); code != teambus.ExitPermanent || !strings.Contains(errOut, "only the lead") {
+		t.Errorf("shutdown_request from a member: exit %d %q", code, errOut)
+	}
 	ok("task", "claim", "t1")
 	ok("checkpoint", "--done", "read the code", "--remaining", "write it")
 	ok("task", "complete", "t1")
@@ -99,7 +113,7 @@ func TestSecurity_MemberCredsCLI(t *testing.T) {
 	}{
 		{"other team's inbox", []string{"inbox", "--team", "beta"}, "only"},
 		{"another member", []string{"inbox", "--member", "tm2"}, "only"},
-		{"other team's state", []string{"team", "show", "beta"}, "permission denied"},
+		{"other team's state", []string{"team", "show", "beta"}, "only"},
 		{"other team's tasks", []string{"task", "list", "--team", "beta"}, "only"},
 		{"list teams", []string{"team", "list"}, "permission denied"},
 		{"the team's whole mailbox", []string{"replay", "--team", "alpha"}, "permission denied"},

@@ -15,6 +15,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node/nodetest"
 )
 
 func TestMsgID_RoundTrip(t *testing.T) {
@@ -420,12 +421,14 @@ func TestHistory_Concurrent(t *testing.T) {
 // of another under a fresh Nats-Msg-Id, and stores one nobody sent. The
 // checker must flag each; the untouched run must be valid.
 func TestChecker_SabotagedBus(t *testing.T) {
-	node := bustest.NewServer(t)
+	node := nodetest.NewServer(t)
 	conn := bustest.Connect(t, node)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	mb := bus.NewMailbox(conn.JS, "sab", bus.MailboxConfig{})
-	if err := mb.Declare(ctx); err != nil {
+	// A mailbox denies deleting messages; this one is made by hand so the
+	// test can sabotage it.
+	if _, err := conn.JS.CreateStream(ctx, jetstream.StreamConfig{Name: mb.Stream(), Subjects: []string{"tb.sab.mbx.>", "tb.sab.ctl.>", "tb.sab.held.>"}, Storage: jetstream.FileStorage, Duplicates: 10 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	h := NewHistory()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
 
@@ -21,7 +22,7 @@ func TestS9_ClaimRaces(t *testing.T) {
 	rounds := tier(200, 1000)
 	const racers = 8
 	const perTeam = 20 // a fresh team every 20 rounds keeps snapshots small
-	node := bustest.NewServer(t)
+	node := nodetest.NewServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var members []team.MemberSpec

@@ -22,6 +22,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node/nodetest"
 )
 
 // Environment of the sender and consumer helper processes.
@@ -175,7 +176,7 @@ func rawPublish(conn *bus.Conn, team, from, to, id, body string) {
 // id when restarted. Exactly one stored copy per id.
 func TestS2_SenderKill9(t *testing.T) {
 	t.Parallel() // no timing criterion: runs beside the other parallel scenarios
-	node := bustest.NewServerConfig(t, bus.NodeConfig{Token: testToken})
+	node := nodetest.NewServerConfig(t, bus.NodeConfig{Token: testToken})
 	admin := bustest.Connect(t, node)
 	loadTeam(t, admin, "s2", []string{"r1"}, teambus.DefaultPolicy())
 	senders, total, kills := 3, tier(200, 1000), tier(6, 30)
@@ -341,7 +342,7 @@ func helperConsumer() {
 // applied exactly once.
 func TestS3_ConsumerKill9(t *testing.T) {
 	t.Parallel() // no timing criterion: runs beside the other parallel scenarios
-	node := bustest.NewServerConfig(t, bus.NodeConfig{Token: testToken})
+	node := nodetest.NewServerConfig(t, bus.NodeConfig{Token: testToken})
 	admin := bustest.Connect(t, node)
 	pol := teambus.DefaultPolicy()
 	pol.AckWait = time.Second

@@ -13,6 +13,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/node"
 )
 
 // smallDisk mounts a tmpfs of size bytes on a new directory and unmounts
@@ -37,7 +38,7 @@ func openNode(t *testing.T, dir string, log *memLogger, maxStore int64) (*bus.No
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return bus.Open(ctx, bus.NodeConfig{Dir: dir, Listen: "127.0.0.1:-1", Token: testToken, MaxStore: maxStore, Logger: log.logger()})
+	return bus.Open(ctx, bus.NodeConfig{Dir: dir, Listen: "127.0.0.1:-1", Token: testToken, MaxStore: maxStore, Logger: log.logger(), Attach: node.Attach(node.Config{})})
 }
 
 // S6: the store's disk fills up (a small tmpfs). Sends fail with a clear

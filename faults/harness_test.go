@@ -23,6 +23,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node"
 )
 
 // soak reports whether the soak tier runs (TEAMBUS_SOAK=1).
@@ -100,7 +101,7 @@ func helperNode() {
 		maxStore = 1 << 30
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	err := bus.Run(ctx, bus.NodeConfig{Dir: os.Getenv(envDir), Listen: os.Getenv(envListen), Token: testToken, MaxStore: maxStore, Logger: log})
+	err := bus.Run(ctx, bus.NodeConfig{Dir: os.Getenv(envDir), Listen: os.Getenv(envListen), Token: testToken, MaxStore: maxStore, Logger: log, Attach: node.Attach(node.Config{Logger: log})})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "node:", err)
 		os.Exit(1)

@@ -12,6 +12,7 @@ import (
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/lead"
+	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/teammate"
 )
@@ -71,7 +72,7 @@ func TestS8_ClockSkew(t *testing.T) {
 }
 
 func clockSkew(t *testing.T, leadSkew, mateSkew time.Duration) {
-	node := bustest.NewServer(t)
+	node := nodetest.NewServer(t)
 	ctx := context.Background()
 	pol := teambus.DefaultPolicy()
 	pol.Heartbeat = 300 * time.Millisecond

@@ -28,7 +28,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Writer:    stdout,
 		ErrWriter: stderr,
 		Commands: []*cli.Command{
-			busCommand(),
+			busCommand(), serveCommand(),
 			teamCommand(),
 			taskCommand(),
 			sendCommand(),

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/node"
 )
 
 // busCommand is `teambus bus`: run, inspect and stop the embedded node.
@@ -93,6 +94,9 @@ func busStart(c *cli.Context) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	// The node hosts the team service: members reach their team only
+	// through it.
+	cfg.Attach = node.Attach(node.Config{Logger: log})
 	return bus.Run(c.Context, cfg)
 }
 

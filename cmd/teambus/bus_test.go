@@ -13,11 +13,12 @@ import (
 
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node/nodetest"
 )
 
 func TestBusStatus(t *testing.T) {
 	t.Parallel()
-	n := bustest.NewServer(t)
+	n := nodetest.NewServer(t)
 
 	r := runCLI(t, "bus", "status", "--dir", n.Dir(), "--json")
 	if r.code != 0 {
@@ -45,7 +46,7 @@ func TestBusStatus(t *testing.T) {
 
 func TestBusStatus_Server(t *testing.T) {
 	t.Parallel()
-	n := bustest.NewServer(t)
+	n := nodetest.NewServer(t)
 	empty := t.TempDir() // no discovery file: --server and --token decide
 
 	r := runCLI(t, "bus", "status", "--json", "--dir", empty, "--server", n.URL(), "--token", n.Token())

@@ -23,6 +23,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/team"
 )
 
@@ -310,8 +311,9 @@ func (d *demo) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	busLogger := slog.New(slog.NewTextHandler(busLog, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	d.node, err = bus.Open(ctx, bus.NodeConfig{Dir: d.dir, Listen: "127.0.0.1:0",
-		Logger: slog.New(slog.NewTextHandler(busLog, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Logger: busLogger, Attach: node.Attach(node.Config{Logger: busLogger})})
 	if err != nil {
 		busLog.Close()
 		return fmt.Errorf("open the bus node: %w", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
 
@@ -23,7 +24,7 @@ import (
 // returns the node and a service on it.
 func simTeam(t *testing.T, leadSession string, members []team.MemberSpec, tasks []team.TaskSpec) (*bus.Node, *team.Service) {
 	t.Helper()
-	n := bustest.NewServer(t)
+	n := nodetest.NewServer(t)
 	svc := team.New(bustest.Connect(t, n).JS, team.Config{})
 	ctx := t.Context()
 	if _, err := svc.CreateTeam(ctx, "sim", leadSession, members, teambus.DefaultPolicy()); err != nil {

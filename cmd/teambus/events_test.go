@@ -15,6 +15,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node/nodetest"
 )
 
 func evTestdata(name string) string {
@@ -35,7 +36,7 @@ func evOK(t *testing.T, args ...string) string {
 // flag pair to reach it.
 func evTeam(t *testing.T, id string, extra ...string) []string {
 	t.Helper()
-	n := bustest.NewServer(t)
+	n := nodetest.NewServer(t)
 	dir := []string{"--dir", n.Dir()}
 	evOK(t, append(append([]string{"team", "create", id, "--member", "tm1", "--member", "tm2"}, dir...), extra...)...)
 	return dir

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	mapi "github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/team"
 )
 
@@ -68,7 +70,11 @@ func send(c *cli.Context) error {
 		return err
 	}
 	defer s.close()
-	res, err := s.svc.Send(s.ctx, a, spec)
+	cl, err := s.member(a)
+	if err != nil {
+		return err
+	}
+	res, err := cl.Send(s.ctx, mapi.SendRequest{To: spec.To, Type: string(spec.Type), ID: spec.ID, Body: spec.Body, Data: spec.Data})
 	if err != nil {
 		return err
 	}
@@ -134,34 +140,88 @@ func inbox(c *cli.Context) error {
 		return err
 	}
 	defer s.close()
-	msgs, err := s.svc.Inbox(s.ctx, a, bus.InboxOptions{Max: c.Int("limit"), Wait: wait, Ack: c.Bool("ack")})
+	cl, err := s.member(a)
 	if err != nil {
 		return err
 	}
+	mode := mapi.InboxPeek
+	if c.Bool("ack") {
+		mode = mapi.InboxLease
+	}
+	leased, err := cl.Inbox(s.ctx, mode, c.Int("limit"), wait)
+	if err != nil {
+		return err
+	}
+	msgs := make([]teambus.Message, len(leased))
+	for i, m := range leased {
+		msgs[i] = m.Message
+	}
+	// With --ack the mail is acked only once all of it is written: a
+	// failed write acks nothing and the mail is delivered again.
+	w := &checkedWriter{w: c.App.Writer}
 	if c.Bool("json") {
-		jl := newJSONLines(c.App.Writer)
+		jl := newJSONLines(w)
 		for _, m := range msgs {
 			if err := jl.Write(messageJSON(m)); err != nil {
-				return err
+				w.err = errors.Join(w.err, err)
+				break
 			}
 		}
-		return nil
-	}
-	if len(msgs) == 0 {
-		fmt.Fprintln(c.App.Writer, "no unacknowledged mail")
-		return nil
-	}
-	for _, m := range msgs {
-		printMessage(c.App.Writer, m)
-	}
-	if !c.Bool("ack") {
-		seqs := make([]string, len(msgs))
-		for i, m := range msgs {
-			seqs[i] = strconv.FormatUint(m.Seq, 10)
+	} else if len(msgs) == 0 {
+		fmt.Fprintln(w, "no unacknowledged mail")
+	} else {
+		for _, m := range msgs {
+			printMessage(w, m)
 		}
-		fmt.Fprintf(c.App.Writer, "(%d unacknowledged; ack with `teambus ack %s`)\n", len(msgs), strings.Join(seqs, " "))
+		if !c.Bool("ack") {
+			seqs := make([]string, len(msgs))
+			for i, m := range msgs {
+				seqs[i] = strconv.FormatUint(m.Seq, 10)
+			}
+			fmt.Fprintf(w, "(%d unacknowledged; ack with `teambus ack %s`)\n", len(msgs), strings.Join(seqs, " "))
+		}
+	}
+	if err := w.flush(); err != nil {
+		if c.Bool("ack") && len(leased) > 0 {
+			_, _ = cl.Release(s.ctx, leased)
+		}
+		return teambus.Unavailablef("write inbox: %v: nothing was acked", err)
+	}
+	if c.Bool("ack") && len(leased) > 0 {
+		if _, err := cl.AckLeased(s.ctx, leased); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// checkedWriter keeps the first write error; flush reports it after
+// syncing a writer that can.
+type checkedWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (cw *checkedWriter) Write(p []byte) (int, error) {
+	if cw.err != nil {
+		return 0, cw.err
+	}
+	n, err := cw.w.Write(p)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	cw.err = err
+	return n, err
+}
+
+func (cw *checkedWriter) flush() error {
+	if cw.err != nil {
+		return cw.err
+	}
+	if f, ok := cw.w.(interface{ Flush() error }); ok {
+		cw.err = f.Flush()
+	}
+	return cw.err
 }
 
 // messageLine is the JSON form of a message (spec section 11).
@@ -223,7 +283,11 @@ func ack(c *cli.Context) error {
 		return err
 	}
 	defer s.close()
-	res, err := s.svc.Ack(s.ctx, a, seqs)
+	cl, err := s.member(a)
+	if err != nil {
+		return err
+	}
+	res, err := cl.Ack(s.ctx, seqs)
 	if err != nil {
 		return err
 	}
@@ -388,7 +452,11 @@ func checkpoint(c *cli.Context) error {
 		return err
 	}
 	defer s.close()
-	t, err := s.svc.Checkpoint(s.ctx, a, spec)
+	cl, err := s.member(a)
+	if err != nil {
+		return err
+	}
+	t, err := cl.Checkpoint(s.ctx, mapi.CheckpointRequest{Task: spec.Task, Done: spec.Done, Remaining: spec.Remaining, LastAction: spec.LastAction, Files: spec.Files, Data: spec.Data})
 	if err != nil {
 		return err
 	}

@@ -5,8 +5,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/kv"
+	mapi "github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/team"
 )
 
@@ -58,4 +60,33 @@ func actor(c *cli.Context) (team.Actor, error) {
 	}
 	a := team.Actor{Team: t, Member: m, Session: c.String("session")}
 	return a, a.Validate()
+}
+
+// member returns the team service client of the actor: member verbs go
+// through the service, with a member's credential or the operator's token
+// alike.
+func (s *session) member(a team.Actor) (*mapi.Client, error) {
+	return mapi.ForConn(s.conn, a.Team, a.Member, a.Session)
+}
+
+// memberView returns the team view through the team service when the
+// connection is a member credential's (a member reads its own team only);
+// ok is false for the operator, who reads the state directly.
+func (s *session) memberView(teamID string) (v *team.View, ok bool, err error) {
+	ct, cm, isMember := s.conn.MemberOf()
+	if !isMember {
+		return nil, false, nil
+	}
+	if ct != teamID {
+		return nil, true, teambus.Invalidf("the credential of %s in team %s reaches only team %s, not %s", cm, ct, ct, teamID)
+	}
+	cl, err := s.member(team.Actor{Team: ct, Member: cm})
+	if err != nil {
+		return nil, true, err
+	}
+	v = &team.View{}
+	if err := cl.Show(s.ctx, v); err != nil {
+		return nil, true, err
+	}
+	return v, true, nil
 }

@@ -160,7 +160,11 @@ func join(c *cli.Context) error {
 		return err
 	}
 	defer s.close()
-	m, err := s.svc.Join(s.ctx, teamID, member, session)
+	cl, err := s.member(team.Actor{Team: teamID, Member: member, Session: session})
+	if err != nil {
+		return err
+	}
+	m, err := cl.Join(s.ctx)
 	if err != nil {
 		return err
 	}
@@ -202,8 +206,17 @@ func brief(c *cli.Context) error {
 		return err
 	}
 	defer s.close()
-	b, err := s.svc.Brief(s.ctx, teamID, member, c.Int("mail"))
+	a := team.Actor{Team: teamID, Member: member}
+	if ct, cm, ok := s.conn.MemberOf(); ok && ct == teamID {
+		// A member credential asks as itself (the lead may brief anyone).
+		a.Member = cm
+	}
+	cl, err := s.member(a)
 	if err != nil {
+		return err
+	}
+	var b team.Brief
+	if err := cl.Brief(s.ctx, member, c.Int("mail"), &b); err != nil {
 		return err
 	}
 	if c.Bool("json") {

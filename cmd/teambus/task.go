@@ -8,8 +8,38 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus"
+	mapi "github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/team"
 )
+
+// teamTasks returns the team's tasks in the order `task list` prints
+// them: through the team service for a member credential.
+func teamTasks(s *session, teamID string) ([]*teambus.Task, error) {
+	if v, isMember, err := s.memberView(teamID); err != nil || isMember {
+		if err != nil {
+			return nil, err
+		}
+		return v.Tasks, nil
+	}
+	snap, err := s.svc.Store().Snapshot(s.ctx, teamID)
+	if err != nil {
+		return nil, err
+	}
+	tasks := make([]*teambus.Task, 0, len(snap.Tasks))
+	for _, id := range snap.TaskIDs() {
+		tasks = append(tasks, snap.Tasks[id])
+	}
+	return tasks, nil
+}
+
+// taskOp runs a member's task operation through the team service.
+func taskOp(s *session, a team.Actor, req mapi.TaskRequest) (*teambus.Task, bool, error) {
+	cl, err := s.member(a)
+	if err != nil {
+		return nil, false, err
+	}
+	return cl.Task(s.ctx, req)
+}
 
 // taskCommand is `teambus task`.
 func taskCommand() *cli.Command {
@@ -45,18 +75,18 @@ func taskCommand() *cli.Command {
 			},
 			member("claim", "claim a task (exactly one of concurrent claimers wins; the others exit 3)", "ID", nil,
 				func(c *cli.Context, s *session, a team.Actor) (*teambus.Task, string, error) {
-					t, err := s.svc.Claim(s.ctx, a, c.Args().First())
+					t, _, err := taskOp(s, a, mapi.TaskRequest{Op: mapi.TaskClaim, ID: c.Args().First()})
 					return t, "claimed", err
 				}),
 			member("next", "claim the best available task: the one that unblocks the most work, then priority, then age", "", nil,
 				func(c *cli.Context, s *session, a team.Actor) (*teambus.Task, string, error) {
-					t, err := s.svc.Next(s.ctx, a)
+					t, _, err := taskOp(s, a, mapi.TaskRequest{Op: mapi.TaskNext})
 					return t, "claimed", err
 				}),
 			member("complete", "complete your task; tasks waiting on it become available", "ID",
 				[]cli.Flag{&cli.StringFlag{Name: "commit", Usage: "git commit sha of the work"}},
 				func(c *cli.Context, s *session, a team.Actor) (*teambus.Task, string, error) {
-					t, changed, err := s.svc.Complete(s.ctx, a, c.Args().First(), c.String("commit"))
+					t, changed, err := taskOp(s, a, mapi.TaskRequest{Op: mapi.TaskComplete, ID: c.Args().First(), Commit: c.String("commit")})
 					if !changed {
 						return t, "already completed", err
 					}
@@ -65,29 +95,29 @@ func taskCommand() *cli.Command {
 			member("fail", "record a failed attempt: back to the queue, or paused after max-attempts", "ID",
 				[]cli.Flag{&cli.StringFlag{Name: "reason", Usage: "what went wrong"}},
 				func(c *cli.Context, s *session, a team.Actor) (*teambus.Task, string, error) {
-					t, err := s.svc.Fail(s.ctx, a, c.Args().First(), c.String("reason"))
+					t, _, err := taskOp(s, a, mapi.TaskRequest{Op: mapi.TaskFail, ID: c.Args().First(), Reason: c.String("reason")})
 					return t, "failed", err
 				}),
 			member("block", "mark your task blocked on another task or a reason", "ID",
 				[]cli.Flag{&cli.StringFlag{Name: "on", Usage: "the task it waits on"}, &cli.StringFlag{Name: "reason", Usage: "what it waits for"}},
 				func(c *cli.Context, s *session, a team.Actor) (*teambus.Task, string, error) {
-					t, err := s.svc.Block(s.ctx, a, c.Args().First(), c.String("on"), c.String("reason"))
+					t, _, err := taskOp(s, a, mapi.TaskRequest{Op: mapi.TaskBlock, ID: c.Args().First(), On: c.String("on"), Reason: c.String("reason")})
 					return t, "blocked", err
 				}),
 			member("release", "give your task back to the queue, keeping its checkpoint", "ID", nil,
 				func(c *cli.Context, s *session, a team.Actor) (*teambus.Task, string, error) {
-					t, err := s.svc.Release(s.ctx, a, c.Args().First())
+					t, _, err := taskOp(s, a, mapi.TaskRequest{Op: mapi.TaskRelease, ID: c.Args().First()})
 					return t, "released", err
 				}),
 			member("reassign", "hand a task to another member (the lead, or the task's holder)", "ID",
 				[]cli.Flag{&cli.StringFlag{Name: "to", Usage: "the member to hand it to", Required: true}},
 				func(c *cli.Context, s *session, a team.Actor) (*teambus.Task, string, error) {
-					t, err := s.svc.Reassign(s.ctx, a, c.Args().First(), c.String("to"))
+					t, _, err := taskOp(s, a, mapi.TaskRequest{Op: mapi.TaskReassign, ID: c.Args().First(), To: c.String("to")})
 					return t, "reassigned", err
 				}),
 			member("reopen", "return a finished task to the queue (lead only; refused when a dependent is complete)", "ID", nil,
 				func(c *cli.Context, s *session, a team.Actor) (*teambus.Task, string, error) {
-					t, err := s.svc.Reopen(s.ctx, a, c.Args().First())
+					t, _, err := taskOp(s, a, mapi.TaskRequest{Op: mapi.TaskReopen, ID: c.Args().First()})
 					return t, "reopened", err
 				}),
 		},
@@ -199,13 +229,13 @@ func taskList(c *cli.Context) error {
 		return err
 	}
 	defer s.close()
-	snap, err := s.svc.Store().Snapshot(s.ctx, teamID)
+	all, err := teamTasks(s, teamID)
 	if err != nil {
 		return err
 	}
 	var tasks []*teambus.Task
-	for _, id := range snap.TaskIDs() {
-		if t := snap.Tasks[id]; status == "" || string(t.Status) == status {
+	for _, t := range all {
+		if status == "" || string(t.Status) == status {
 			tasks = append(tasks, t)
 		}
 	}
@@ -242,8 +272,19 @@ func taskShow(c *cli.Context) error {
 		return err
 	}
 	defer s.close()
-	t, _, err := s.svc.Store().Task(s.ctx, teamID, id)
-	if err != nil {
+	var t *teambus.Task
+	if v, isMember, err := s.memberView(teamID); err != nil {
+		return err
+	} else if isMember {
+		for _, tk := range v.Tasks {
+			if tk.ID == id {
+				t = tk
+			}
+		}
+		if t == nil {
+			return teambus.NotFoundf("task %s not found in team %s: see `teambus task list`", id, teamID)
+		}
+	} else if t, _, err = s.svc.Store().Task(s.ctx, teamID, id); err != nil {
 		return err
 	}
 	if c.Bool("json") {

@@ -251,9 +251,14 @@ func teamShow(c *cli.Context) error {
 		return err
 	}
 	defer s.close()
-	v, err := s.svc.Show(s.ctx, id)
+	v, isMember, err := s.memberView(id)
 	if err != nil {
 		return err
+	}
+	if !isMember {
+		if v, err = s.svc.Show(s.ctx, id); err != nil {
+			return err
+		}
 	}
 	if c.Bool("json") {
 		return printJSON(c.App.Writer, v)

@@ -1,0 +1,48 @@
+package bus_test
+
+import (
+	"testing"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/bus/bustest"
+)
+
+// TestAuditStreams_DenyDeleteAndPurge: no message of a mailbox or an event
+// log can be deleted or purged, not even with the node token; the whole
+// stream still can (team delete).
+func TestAuditStreams_DenyDeleteAndPurge(t *testing.T) {
+	t.Parallel()
+	n := bustest.NewServer(t)
+	c := bustest.Connect(t, n)
+	ctx := testCtx(t)
+	mb := bus.NewMailbox(c.JS, "audit", bus.MailboxConfig{})
+	ev := bus.NewEvents(c.JS, "audit", bus.EventsConfig{})
+	if err := mb.Declare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Declare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mb.Send(ctx, &teambus.Message{ID: "1", From: "a", To: "b", Type: teambus.MsgInfo, Body: "x"}, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{mb.Stream(), ev.Stream()} {
+		st, err := c.JS.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg := st.CachedInfo().Config; !cfg.DenyDelete || !cfg.DenyPurge {
+			t.Errorf("%s: deny delete %v, deny purge %v; want both", name, cfg.DenyDelete, cfg.DenyPurge)
+		}
+		if err := st.DeleteMsg(ctx, 1); err == nil {
+			t.Errorf("%s: a message was deleted", name)
+		}
+		if err := st.Purge(ctx); err == nil {
+			t.Errorf("%s: purged", name)
+		}
+	}
+	if err := mb.Delete(ctx); err != nil {
+		t.Errorf("delete the whole mailbox: %v", err)
+	}
+}

@@ -1,0 +1,226 @@
+package member
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
+)
+
+// DefaultTimeout bounds one request when the context has no deadline.
+const DefaultTimeout = 10 * time.Second
+
+// Client makes the member API calls of one caller over a NATS connection.
+// With a member credential the requests go to tb.<verb> in the member's
+// account and the service acts as the member the credential names; with
+// the operator's token they go to tbsvc.<team>.<verb> and name Who.Member.
+type Client struct {
+	nc       *nats.Conn
+	team     string
+	who      Who
+	operator bool
+}
+
+// Config says who calls: Team and Member are the caller (for a member
+// credential they must be the credential's), Session its incarnation.
+// Operator is true for the node token's connection: the requests then go
+// to the data account's service subjects.
+type Config struct {
+	Team     string
+	Member   string
+	Session  string
+	Operator bool
+}
+
+// New returns a client on nc. It does no I/O.
+func New(nc *nats.Conn, cfg Config) (*Client, error) {
+	if err := teambus.ValidateID("team", cfg.Team); err != nil {
+		return nil, err
+	}
+	if cfg.Member != teambus.Lead {
+		if err := teambus.ValidateMemberID(cfg.Member); err != nil {
+			return nil, err
+		}
+	}
+	return &Client{nc: nc, team: cfg.Team, who: Who{Member: cfg.Member, Session: cfg.Session}, operator: cfg.Operator}, nil
+}
+
+// ForConn returns the client of the member on c: a member credential's
+// connection calls as the credential's member (which must be member), any
+// other as the operator on the member's behalf.
+func ForConn(c *bus.Conn, team, member, session string) (*Client, error) {
+	if ct, cm, ok := c.MemberOf(); ok {
+		if ct != team || cm != member {
+			return nil, teambus.Invalidf("the credential is of %s in team %s, not of %s in team %s", cm, ct, member, team)
+		}
+		return New(c.NC, Config{Team: team, Member: member, Session: session})
+	}
+	return New(c.NC, Config{Team: team, Member: member, Session: session, Operator: true})
+}
+
+// Subject is where the client sends verb.
+func (c *Client) Subject(verb string) string {
+	if c.operator {
+		return bus.ServiceSubject(c.team, verb)
+	}
+	return bus.MemberServiceSubject(verb)
+}
+
+// Call sends req to verb and decodes the answer into resp. A refused
+// request comes back as the teambus error the service returned.
+func (c *Client) Call(ctx context.Context, verb string, req, resp any) error {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("encode %s request: %w", verb, err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
+	msg, err := c.nc.RequestWithContext(ctx, c.Subject(verb), b)
+	if err != nil {
+		switch {
+		case errors.Is(err, nats.ErrNoResponders):
+			return teambus.Unavailablef("team service (%s) is not running on the bus: start the node with `teambus bus start`, or run `teambus serve` beside an external NATS", verb)
+		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+			return teambus.Unavailablef("team service %s in team %s: no answer in time: %v", verb, c.team, err)
+		}
+		return teambus.Unavailablef("team service %s in team %s: %v", verb, c.team, err)
+	}
+	if msg.Header.Get(ErrorCodeHeader) != "" {
+		var er ErrorReply
+		if err := json.Unmarshal(msg.Data, &er); err != nil {
+			return teambus.Unavailablef("team service %s in team %s: undecodable error %q", verb, c.team, msg.Header.Get(ErrorCodeHeader))
+		}
+		return er.Error.Err()
+	}
+	if resp == nil {
+		return nil
+	}
+	if err := json.Unmarshal(msg.Data, resp); err != nil {
+		return teambus.Unavailablef("team service %s in team %s: undecodable answer: %v", verb, c.team, err)
+	}
+	return nil
+}
+
+// Send stores a message from the caller.
+func (c *Client) Send(ctx context.Context, req SendRequest) (bus.SendResult, error) {
+	req.Who = c.who
+	var res bus.SendResult
+	err := c.Call(ctx, VerbSend, req, &res)
+	return res, err
+}
+
+// Inbox reads the caller's inbox in mode (InboxPeek, InboxLease,
+// InboxAck), up to max messages, waiting up to wait for the first.
+func (c *Client) Inbox(ctx context.Context, mode string, max int, wait time.Duration) ([]Leased, error) {
+	if wait > 0 {
+		// The service waits; the request must outlast it.
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) < wait+5*time.Second {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, wait+5*time.Second)
+			defer cancel()
+		}
+	}
+	var res InboxReply
+	err := c.Call(ctx, VerbInbox, InboxRequest{Who: c.who, Mode: mode, Max: max, WaitMS: waitMS(wait)}, &res)
+	return res.Messages, err
+}
+
+// Ack acknowledges the caller's mail by sequence.
+func (c *Client) Ack(ctx context.Context, seqs []uint64) (bus.AckResult, error) {
+	var res bus.AckResult
+	err := c.Call(ctx, VerbAck, AckRequest{Who: c.who, Seqs: seqs}, &res)
+	return res, err
+}
+
+// AckLeased acknowledges leased mail by its tokens.
+func (c *Client) AckLeased(ctx context.Context, msgs []Leased) (bus.AckResult, error) {
+	var res bus.AckResult
+	err := c.Call(ctx, VerbAck, AckRequest{Who: c.who, Tokens: tokens(msgs)}, &res)
+	return res, err
+}
+
+// Release returns leased mail for redelivery now.
+func (c *Client) Release(ctx context.Context, msgs []Leased) (int, error) {
+	var res ReleaseReply
+	err := c.Call(ctx, VerbRelease, ReleaseRequest{Who: c.who, Tokens: tokens(msgs)}, &res)
+	return res.Released, err
+}
+
+func tokens(msgs []Leased) []Token {
+	out := make([]Token, 0, len(msgs))
+	for _, m := range msgs {
+		out = append(out, Token{Seq: m.Seq, Token: m.Token})
+	}
+	return out
+}
+
+// Task runs one task operation of the caller.
+func (c *Client) Task(ctx context.Context, req TaskRequest) (*teambus.Task, bool, error) {
+	req.Who = c.who
+	var res TaskReply
+	if err := c.Call(ctx, VerbTask, req, &res); err != nil {
+		return nil, false, err
+	}
+	if res.Task == nil {
+		return nil, false, teambus.Unavailablef("team service task %s: no task in the answer", req.Op)
+	}
+	return res.Task, res.Changed, nil
+}
+
+// Checkpoint records progress on the caller's task.
+func (c *Client) Checkpoint(ctx context.Context, req CheckpointRequest) (*teambus.Task, error) {
+	req.Who = c.who
+	var res TaskReply
+	if err := c.Call(ctx, VerbCheckpoint, req, &res); err != nil {
+		return nil, err
+	}
+	if res.Task == nil {
+		return nil, teambus.Unavailablef("team service checkpoint: no task in the answer")
+	}
+	return res.Task, nil
+}
+
+// Heartbeat renews the caller's heartbeat and returns its revision.
+func (c *Client) Heartbeat(ctx context.Context, req HeartbeatRequest) (uint64, error) {
+	req.Who = c.who
+	var res HeartbeatReply
+	err := c.Call(ctx, VerbHeartbeat, req, &res)
+	return res.Rev, err
+}
+
+// Join registers the caller's session as its new incarnation.
+func (c *Client) Join(ctx context.Context) (*teambus.Member, error) {
+	var m teambus.Member
+	if err := c.Call(ctx, VerbJoin, JoinRequest{Who: c.who}, &m); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// Brief returns the respawn prompt of member as the service's JSON (a
+// team.Brief), decoded into out.
+func (c *Client) Brief(ctx context.Context, member string, mail int, out any) error {
+	return c.Call(ctx, VerbBrief, BriefRequest{Who: c.who, Of: member, Mail: mail}, out)
+}
+
+// Replay returns one page of the caller's own mail from since on.
+func (c *Client) Replay(ctx context.Context, since uint64, limit int) (ReplayReply, error) {
+	var res ReplayReply
+	err := c.Call(ctx, VerbReplay, ReplayRequest{Who: c.who, SinceSeq: since, Limit: limit}, &res)
+	return res, err
+}
+
+// Show returns the caller's team as the service's JSON (a team.View),
+// decoded into out.
+func (c *Client) Show(ctx context.Context, out any) error {
+	return c.Call(ctx, VerbShow, ShowRequest{Who: c.who}, out)
+}

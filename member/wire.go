@@ -1,0 +1,309 @@
+package member
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/teambus/teambus"
+)
+
+// Verbs of the team service: the last token of its subjects.
+const (
+	VerbSend       = "send"
+	VerbInbox      = "inbox"
+	VerbAck        = "ack"
+	VerbRelease    = "release"
+	VerbTask       = "task"
+	VerbCheckpoint = "checkpoint"
+	VerbHeartbeat  = "heartbeat"
+	VerbJoin       = "join"
+	VerbBrief      = "brief"
+	VerbReplay     = "replay"
+	VerbShow       = "show"
+)
+
+// Verbs lists every verb the service answers.
+var Verbs = []string{VerbSend, VerbInbox, VerbAck, VerbRelease, VerbTask, VerbCheckpoint, VerbHeartbeat, VerbJoin, VerbBrief, VerbReplay, VerbShow}
+
+// Who names the caller's incarnation. Member is honoured only from the
+// operator: a member's requests act as the member its credential names,
+// and a request naming another member is refused.
+type Who struct {
+	Member  string `json:"member,omitempty"`
+	Session string `json:"session,omitempty"`
+}
+
+// SendRequest is a message to send. From is never part of it: the
+// service sets it to the caller.
+type SendRequest struct {
+	Who
+	To   string          `json:"to,omitempty"`
+	Type string          `json:"type,omitempty"`
+	ID   string          `json:"id,omitempty"`
+	Body string          `json:"body"`
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// Inbox read modes.
+const (
+	// InboxPeek lists the unacknowledged mail and returns it at once: it
+	// comes back on the next read.
+	InboxPeek = "peek"
+	// InboxLease fetches the mail without returning it: each message
+	// comes with a token to ack (or release) it by; unacked it is
+	// redelivered after the inbox ack wait.
+	InboxLease = "lease"
+	// InboxAck acknowledges what it returns (final).
+	InboxAck = "ack"
+)
+
+// InboxRequest reads the caller's inbox.
+type InboxRequest struct {
+	Who
+	Mode string `json:"mode,omitempty"` // InboxPeek (default), InboxLease, InboxAck
+	Max  int    `json:"max,omitempty"`
+	// WaitMS blocks up to this many milliseconds for mail when none is
+	// there.
+	WaitMS int64 `json:"wait_ms,omitempty"`
+}
+
+// Leased is a message of an inbox read with the token that acks it
+// (InboxLease only).
+type Leased struct {
+	teambus.Message
+	Token string `json:"token,omitempty"`
+}
+
+// InboxReply is the mail read.
+type InboxReply struct {
+	Messages []Leased `json:"messages"`
+}
+
+// Token acks or releases one leased message: the token of the lease and
+// the message's sequence (checked against the token).
+type Token struct {
+	Seq   uint64 `json:"seq"`
+	Token string `json:"token"`
+}
+
+// AckRequest acknowledges mail by sequence (as `teambus ack` does) or by
+// the tokens of a lease.
+type AckRequest struct {
+	Who
+	Seqs   []uint64 `json:"seqs,omitempty"`
+	Tokens []Token  `json:"tokens,omitempty"`
+}
+
+// AckReply reports an ack.
+type AckReply struct {
+	Acked   []uint64 `json:"acked"`
+	Already []uint64 `json:"already"`
+}
+
+// ReleaseRequest returns leased mail for redelivery now.
+type ReleaseRequest struct {
+	Who
+	Tokens []Token `json:"tokens"`
+}
+
+// ReleaseReply counts what was returned.
+type ReleaseReply struct {
+	Released int `json:"released"`
+}
+
+// Task operations.
+const (
+	TaskClaim    = "claim"
+	TaskNext     = "next"
+	TaskComplete = "complete"
+	TaskFail     = "fail"
+	TaskBlock    = "block"
+	TaskRelease  = "release"
+	TaskReassign = "reassign"
+	TaskReopen   = "reopen"
+)
+
+// TaskRequest is one task operation of the caller.
+type TaskRequest struct {
+	Who
+	Op     string `json:"op"`
+	ID     string `json:"id,omitempty"`
+	Commit string `json:"commit,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	On     string `json:"on,omitempty"`
+	To     string `json:"to,omitempty"`
+}
+
+// TaskReply is the task after the operation; Changed is false when it
+// was already in the state asked for (complete twice).
+type TaskReply struct {
+	Task    *teambus.Task `json:"task"`
+	Changed bool          `json:"changed"`
+}
+
+// CheckpointRequest records progress on the caller's task.
+type CheckpointRequest struct {
+	Who
+	Task       string          `json:"task,omitempty"`
+	Done       []string        `json:"done,omitempty"`
+	Remaining  []string        `json:"remaining,omitempty"`
+	LastAction string          `json:"last_action,omitempty"`
+	Files      []string        `json:"files,omitempty"`
+	Data       json.RawMessage `json:"data,omitempty"`
+	Auto       bool            `json:"auto,omitempty"`
+}
+
+// HeartbeatRequest renews the caller's heartbeat. The service fills the
+// member, session and epoch in; Rev is the revision of the caller's
+// previous beat, 0 for the first.
+type HeartbeatRequest struct {
+	Who
+	Status     teambus.MemberStatus `json:"status,omitempty"`
+	Task       string               `json:"task,omitempty"`
+	ContextPct int                  `json:"context_pct,omitempty"`
+	PID        int                  `json:"pid,omitempty"`
+	Rev        uint64               `json:"rev,omitempty"`
+}
+
+// HeartbeatReply is the revision of the beat.
+type HeartbeatReply struct {
+	Rev uint64 `json:"rev"`
+}
+
+// JoinRequest registers a new incarnation of the caller: Session becomes
+// the only one accepted.
+type JoinRequest struct {
+	Who
+}
+
+// BriefRequest asks for the respawn prompt of Member (the caller itself
+// unless the caller is the lead or the operator).
+type BriefRequest struct {
+	Who
+	Of   string `json:"of,omitempty"`
+	Mail int    `json:"mail,omitempty"`
+}
+
+// ReplayRequest reads the caller's own mail (to it, from it, and
+// broadcasts) from the mailbox, from SinceSeq on, at most Limit messages
+// (default and cap ReplayMax).
+type ReplayRequest struct {
+	Who
+	SinceSeq uint64 `json:"since_seq,omitempty"`
+	Limit    int    `json:"limit,omitempty"`
+}
+
+// ShowRequest asks for the caller's team as `team show` prints it (a
+// team.View).
+type ShowRequest struct {
+	Who
+}
+
+// ReplayMax caps one replay reply.
+const ReplayMax = 1000
+
+// ReplayReply is one page of the caller's mail; Next is where the next
+// page starts (0 when this page reached the end).
+type ReplayReply struct {
+	Messages []teambus.Message `json:"messages"`
+	Next     uint64            `json:"next,omitempty"`
+}
+
+// Error classes: the exit code a command maps them to.
+const (
+	ClassTransient = "transient" // exit 1
+	ClassPermanent = "permanent" // exit 2
+	ClassConflict  = "conflict"  // exit 3
+)
+
+// Error kinds: which teambus sentinel error the caller gets back.
+const (
+	KindInvalid     = "invalid"
+	KindNotFound    = "not_found"
+	KindState       = "state"
+	KindConflict    = "conflict"
+	KindFenced      = "fenced"
+	KindUnavailable = "unavailable"
+)
+
+// ErrorCodeHeader carries the kind of a service error; the body is an
+// ErrorReply.
+const ErrorCodeHeader = "Nats-Service-Error-Code"
+
+// ErrorReply is the body of a refused request.
+type ErrorReply struct {
+	Error ErrorBody `json:"error"`
+}
+
+// ErrorBody is one service error: its class (the exit code), its kind
+// (the sentinel error) and the one-line message.
+type ErrorBody struct {
+	Class   string `json:"class"`
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+}
+
+// Classify turns err into the body the service answers with.
+func Classify(err error) ErrorBody {
+	kind := KindUnavailable
+	switch {
+	case errors.Is(err, teambus.ErrFenced):
+		kind = KindFenced
+	case errors.Is(err, teambus.ErrConflict):
+		kind = KindConflict
+	case errors.Is(err, teambus.ErrInvalid):
+		kind = KindInvalid
+	case errors.Is(err, teambus.ErrNotFound):
+		kind = KindNotFound
+	case errors.Is(err, teambus.ErrState):
+		kind = KindState
+	}
+	return ErrorBody{Class: classOf(kind), Kind: kind, Message: err.Error()}
+}
+
+func classOf(kind string) string {
+	switch kind {
+	case KindFenced, KindConflict:
+		return ClassConflict
+	case KindInvalid, KindNotFound, KindState:
+		return ClassPermanent
+	default:
+		return ClassTransient
+	}
+}
+
+// Err turns an error body back into the teambus error it was.
+func (e ErrorBody) Err() error {
+	msg := e.Message
+	if msg == "" {
+		msg = "team service refused the request"
+	}
+	switch e.Kind {
+	case KindInvalid:
+		return teambus.Invalidf("%s", msg)
+	case KindNotFound:
+		return teambus.NotFoundf("%s", msg)
+	case KindState:
+		return teambus.Statef("%s", msg)
+	case KindConflict:
+		return teambus.Conflictf("%s", msg)
+	case KindFenced:
+		return teambus.Fencedf("%s", msg)
+	}
+	switch e.Class {
+	case ClassPermanent:
+		return teambus.Invalidf("%s", msg)
+	case ClassConflict:
+		return teambus.Conflictf("%s", msg)
+	}
+	return teambus.Unavailablef("%s", msg)
+}
+
+// wait converts a duration to the wire's milliseconds.
+func waitMS(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return max(d.Milliseconds(), 1)
+}

@@ -1,0 +1,44 @@
+package node
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/teambus/teambus/bus"
+)
+
+// Attach returns the bus.NodeConfig.Attach hook that hosts the team
+// service in the node's process, on an in-process connection with the
+// node token (the data account).
+func Attach(cfg Config) func(*bus.Node) (io.Closer, error) {
+	return func(n *bus.Node) (io.Closer, error) {
+		nc, err := nats.Connect("", nats.InProcessServer(n.InProcess()), nats.Token(n.Token()), nats.Name("teambus-service"),
+			nats.MaxReconnects(-1))
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s, err := Open(ctx, nc, cfg)
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		return hosted{s: s, nc: nc}, nil
+	}
+}
+
+// hosted is a service with the connection it owns.
+type hosted struct {
+	s  *Service
+	nc *nats.Conn
+}
+
+func (h hosted) Close() error {
+	err := h.s.Close()
+	h.nc.Close()
+	return err
+}

@@ -1,0 +1,199 @@
+package node_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/member"
+	"github.com/teambus/teambus/team"
+)
+
+// operator is the operator's client acting as m of team.
+func (e *env) operator(t *testing.T, teamID, m, session string) *member.Client {
+	t.Helper()
+	c := bustest.Connect(t, e.node)
+	cl, err := member.ForConn(c, teamID, m, session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+func TestService_ShutdownRequestOnlyFromLead(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testCtx(t)
+	_, err := e.tm1.Send(ctx, member.SendRequest{To: "tm2", Type: string(teambus.MsgShutdownRequest), Body: "stop"})
+	if !errors.Is(err, teambus.ErrInvalid) || teambus.ExitCode(err) != teambus.ExitPermanent {
+		t.Fatalf("shutdown_request from tm1 = %v, want refused (exit 2)", err)
+	}
+	if _, err := e.tm1.Send(ctx, member.SendRequest{To: "tm2", Type: string(teambus.MsgShutdownResponse), Body: "ok"}); !errors.Is(err, teambus.ErrInvalid) {
+		t.Fatalf("shutdown_response to a teammate = %v, want refused", err)
+	}
+	if _, err := e.tm1.Send(ctx, member.SendRequest{To: teambus.Lead, Type: string(teambus.MsgShutdownResponse), Body: `approve`}); err != nil {
+		t.Fatalf("shutdown_response to the lead: %v", err)
+	}
+	// The lead's own credential may ask.
+	cr, err := bus.IssueCreds(ctx, bustest.Connect(t, e.node), "alpha", teambus.Lead, []string{e.node.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead, err := member.ForConn(connectCreds(t, cr), "alpha", teambus.Lead, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lead.Send(ctx, member.SendRequest{To: "tm2", Type: string(teambus.MsgShutdownRequest), Body: "stop"}); err != nil {
+		t.Fatalf("shutdown_request from the lead: %v", err)
+	}
+	msgs, err := e.admin.Mailbox("alpha").Inbox(ctx, "tm2", bus.InboxOptions{Sidecar: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 || msgs[0].From != teambus.Lead {
+		t.Fatalf("tm2 sidecar mail = %+v, want the lead's one request", msgs)
+	}
+}
+
+// TestService_FencedIncarnation: every write of a replaced session is
+// refused with a conflict (exit 3), through the service as directly.
+func TestService_FencedIncarnation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testCtx(t)
+	if _, err := e.admin.AddTask(ctx, "alpha", team.TaskSpec{ID: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	op := e.operator(t, "alpha", "tm1", "s1")
+	if _, err := op.Join(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.operator(t, "alpha", "tm1", "s2").Join(ctx); err != nil {
+		t.Fatal(err)
+	}
+	old, err := member.ForConn(e.conn, "alpha", "tm1", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]func() error{
+		"send": func() error { _, err := old.Send(ctx, member.SendRequest{Body: "x"}); return err },
+		"claim": func() error {
+			_, _, err := old.Task(ctx, member.TaskRequest{Op: member.TaskClaim, ID: "t1"})
+			return err
+		},
+		"checkpoint": func() error { _, err := old.Checkpoint(ctx, member.CheckpointRequest{Task: "t1"}); return err },
+		"heartbeat":  func() error { _, err := old.Heartbeat(ctx, member.HeartbeatRequest{}); return err },
+		"lease":      func() error { _, err := old.Inbox(ctx, member.InboxLease, 0, 0); return err },
+		"ack":        func() error { _, err := old.Ack(ctx, []uint64{1}); return err },
+		"replay":     func() error { _, err := old.Replay(ctx, 0, 0); return err },
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, teambus.ErrFenced) || teambus.ExitCode(err) != teambus.ExitConflict {
+			t.Errorf("%s from the old session = %v (exit %d), want fenced (exit 3)", name, err, teambus.ExitCode(err))
+		}
+	}
+	// The current session works.
+	cur, err := member.ForConn(e.conn, "alpha", "tm1", "s2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cur.Task(ctx, member.TaskRequest{Op: member.TaskClaim, ID: "t1"}); err != nil {
+		t.Fatalf("claim from the current session: %v", err)
+	}
+}
+
+// TestService_OperatorActsForAMember: with the node token the request
+// names the member, and the mail is from that member.
+func TestService_OperatorActsForAMember(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testCtx(t)
+	op := e.operator(t, "alpha", "tm2", "")
+	if _, err := op.Send(ctx, member.SendRequest{To: "tm1", Body: "from tm2"}); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := e.tm1.Inbox(ctx, member.InboxPeek, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 || msgs[0].From != "tm2" {
+		t.Fatalf("tm1 inbox = %+v, want one message from tm2", msgs)
+	}
+	// A member credential can not name another member.
+	if _, err := member.ForConn(e.conn, "alpha", "tm2", ""); !errors.Is(err, teambus.ErrInvalid) {
+		t.Fatalf("client of tm2 on tm1's credential = %v, want refused", err)
+	}
+}
+
+// TestService_RefusedWritesNothing: refused requests of a member leave
+// every stream of every team as it was: nothing is logged into a team's
+// streams, least of all another team's.
+func TestService_RefusedWritesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testCtx(t)
+	admin := bustest.Connect(t, e.node)
+	streams := []string{"TBM_alpha", "TBM_beta", "TBE_alpha", "TBE_beta", "KV_TBS_alpha", "KV_TBS_beta", "KV_TBH_alpha", "KV_TBH_beta"}
+	state := func() map[string]jetstream.StreamState {
+		out := map[string]jetstream.StreamState{}
+		for _, name := range streams {
+			st, err := admin.JS.Stream(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[name] = st.CachedInfo().State
+		}
+		return out
+	}
+	before := state()
+	refused := []func() error{
+		func() error {
+			_, err := e.tm1.Send(ctx, member.SendRequest{To: "tm2", Type: string(teambus.MsgShutdownRequest), Body: "x"})
+			return err
+		},
+		func() error { _, err := e.tm1.Send(ctx, member.SendRequest{To: "ghost", Body: "x"}); return err },
+		func() error { _, err := e.tm1.Send(ctx, member.SendRequest{To: "tm1", Body: "x"}); return err },
+		func() error { var v any; return e.tm1.Brief(ctx, "tm2", 1, &v) },
+		func() error {
+			_, err := e.tm1.AckLeased(ctx, []member.Leased{{Message: teambus.Message{Seq: 1}, Token: "$JS.ACK.TBM_beta.in_tm1.1.1.1.1.0"}})
+			return err
+		},
+		func() error {
+			_, err := e.tm1.Release(ctx, []member.Leased{{Message: teambus.Message{Seq: 1}, Token: "$JS.API.STREAM.PURGE.TBM_alpha"}})
+			return err
+		},
+		func() error {
+			_, _, err := e.tm1.Task(ctx, member.TaskRequest{Op: member.TaskReopen, ID: "nope"})
+			return err
+		},
+		func() error {
+			return e.tm1.Call(ctx, member.VerbSend, map[string]any{"member": "tm2", "body": "x"}, nil)
+		},
+		func() error { return e.tm1.Call(ctx, member.VerbSend, "not an object", nil) },
+	}
+	for i, call := range refused {
+		err := call()
+		if err == nil || teambus.ExitCode(err) != teambus.ExitPermanent {
+			t.Errorf("refused request %d = %v (exit %d), want exit 2", i, err, teambus.ExitCode(err))
+		}
+	}
+	// A write the member may do, to see that the comparison can fail.
+	if _, err := e.tm1.Send(ctx, member.SendRequest{Body: "legit"}); err != nil {
+		t.Fatal(err)
+	}
+	after := state()
+	for _, name := range streams {
+		b, a := before[name], after[name]
+		changed := b.LastSeq != a.LastSeq || b.Msgs != a.Msgs
+		// The legitimate send: one message in alpha's mailbox, and the
+		// member's activity in alpha's state.
+		want := name == "TBM_alpha" || name == "KV_TBS_alpha"
+		if changed != want {
+			t.Errorf("stream %s: %d msgs (last %d) -> %d msgs (last %d); want changed %v", name, b.Msgs, b.LastSeq, a.Msgs, a.LastSeq, want)
+		}
+	}
+}
