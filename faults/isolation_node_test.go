@@ -4,13 +4,13 @@ import (
 	"testing"
 
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node/nodetest"
 )
 
 // isolationNode starts the node the attacker suite attacks, as `teambus
-// bus start` runs it. It is the one line to change when the node's start
-// changes (a node that hosts the team service).
+// bus start` runs it: a node that hosts the team service, members in their
+// team's member account.
 func isolationNode(t *testing.T) *bus.Node {
 	t.Helper()
-	return bustest.NewServer(t)
+	return nodetest.NewServer(t)
 }
