@@ -36,8 +36,14 @@ type Member struct {
 	EscalatePending bool         `json:"escalate_pending,omitempty"`
 	ZombieSince     *time.Time   `json:"zombie_since"`
 	LastAckedSeq    uint64       `json:"last_acked_seq"`
-	CreatedAt       time.Time    `json:"created_at"`
-	UpdatedAt       time.Time    `json:"updated_at"`
+	// Condition is why a live member is not working, as its agent session
+	// reported it (hooks, agent-wiring §12.3.14): "approval" (waiting for a
+	// permission prompt), "input", "idle", or the API error that stopped
+	// its turn ("rate_limit", "overloaded", …). Empty when working.
+	Condition   string     `json:"condition,omitempty"`
+	ConditionAt *time.Time `json:"condition_at,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
 }
 
 // Fenced reports why a command from session may not act as this member, or
