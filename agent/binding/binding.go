@@ -41,6 +41,7 @@ type Binding struct {
 	SidecarPID     int       `json:"sidecar_pid"`
 	SidecarStart   uint64    `json:"sidecar_start,omitempty"`
 	WaiterPID      int       `json:"waiter_pid"`
+	WaiterStart    uint64    `json:"waiter_start,omitempty"`
 	BoundAt        time.Time `json:"bound_at"`
 	CleanExit      bool      `json:"clean_exit"`
 	// Notices remembers the last state of each notice kind, so a notice is

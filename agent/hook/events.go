@@ -28,17 +28,17 @@ func (h *hook) userPromptSubmit(ctx context.Context) int {
 		}
 		return true
 	})
-	if w := h.b.WaiterPID; w > 0 && isWaiter(w) {
+	if w := h.b.WaiterPID; w > 0 && isWaiter(w, h.b.WaiterStart) {
 		_ = syscall.Kill(w, syscall.SIGUSR1)
 	}
 	return h.deliverEvent(ctx, "UserPromptSubmit", true)
 }
 
-// isWaiter reports whether pid is a `teambus hook wait` process (a pid
-// recorded in the binding may have been reused).
-func isWaiter(pid int) bool {
-	argv := binding.Argv(pid)
-	return len(argv) >= 3 && strings.HasSuffix(argv[0], "teambus") && argv[1] == "hook" && argv[2] == "wait"
+// isWaiter reports whether pid is still the waiter recorded with its start
+// time (a pid may have been reused).
+func isWaiter(pid int, start uint64) bool {
+	st, err := binding.StartTime(pid)
+	return err == nil && st == start
 }
 
 // stop is Stop (§12.3.10): late mail continues the turn; with

@@ -43,12 +43,13 @@ func (h *hook) wait(ctx context.Context) int {
 	}
 	defer lock.Unlock()
 	me := os.Getpid()
-	h.updateBinding(ctx, func(b *binding.Binding) bool { b.WaiterPID = me; return true })
+	meStart, _ := binding.StartTime(me)
+	h.updateBinding(ctx, func(b *binding.Binding) bool { b.WaiterPID, b.WaiterStart = me, meStart; return true })
 	defer h.updateBinding(context.WithoutCancel(ctx), func(b *binding.Binding) bool {
 		if b.WaiterPID != me {
 			return false
 		}
-		b.WaiterPID = 0
+		b.WaiterPID, b.WaiterStart = 0, 0
 		return true
 	})
 
