@@ -46,9 +46,15 @@ type Member struct {
 	HeldSince *time.Time `json:"held_since,omitempty"`
 	// Marker is the mailbox seq of this incarnation's marker
 	// (bus.Mailbox.MarkIncarnation): a member's send expects it.
-	Marker    uint64    `json:"marker,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Marker uint64 `json:"marker,omitempty"`
+	// Condition is why a live member is not working, as its agent session
+	// reported it (hooks, agent-wiring §12.3.14): "approval" (waiting for a
+	// permission prompt), "input", "idle", or the API error that stopped
+	// its turn ("rate_limit", "overloaded", …). Empty when working.
+	Condition   string     `json:"condition,omitempty"`
+	ConditionAt *time.Time `json:"condition_at,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
 }
 
 // Fenced reports why a command from session may not act as this member, or

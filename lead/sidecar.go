@@ -23,7 +23,12 @@ type Config struct {
 	// Force takes over from a lead that is not yet stale.
 	Force bool
 	// PID is the lead agent process; 0 watches none.
-	PID    int
+	PID int
+	// Adopt attaches to the lead incarnation already registered for
+	// Session (by a SessionStart hook, which ran the resume validation)
+	// instead of resuming again; Run fails with ErrFenced when the team's
+	// lead session differs.
+	Adopt  bool
 	Logger *slog.Logger
 	// OnAttach, if set, receives the resume report once attached.
 	OnAttach func(*team.Report)
@@ -100,7 +105,7 @@ func (s *Sidecar) Epoch() int64 { return s.epoch }
 // Run attaches and runs until ctx is cancelled, the lead agent exits, or a
 // newer lead fences this one (ErrFenced).
 func (s *Sidecar) Run(ctx context.Context) (err error) {
-	rep, err := s.svc.Resume(ctx, s.cfg.Team, s.cfg.Session, s.cfg.Force, true)
+	rep, err := s.attach(ctx)
 	if err != nil {
 		return err
 	}
@@ -206,6 +211,31 @@ func (s *Sidecar) stopBeat(ctx context.Context) {
 		s.log.Warn("lead heartbeat not removed", "err", err)
 	}
 }
+
+// attach runs the resume validation, or with Adopt checks that the session
+// is the team's lead and reports the team as it is.
+func (s *Sidecar) attach(ctx context.Context) (*team.Report, error) {
+	if !s.cfg.Adopt {
+		return s.svc.Resume(ctx, s.cfg.Team, s.cfg.Session, s.cfg.Force, true)
+	}
+	t, _, err := s.svc.Store().Team(ctx, s.cfg.Team)
+	if err != nil {
+		return nil, fmt.Errorf("adopt lead of %s: %w", s.cfg.Team, err)
+	}
+	if t.LeadSession != s.cfg.Session {
+		return nil, teambus.Fencedf("adopt lead of %s: session %q is not the team's lead session %q (lead epoch %d)", s.cfg.Team, s.cfg.Session, t.LeadSession, t.LeadEpoch)
+	}
+	rep, err := s.svc.Probe(ctx, s.cfg.Team)
+	if err != nil {
+		return nil, fmt.Errorf("adopt lead of %s: %w", s.cfg.Team, err)
+	}
+	rep.Decision = DecisionAdopt
+	return rep, nil
+}
+
+// DecisionAdopt is the report decision of a lead sidecar that adopted the
+// lead incarnation a SessionStart hook attached.
+const DecisionAdopt = "adopt"
 
 // startErr is what Run returns for err during its start: nothing when ctx
 // was cancelled meanwhile (stopped while starting is a clean stop).

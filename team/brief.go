@@ -71,11 +71,11 @@ func (s *Service) Brief(ctx context.Context, teamID, member string, mailN int) (
 			b.RecentMail = b.RecentMail[len(b.RecentMail)-mailN:]
 		}
 	}
-	b.Text = b.render(snap.Tasks)
+	b.Text = b.render()
 	return b, nil
 }
 
-func (b *Brief) render(tasks map[string]*teambus.Task) string {
+func (b *Brief) render() string {
 	var w strings.Builder
 	fmt.Fprintf(&w, "You are %s", b.Member)
 	if b.Role != "" {
@@ -83,45 +83,68 @@ func (b *Brief) render(tasks map[string]*teambus.Task) string {
 	}
 	fmt.Fprintf(&w, " in team %s, replacing an earlier session of %s that stopped.\n", b.Team, b.Member)
 	fmt.Fprintf(&w, "Set TEAMBUS_TEAM=%s TEAMBUS_MEMBER=%s and your own TEAMBUS_SESSION; start `teambus teammate` beside you.\n\n", b.Team, b.Member)
+	b.body(&w)
+	return w.String()
+}
+
+// HookText is the brief of a session bound by a SessionStart hook
+// (agent-wiring §12.3.6): its sidecar already runs, so it never asks the
+// agent to start one, and only a later incarnation (epoch > 1) is told it
+// replaces an earlier session.
+func (b *Brief) HookText(epoch int64) string {
+	var w strings.Builder
+	fmt.Fprintf(&w, "You are %s", b.Member)
+	if b.Role != "" {
+		fmt.Fprintf(&w, " (%s)", b.Role)
+	}
+	fmt.Fprintf(&w, " in team %s, incarnation %d; your teambus sidecar runs beside this session.\n", b.Team, epoch)
+	if epoch > 1 {
+		fmt.Fprintf(&w, "An earlier session of %s stopped; this one continues its work.\n", b.Member)
+	}
+	w.WriteString("\n")
+	b.body(&w)
+	return w.String()
+}
+
+func (b *Brief) body(w *strings.Builder) {
 	if b.Task == nil {
 		w.WriteString("You hold no task. Take the next one with `teambus task next`.\n")
 	} else {
 		t := b.Task
-		fmt.Fprintf(&w, "TASK %s (%s): %s\n", t.ID, t.Status, teambus.IndentBody(t.Description, bodyIndent))
+		fmt.Fprintf(w, "TASK %s (%s): %s\n", t.ID, t.Status, teambus.IndentBody(t.Description, bodyIndent))
 		if t.Status != teambus.TaskInProgress {
-			fmt.Fprintf(&w, "Claim it with `teambus task claim %s`.\n", t.ID)
+			fmt.Fprintf(w, "Claim it with `teambus task claim %s`.\n", t.ID)
 		}
 		if len(b.Deps) > 0 {
 			w.WriteString("Dependencies:\n")
 			for _, d := range b.Deps {
-				fmt.Fprintf(&w, "  - %s (%s): %s\n", d.ID, d.Status, teambus.IndentBody(d.Description, bodyIndent))
+				fmt.Fprintf(w, "  - %s (%s): %s\n", d.ID, d.Status, teambus.IndentBody(d.Description, bodyIndent))
 			}
 		}
 		if cp := t.Checkpoint; cp != nil {
-			fmt.Fprintf(&w, "\nCHECKPOINT RESUME (checkpoint #%d, %s) — DO NOT re-execute completed work.\n", cp.Seq, cp.At.Format("2006-01-02T15:04:05Z"))
-			fmt.Fprintf(&w, "Tasks already completed: %s\n", list(cp.TasksCompleted))
-			fmt.Fprintf(&w, "Tasks remaining: %s\n", list(cp.TasksRemaining))
-			fmt.Fprintf(&w, "Last action: %s\n", teambus.IndentBody(orNone(cp.LastAction), bodyIndent))
-			fmt.Fprintf(&w, "Files touched: %s\n", list(cp.Files))
+			fmt.Fprintf(w, "\nCHECKPOINT RESUME (checkpoint #%d, %s) — DO NOT re-execute completed work.\n", cp.Seq, cp.At.Format("2006-01-02T15:04:05Z"))
+			fmt.Fprintf(w, "Tasks already completed: %s\n", list(cp.TasksCompleted))
+			fmt.Fprintf(w, "Tasks remaining: %s\n", list(cp.TasksRemaining))
+			fmt.Fprintf(w, "Last action: %s\n", teambus.IndentBody(orNone(cp.LastAction), bodyIndent))
+			fmt.Fprintf(w, "Files touched: %s\n", list(cp.Files))
 			if len(cp.Data) > 0 {
-				fmt.Fprintf(&w, "Data: %s\n", teambus.IndentBody(string(cp.Data), bodyIndent))
+				fmt.Fprintf(w, "Data: %s\n", teambus.IndentBody(string(cp.Data), bodyIndent))
 			}
 			w.WriteString("Continue from the remaining tasks only.\n")
 		} else {
 			w.WriteString("\nNo checkpoint was recorded: check the working tree before starting over.\n")
 		}
 		if t.LastError != "" {
-			fmt.Fprintf(&w, "Why it stopped: %s\n", teambus.IndentBody(t.LastError, bodyIndent))
+			fmt.Fprintf(w, "Why it stopped: %s\n", teambus.IndentBody(t.LastError, bodyIndent))
 		}
 	}
 	if len(b.RecentMail) > 0 {
 		w.WriteString("\nRecent mail:\n")
 		for _, m := range b.RecentMail {
-			fmt.Fprintf(&w, "  #%d %s -> %s [%s] %s\n", m.Seq, m.From, m.To, m.Type, oneLine(m.Body))
+			fmt.Fprintf(w, "  #%d %s -> %s [%s] %s\n", m.Seq, m.From, m.To, m.Type, oneLine(m.Body))
 		}
 	}
 	w.WriteString("\nRecord progress with `teambus checkpoint --done ... --remaining ... --last-action ...`; finish with `teambus task complete ID`.\n")
-	return w.String()
 }
 
 func list(s []string) string {

@@ -58,7 +58,17 @@ func (s *Service) LogEvent(ctx context.Context, team, typ, agent string, data an
 	s.logEvent(ctx, team, SessionID(team), teambus.AutoSeq, typ, agent, data)
 }
 
+// LogEventWithin is LogEvent bounded by d instead of its own few seconds,
+// for a hook that must finish within its budget.
+func (s *Service) LogEventWithin(ctx context.Context, team, typ, agent string, data any, d time.Duration) {
+	s.logEventTimeout(ctx, team, SessionID(team), teambus.AutoSeq, typ, agent, data, d)
+}
+
 func (s *Service) logEvent(ctx context.Context, team, sid string, seq int64, typ, agent string, data any) {
+	s.logEventTimeout(ctx, team, sid, seq, typ, agent, data, 5*time.Second)
+}
+
+func (s *Service) logEventTimeout(ctx context.Context, team, sid string, seq int64, typ, agent string, data any, d time.Duration) {
 	e := &teambus.Event{TS: s.Now().Truncate(time.Millisecond), SID: sid, Seq: seq, Type: typ, Feature: team, Agent: agent}
 	if data != nil {
 		b, err := json.Marshal(data)
@@ -70,7 +80,7 @@ func (s *Service) logEvent(ctx context.Context, team, sid string, seq int64, typ
 	}
 	// The operation may have used up its context; the event gets its own
 	// few seconds.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
 	defer cancel()
 	if _, err := s.Events(team).Append(ctx, e); err != nil {
 		s.cfg.Logger.Warn("log event", "team", team, "sid", sid, "type", typ, "err", err)

@@ -30,7 +30,11 @@ type Config struct {
 	// WorkDir is the agent's working tree: automatic checkpoints list the
 	// files git reports changed there. Empty skips that.
 	WorkDir string
-	Logger  *slog.Logger
+	// Adopt attaches to the incarnation already registered for Session
+	// (by a SessionStart hook) instead of registering a new one; Run fails
+	// with ErrFenced when the member's current session differs.
+	Adopt  bool
+	Logger *slog.Logger
 }
 
 // Validate checks the ids.
@@ -112,19 +116,23 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 		return "", err
 	}
 	s.policy = t.Policy
-	m, err := s.svc.Join(ctx, s.cfg.Team, s.cfg.Member, s.cfg.Session)
+	m, err := s.register(ctx)
 	if err != nil {
-		return "", fmt.Errorf("register %s: %w", s.cfg.Member, err)
+		return "", err
 	}
 	s.epoch = m.Epoch
 	s.log = s.log.With("epoch", s.epoch)
-	if err := s.svc.SetMemberStatus(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.MemberIdle); err != nil {
-		return "", err
+	// A sidecar adopting an incarnation that already ran (one restarted
+	// by a later SessionStart) keeps its lifecycle status.
+	if !s.cfg.Adopt || m.Status == teambus.MemberSpawned {
+		if err := s.svc.SetMemberStatus(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.MemberIdle); err != nil {
+			return "", err
+		}
 	}
 	if err := s.beat(ctx); err != nil {
 		return "", err
 	}
-	s.log.Info("teammate registered", "session", s.cfg.Session, "pid", s.cfg.PID)
+	s.log.Info("teammate registered", "session", s.cfg.Session, "pid", s.cfg.PID, "adopt", s.cfg.Adopt)
 	// Mail an earlier incarnation held in zombie mode and never released
 	// (it was killed, shut down, or replaced) goes out now, before any
 	// mail of this one.
@@ -275,6 +283,29 @@ func resetTimer(t *time.Timer, d time.Duration) {
 	default:
 	}
 	t.Reset(d)
+}
+
+// register registers a new incarnation, or with Adopt attaches to the one
+// registered for the session.
+func (s *Sidecar) register(ctx context.Context) (*teambus.Member, error) {
+	if !s.cfg.Adopt {
+		m, err := s.svc.Join(ctx, s.cfg.Team, s.cfg.Member, s.cfg.Session)
+		if err != nil {
+			return nil, fmt.Errorf("register %s: %w", s.cfg.Member, err)
+		}
+		return m, nil
+	}
+	m, _, err := s.svc.Store().Member(ctx, s.cfg.Team, s.cfg.Member)
+	if err != nil {
+		return nil, fmt.Errorf("adopt %s: %w", s.cfg.Member, err)
+	}
+	if m.Session != s.cfg.Session {
+		return nil, teambus.Fencedf("adopt %s: session %q is not the member's current session %q (epoch %d)", s.cfg.Member, s.cfg.Session, m.Session, m.Epoch)
+	}
+	if err := m.Fenced(s.cfg.Session); err != nil {
+		return nil, fmt.Errorf("adopt %s: %w", s.cfg.Member, err)
+	}
+	return m, nil
 }
 
 // beat writes a heartbeat and checks that this incarnation is current.

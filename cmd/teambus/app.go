@@ -41,7 +41,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			teammateCommand(),
 			joinCommand(),
 			initCommand(),
-			briefCommand(),
+			briefCommand(), hookCommand(),
 			demoCommand(), agentSimCommand(),
 			benchCommand(), benchJSONLOnceCommand(),
 			versionCommand(),
@@ -68,7 +68,9 @@ func exit(ctx context.Context, err error, stderr io.Writer) int {
 	if err == nil {
 		return teambus.ExitOK
 	}
-	fmt.Fprintf(stderr, "teambus: %s\n", errorLine(ctx, err))
+	if msg := errorLine(ctx, err); msg != "" { // cli.Exit("", code) prints nothing
+		fmt.Fprintf(stderr, "teambus: %s\n", msg)
+	}
 	return exitCode(err)
 }
 

@@ -39,6 +39,7 @@ func leadCommand() *cli.Command {
 		Flags: flags(connFlags(), logFlags(), []cli.Flag{teamFlag(), sessionFlag(),
 			&cli.BoolFlag{Name: "force", Usage: "take over from a lead that is not stale yet", EnvVars: []string{"TEAMBUS_FORCE"}},
 			&cli.IntFlag{Name: "pid", Usage: "the lead agent's process id to watch", EnvVars: []string{"TEAMBUS_PID"}},
+			adoptFlag(),
 		}),
 		Action: runLead,
 	}
@@ -65,7 +66,7 @@ func runLead(c *cli.Context) error {
 		return err
 	}
 	defer conn.Close()
-	sc, err := lead.New(svc, lead.Config{Team: teamID, Session: session, Force: c.Bool("force"), PID: c.Int("pid"), Logger: log,
+	sc, err := lead.New(svc, lead.Config{Team: teamID, Session: session, Force: c.Bool("force"), PID: c.Int("pid"), Adopt: c.Bool("adopt"), Logger: log,
 		OnAttach: func(r *team.Report) {
 			fmt.Fprintf(c.App.Writer, "lead attached to team %s: %s, lead epoch %d, %d%% done (took %s)\n", r.Team, r.Decision, r.LeadEpoch, r.Progress, r.Took)
 			for _, w := range r.Warnings {
@@ -88,6 +89,7 @@ func teammateCommand() *cli.Command {
 		Flags: flags(connFlags(), logFlags(), memberFlags(), []cli.Flag{
 			&cli.IntFlag{Name: "pid", Usage: "the agent's process id to watch", EnvVars: []string{"TEAMBUS_PID"}},
 			&cli.StringFlag{Name: "workdir", Usage: "the agent's working tree (automatic checkpoints list its changed files)", EnvVars: []string{"TEAMBUS_WORKDIR"}},
+			adoptFlag(),
 		}),
 		Action: runTeammate,
 	}
@@ -118,7 +120,7 @@ func runTeammate(c *cli.Context) error {
 		return err
 	}
 	defer conn.Close()
-	sc, err := teammate.New(svc, teammate.Config{Team: teamID, Member: member, Session: session, PID: c.Int("pid"), WorkDir: c.String("workdir"), Logger: log})
+	sc, err := teammate.New(svc, teammate.Config{Team: teamID, Member: member, Session: session, PID: c.Int("pid"), WorkDir: c.String("workdir"), Adopt: c.Bool("adopt"), Logger: log})
 	if err != nil {
 		return err
 	}
@@ -128,6 +130,13 @@ func runTeammate(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.Writer, "teammate %s (epoch %d) stopped: %s\n", member, sc.Epoch(), out)
 	return nil
+}
+
+// adoptFlag is --adopt of the sidecars: attach to the incarnation a
+// SessionStart hook registered for --session (exit 3 when the member's or
+// the team's lead session differs) instead of registering a new one.
+func adoptFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "adopt", Usage: "attach to the incarnation already registered for --session instead of registering a new one (exit 3 if it is not current)", EnvVars: []string{"TEAMBUS_ADOPT"}}
 }
 
 func joinCommand() *cli.Command {

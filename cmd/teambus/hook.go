@@ -1,0 +1,113 @@
+package main
+
+import (
+	"io"
+	"os"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/teambus/teambus/agent/hook"
+)
+
+// hookCommand is `teambus hook <Event>`, the Claude Code hook handlers
+// (agent-wiring §12.3). It never fails: its exit code and output are the
+// hook contract (package hook).
+func hookCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "hook",
+		Usage:     "Claude Code hook handler: `teambus hook <Event>` (written by `teambus init claude`)",
+		ArgsUsage: "EVENT",
+		Description: "Reads the hook payload on stdin and writes at most one JSON envelope on stdout. Events:\n" +
+			"SessionStart (bind the session, register, start the sidecar, brief and mail), UserPromptSubmit,\n" +
+			"PostToolBatch, PostToolUse (mail), Stop (late mail), wait (the asyncRewake waiter: exit 2 wakes the\n" +
+			"session), PreCompact, PostCompact (checkpoint), Notification, StopFailure (liveness condition),\n" +
+			"SessionEnd (clean exit), TeammateIdle, TaskCreated, TaskCompleted (lead). Fail-open: any error\n" +
+			"exits 0 with empty output and a line in $TEAMBUS_DIR/logs/hooks.log. Identity: TEAMBUS_TEAM and\n" +
+			"TEAMBUS_MEMBER, else --team and --member; with neither the hook does nothing.",
+		Flags: flags(connFlags(), []cli.Flag{
+			// No EnvVars: the environment is read first, the flags (baked
+			// into the handler) are the fallback (§12.1.1).
+			&cli.StringFlag{Name: "team", Usage: "team id, when TEAMBUS_TEAM is not set"},
+			&cli.StringFlag{Name: "member", Usage: "member id (lead for the lead), when TEAMBUS_MEMBER is not set"},
+			&cli.DurationFlag{Name: "budget", Usage: "the whole hook finishes within this", Value: hook.DefaultBudget, EnvVars: []string{"TEAMBUS_HOOK_BUDGET"}},
+			&cli.IntFlag{Name: "max-context", Usage: "most characters of mail injected by one hook", Value: hook.DefaultMaxContext, EnvVars: []string{"TEAMBUS_HOOK_MAX_CONTEXT"}},
+			&cli.StringFlag{Name: "payload", Usage: "read the payload from this file instead of stdin"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "print what would be injected; ack nothing"},
+			&cli.BoolFlag{Name: "autonomous", Usage: "Stop continues a turn that holds an in-progress task without a checkpoint", EnvVars: []string{"TEAMBUS_AUTONOMOUS"}},
+			&cli.DurationFlag{Name: "max-wait", Usage: "wait: give up after this (the handler timeout less 30s)", Value: hook.DefaultMaxWait, EnvVars: []string{"TEAMBUS_HOOK_MAX_WAIT"}},
+		}),
+		Action: runHook,
+	}
+}
+
+func runHook(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return nil // fail-open: a malformed handler must not show Claude an error
+	}
+	cfg := hook.Config{
+		Event:         c.Args().First(),
+		Team:          os.Getenv("TEAMBUS_TEAM"),
+		Member:        os.Getenv("TEAMBUS_MEMBER"),
+		Budget:        c.Duration("budget"),
+		MaxContext:    c.Int("max-context"),
+		Autonomous:    c.Bool("autonomous"),
+		Force:         os.Getenv("TEAMBUS_FORCE") == "1",
+		DryRun:        c.Bool("dry-run"),
+		MaxWait:       c.Duration("max-wait"),
+		ClaudeVersion: os.Getenv("TEAMBUS_CLAUDE_VERSION"),
+	}
+	if cfg.Team == "" {
+		cfg.Team = c.String("team")
+	}
+	if cfg.Member == "" {
+		cfg.Member = c.String("member")
+	}
+	if cfg.Team == "" || cfg.Member == "" {
+		return nil
+	}
+	dir, err := stateDir(c)
+	if err != nil {
+		return nil
+	}
+	cfg.StateDir = dir
+	if cfg.Connect, err = connConfig(c); err != nil {
+		return nil
+	}
+	cfg.Connect.Timeout = time.Duration(0)
+	if exe, err := os.Executable(); err == nil {
+		cfg.Exe = exe
+	}
+	for _, f := range []string{"server", "creds", "token", "user", "password", "inbox-prefix", "tls-ca", "tls-cert", "tls-key"} {
+		if c.IsSet(f) {
+			cfg.SidecarArgs = append(cfg.SidecarArgs, "--"+f, c.String(f))
+		}
+	}
+	var in io.Reader = c.App.Reader
+	if p := c.String("payload"); p != "" {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil
+		}
+		defer f.Close()
+		in = f
+	}
+	stdout, stderr := closer(c.App.Writer), closer(c.App.ErrWriter)
+	if code := hook.Run(c.Context, cfg, in, stdout, stderr); code != 0 {
+		return cli.Exit("", code)
+	}
+	return nil
+}
+
+// closer is w as an io.WriteCloser; closing a writer that is not one does
+// nothing.
+func closer(w io.Writer) io.WriteCloser {
+	if wc, ok := w.(io.WriteCloser); ok {
+		return wc
+	}
+	return nopCloser{w}
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
