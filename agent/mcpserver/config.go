@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/team"
@@ -49,6 +50,9 @@ type Config struct {
 	Tools ToolSet
 	// Logger receives the server's logs (never stdout); nil discards.
 	Logger *slog.Logger
+	// CallTimeout, if positive, limits every tool call (inbox gets its
+	// wait_seconds on top).
+	CallTimeout time.Duration
 	// OnAck, if set, is called after the mail of an inbox(ack:true) call was
 	// acked (acked seqs) or released (nil) following its response's write.
 	OnAck func(acked []uint64, err error)

@@ -42,6 +42,15 @@ type handler[In, Out any] func(ctx context.Context, req *mcp.CallToolRequest, id
 func add[In, Out any](s *Server, t *mcp.Tool, n need, h handler[In, Out]) {
 	mcp.AddTool(s.srv, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
 		var zero Out
+		if s.cfg.CallTimeout > 0 {
+			d := s.cfg.CallTimeout
+			if t.Name == "inbox" {
+				d += waitMax * time.Second
+			}
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+		}
 		id, err := s.identity(ctx)
 		if err != nil {
 			return nil, zero, s.classed(ctx, Identity{}, fmt.Errorf("resolve identity: %w", err))

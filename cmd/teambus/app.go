@@ -41,6 +41,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			teammateCommand(),
 			joinCommand(),
 			briefCommand(),
+			mcpCommand(),
 			demoCommand(), agentSimCommand(),
 			benchCommand(), benchJSONLOnceCommand(),
 			versionCommand(),
