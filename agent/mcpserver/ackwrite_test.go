@@ -78,7 +78,9 @@ func TestAckAfterWrite_WriteFails(t *testing.T) {
 	fail.Store(true)
 	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
-	go func() { _, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "inbox", Arguments: map[string]any{"ack": true}}) }()
+	go func() {
+		_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "inbox", Arguments: map[string]any{"ack": true}})
+	}()
 	if acked := log.next(t); acked != nil {
 		t.Fatalf("acked %v although the response write failed", acked)
 	}
