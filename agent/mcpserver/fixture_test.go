@@ -34,14 +34,14 @@ func testPolicy() teambus.Policy {
 // fixture is team alpha on a real node: members tm1..tmN joined with
 // sessions s-tm1..., lead session s-lead.
 type fixture struct {
-	t    *testing.T
+	t    testing.TB
 	node *bus.Node
 	conn *bus.Conn
 	svc  *team.Service
 	pol  teambus.Policy
 }
 
-func newFixture(t *testing.T, members int) *fixture {
+func newFixture(t testing.TB, members int) *fixture {
 	t.Helper()
 	node := bustest.NewServer(t)
 	conn := bustest.Connect(t, node)
@@ -89,7 +89,7 @@ func (f *fixture) server(cfg mcpserver.Config) *mcpserver.Server {
 
 // connect connects a client to s over in-memory transports, the server's
 // side wrapped by wrap if given.
-func connect(t *testing.T, s *mcpserver.Server, wrap func(mcp.Transport) mcp.Transport, copts *mcp.ClientOptions) *mcp.ClientSession {
+func connect(t testing.TB, s *mcpserver.Server, wrap func(mcp.Transport) mcp.Transport, copts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
 	ctx := testCtx(t)
 	st, ct := mcp.NewInMemoryTransports()
@@ -117,7 +117,7 @@ func (f *fixture) client(id mcpserver.Identity) *mcp.ClientSession {
 }
 
 // call calls a tool and fails the test on a protocol error.
-func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
+func call(t testing.TB, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
 	t.Helper()
 	res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
@@ -128,7 +128,7 @@ func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any)
 
 // ok calls a tool that must succeed and decodes its structured content
 // into out.
-func ok(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any, out any) string {
+func ok(t testing.TB, cs *mcp.ClientSession, name string, args map[string]any, out any) string {
 	t.Helper()
 	res := call(t, cs, name, args)
 	if res.IsError {
@@ -148,7 +148,7 @@ func ok(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any, o
 
 // fails calls a tool that must fail with an error text starting with
 // prefix and containing every one of want.
-func fails(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any, prefix string, want ...string) string {
+func fails(t testing.TB, cs *mcp.ClientSession, name string, args map[string]any, prefix string, want ...string) string {
 	t.Helper()
 	res := call(t, cs, name, args)
 	got := text(res)
@@ -222,7 +222,7 @@ func (l *ackLog) record(acked []uint64, _ error) {
 }
 
 // next waits for the next ack (nil: a release).
-func (l *ackLog) next(t *testing.T) []uint64 {
+func (l *ackLog) next(t testing.TB) []uint64 {
 	t.Helper()
 	select {
 	case a := <-l.ch:

@@ -35,7 +35,7 @@ var (
 )
 
 // teambusBin builds cmd/teambus once per test run.
-func teambusBin(t *testing.T) string {
+func teambusBin(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "teambus-mcp-bin-")

@@ -61,7 +61,9 @@ func add[In, Out any](s *Server, t *mcp.Tool, n need, h handler[In, Out]) {
 		case n == needTeam && id.Team == "":
 			return nil, zero, s.classed(ctx, id, errNoTeam)
 		}
+		start := time.Now()
 		out, text, err := h(ctx, req, id, in)
+		s.cfg.Logger.Debug("tool call", "tool", t.Name, "took", time.Since(start), "ok", err == nil)
 		if err != nil {
 			s.cfg.Logger.Debug("tool error", "tool", t.Name, "team", id.Team, "member", id.Member, "err", err)
 			return nil, zero, s.classed(ctx, id, err)
