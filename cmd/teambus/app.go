@@ -41,7 +41,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			teammateCommand(),
 			joinCommand(),
 			initCommand(),
-			briefCommand(), hookCommand(),
+			briefCommand(), hookCommand(), mcpCommand(),
 			demoCommand(), agentSimCommand(),
 			benchCommand(), benchJSONLOnceCommand(),
 			versionCommand(),

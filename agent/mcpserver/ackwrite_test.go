@@ -1,0 +1,149 @@
+package mcpserver_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/teambus/teambus/agent/mcpserver"
+	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/team"
+)
+
+// TestAckAfterWrite_Acks: inbox(ack:true) acks exactly the returned
+// messages, after the response was written, and nothing else.
+func TestAckAfterWrite_Acks(t *testing.T) {
+	f := newFixture(t, 2)
+	seqs := f.sendN(5, "tm1")
+	log := newAckLog()
+	s := f.server(mcpserver.Config{Resolve: mcpserver.StaticIdentity(member("tm1")), OnAck: log.record})
+	cs := connect(t, s, nil, nil)
+	var in mcpserver.InboxOut
+	ok(t, cs, "inbox", map[string]any{"ack": true, "limit": 2}, &in)
+	var got []uint64
+	for _, m := range in.Messages {
+		got = append(got, m.Seq)
+	}
+	if !slices.Equal(got, seqs[:2]) {
+		t.Fatalf("inbox returned %v, want %v", got, seqs[:2])
+	}
+	if acked := log.next(t); !slices.Equal(acked, seqs[:2]) {
+		t.Fatalf("acked after write %v, want %v", acked, seqs[:2])
+	}
+	if left := f.unacked("tm1"); !slices.Equal(left, seqs[2:]) {
+		t.Fatalf("unacked after the call %v, want %v", left, seqs[2:])
+	}
+}
+
+// failingTransport fails the write of every response once fail is set.
+type failingTransport struct {
+	mcp.Transport
+	fail *atomic.Bool
+}
+
+func (t failingTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	return failingConn{Connection: c, fail: t.fail}, err
+}
+
+type failingConn struct {
+	mcp.Connection
+	fail *atomic.Bool
+}
+
+func (c failingConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if _, ok := msg.(*jsonrpc.Response); ok && c.fail.Load() {
+		return errors.New("broken pipe (test)")
+	}
+	return c.Connection.Write(ctx, msg)
+}
+
+// TestAckAfterWrite_WriteFails: when the response can not be written,
+// nothing is acked and the mail is back in the inbox at once.
+func TestAckAfterWrite_WriteFails(t *testing.T) {
+	f := newFixture(t, 2)
+	seqs := f.sendN(3, "tm1")
+	log := newAckLog()
+	var fail atomic.Bool
+	s := f.server(mcpserver.Config{Resolve: mcpserver.StaticIdentity(member("tm1")), OnAck: log.record})
+	cs := connect(t, s, func(tr mcp.Transport) mcp.Transport { return failingTransport{Transport: tr, fail: &fail} }, nil)
+	fail.Store(true)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	go func() {
+		_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "inbox", Arguments: map[string]any{"ack": true}})
+	}()
+	if acked := log.next(t); acked != nil {
+		t.Fatalf("acked %v although the response write failed", acked)
+	}
+	if left := f.unacked("tm1"); !slices.Equal(left, seqs) {
+		t.Fatalf("unacked after a failed write %v, want %v", left, seqs)
+	}
+}
+
+// holdingBackend leases for real, then holds the call until its context
+// ends, so a test can cancel a call that holds mail.
+type holdingBackend struct {
+	mcpserver.ServiceBackend
+	leased chan []uint64
+}
+
+func (b holdingBackend) Lease(ctx context.Context, a team.Actor, opts bus.LeaseOptions) (mcpserver.Lease, error) {
+	l, err := b.ServiceBackend.Lease(ctx, a, opts)
+	if err != nil {
+		return nil, err
+	}
+	var seqs []uint64
+	for _, m := range l.Messages() {
+		seqs = append(seqs, m.Seq)
+	}
+	b.leased <- seqs
+	<-ctx.Done()
+	return l, nil
+}
+
+// TestAckAfterWrite_Cancelled: a call the client cancels acks nothing;
+// the mail it leased is back in the inbox.
+func TestAckAfterWrite_Cancelled(t *testing.T) {
+	f := newFixture(t, 2)
+	seqs := f.sendN(3, "tm1")
+	log := newAckLog()
+	b := holdingBackend{ServiceBackend: mcpserver.ServiceBackend{Svc: f.svc}, leased: make(chan []uint64, 1)}
+	s := f.server(mcpserver.Config{Backend: b, Resolve: mcpserver.StaticIdentity(member("tm1")), OnAck: log.record})
+	cs := connect(t, s, nil, nil)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "inbox", Arguments: map[string]any{"ack": true}})
+		errc <- err
+	}()
+	if got := <-b.leased; !slices.Equal(got, seqs) {
+		t.Fatalf("leased %v, want %v", got, seqs)
+	}
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("cancelled call returned no error")
+	}
+	// The server releases as soon as it sees the cancellation.
+	bustest.CheckFor(t, time.Duration(f.pol.AckWait)/2, 20*time.Millisecond, func() error {
+		if left := f.unacked("tm1"); !slices.Equal(left, seqs) {
+			return fmt.Errorf("unacked %v, want %v", left, seqs)
+		}
+		return nil
+	})
+	select {
+	case acked := <-log.ch:
+		if acked != nil {
+			t.Fatalf("a cancelled call acked %v", acked)
+		}
+	default:
+	}
+}

@@ -1,0 +1,34 @@
+// Package mcpserver is `teambus mcp`: a Model Context Protocol server (on
+// the official Go SDK, github.com/modelcontextprotocol/go-sdk) that makes
+// any MCP-capable agent — Claude Code, Codex, Cursor, OpenCode — a team
+// member. The agent sends, reads and acks mail, claims and finishes tasks,
+// checkpoints, and a lead manages the team, through typed tools whose
+// schemas the SDK infers from the In/Out structs of tools.go.
+//
+// Identity is resolved lazily at every call (Config.Resolve): the server
+// may start before the agent's session is bound (a Claude Code MCP server
+// starts before SessionStart runs), and a session replaced by a newer
+// incarnation is refused ([conflict]) on its next call. Without identity
+// only whoami and, when the team is known, the read-only tools work; the
+// member tools say how to bind. The lead tools are listed only for member
+// lead; when identity becomes bound after start the server adds them and
+// the SDK sends notifications/tools/list_changed.
+//
+// Ack after write (ackwrite.go): inbox with ack:true never acks inside the
+// handler. It leases the mail (bus.Mailbox.Lease: in flight, invisible to
+// other readers), and the transport wrapper acks it only when the Write of
+// that call's JSON-RPC response returned without error. A cancelled call,
+// a failed write, an error result or a closed connection releases the
+// mail (Nak) so the next reader gets it at once. inbox with ack:false is a
+// peek: the handler releases what it leased before it returns.
+//
+// Errors: every failure is a tool error (isError) whose text starts with
+// the teambus exit class — [transient] (retry), [permanent] (fix the
+// input), [conflict] (lost a race, or this session was replaced) — and
+// says what to do.
+//
+// The backend (team.Service and the team's mailbox today) is behind the
+// Backend interface, so a request/reply team-service client can replace
+// it. The server holds no consumer and no lock while idle: a lease lives
+// only from an inbox call to the write of its response.
+package mcpserver

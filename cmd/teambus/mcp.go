@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/urfave/cli/v2"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/agent/mcpserver"
+	"github.com/teambus/teambus/team"
+)
+
+// mcpCommand is `teambus mcp` (spec §12.6): a stdio MCP server that makes
+// any MCP-capable agent a team member. stdout carries only JSON-RPC; logs
+// go to stderr.
+func mcpCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "mcp",
+		Usage: "serve the team to an MCP-capable agent over stdio (send, inbox, ack, tasks, checkpoints)",
+		Description: "Identity comes from --team/--member/--session (TEAMBUS_TEAM, TEAMBUS_MEMBER, TEAMBUS_SESSION) and is\n" +
+			"resolved at every tool call. For an agent without hooks, --join registers a new incarnation\n" +
+			"(session mcp-<host>-p<parent pid>) and --sidecar starts `teambus teammate` watching the parent\n" +
+			"process. Setup: `claude mcp add teambus -- teambus mcp`.",
+		Flags: flags(connFlags(), logFlags(), memberFlags(), []cli.Flag{
+			&cli.BoolFlag{Name: "join", Usage: "register a new incarnation of the member at startup (agents without hooks)", EnvVars: []string{"TEAMBUS_MCP_JOIN"}},
+			&cli.BoolFlag{Name: "sidecar", Usage: "start the teammate sidecar for the parent process (crash detection without hooks)", EnvVars: []string{"TEAMBUS_MCP_SIDECAR"}},
+			&cli.BoolFlag{Name: "channel", Usage: "emit notifications/claude/channel nudges when mail arrives (never acks)"},
+			&cli.StringFlag{Name: "tools", Usage: "all, member (no lead tools) or readonly", Value: string(mcpserver.ToolsAll), EnvVars: []string{"TEAMBUS_MCP_TOOLS"}},
+		}),
+		Action: runMCP,
+	}
+}
+
+func runMCP(c *cli.Context) error {
+	if err := exactArgs(c, 0); err != nil {
+		return err
+	}
+	log, err := newLogger(c)
+	if err != nil {
+		return err
+	}
+	if c.Bool("channel") {
+		return usageError(c, "--channel is not available yet: use the inbox tool or the hooks (`teambus init claude`)")
+	}
+	id, err := mcpIdentity(c)
+	if err != nil {
+		return err
+	}
+	d, err := timeout(c)
+	if err != nil {
+		return err
+	}
+	conn, svc, err := sidecarConn(c, log)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if c.Bool("join") || c.Bool("sidecar") {
+		if id, err = mcpJoin(c, svc, id, d, log); err != nil {
+			return err
+		}
+	}
+	srv, err := mcpserver.New(mcpserver.Config{
+		Backend:     mcpserver.ServiceBackend{Svc: svc},
+		Resolve:     mcpserver.StaticIdentity(id),
+		Version:     buildVersion(),
+		Tools:       mcpserver.ToolSet(c.String("tools")),
+		Logger:      log,
+		CallTimeout: d,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("mcp serving", "team", id.Team, "member", id.Member, "session", id.Session, "tools", c.String("tools"))
+	t := &mcp.IOTransport{Reader: io.NopCloser(c.App.Reader), Writer: nopWriteCloser{c.App.Writer}}
+	if err := srv.Run(c.Context, t); err != nil && !errors.Is(err, io.EOF) {
+		return teambus.Unavailablef("mcp server: %w", err)
+	}
+	return nil
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// mcpIdentity is the identity of the flags and environment; any part may
+// be missing (the tools then say how to bind). The hook binding of the
+// parent process (spec §12.1.4) is the next source to add here.
+func mcpIdentity(c *cli.Context) (mcpserver.Identity, error) {
+	var id mcpserver.Identity
+	var err error
+	if id.Team, err = credsID(c, "team", c.String("team")); err != nil {
+		return id, err
+	}
+	if id.Member, err = credsID(c, "member", c.String("member")); err != nil {
+		return id, err
+	}
+	id.Session = c.String("session")
+	if id.Team != "" {
+		if err := teambus.ValidateID("team", id.Team); err != nil {
+			return id, err
+		}
+	}
+	if id.Member != "" && id.Member != teambus.Lead {
+		if err := teambus.ValidateMemberID(id.Member); err != nil {
+			return id, err
+		}
+	}
+	if id.Session != "" {
+		if err := teambus.ValidateSession(id.Session); err != nil {
+			return id, err
+		}
+	}
+	return id, nil
+}
+
+// mcpJoin registers a new incarnation for the parent process (--join)
+// and starts its sidecar (--sidecar). It returns the identity with the
+// incarnation's session.
+func mcpJoin(c *cli.Context, svc *team.Service, id mcpserver.Identity, d time.Duration, log *slog.Logger) (mcpserver.Identity, error) {
+	if !id.Bound() {
+		return id, usageError(c, "--join and --sidecar need the member: set --team and --member (or TEAMBUS_TEAM, TEAMBUS_MEMBER)")
+	}
+	if id.Member == teambus.Lead {
+		return id, usageError(c, "--join and --sidecar are for teammates: the lead attaches with `teambus lead` or the team_resume tool")
+	}
+	ppid := os.Getppid()
+	if id.Session == "" {
+		if !c.Bool("join") {
+			return id, usageError(c, "--sidecar without --join needs --session (or TEAMBUS_SESSION): the incarnation to watch")
+		}
+		host, err := os.Hostname()
+		if err != nil {
+			return id, fmt.Errorf("hostname: %w", err)
+		}
+		id.Session = fmt.Sprintf("mcp-%s-p%d", host, ppid)
+	}
+	ctx, cancel := context.WithTimeout(c.Context, d)
+	defer cancel()
+	// Until the teammate sidecar can attach to a registered incarnation
+	// (--adopt), it registers the incarnation itself: then mcp does not.
+	adopt := hasFlagName(teammateCommand().Flags, "adopt")
+	var epoch int64
+	if c.Bool("join") && (adopt || !c.Bool("sidecar")) {
+		m, err := svc.Join(ctx, id.Team, id.Member, id.Session)
+		if err != nil {
+			return id, fmt.Errorf("join %s of team %s: %w", id.Member, id.Team, err)
+		}
+		epoch = m.Epoch
+		log.Info("mcp joined", "team", id.Team, "member", id.Member, "session", id.Session, "epoch", epoch)
+	} else {
+		m, _, err := svc.Store().Member(ctx, id.Team, id.Member)
+		if err != nil {
+			return id, err
+		}
+		epoch = m.Epoch
+		if m.Session != id.Session {
+			epoch++ // the sidecar registers the next one
+		}
+	}
+	if !c.Bool("sidecar") {
+		return id, nil
+	}
+	pid, err := startTeammate(c, id, ppid, epoch, adopt)
+	if err != nil {
+		return id, err
+	}
+	log.Info("mcp sidecar started", "pid", pid, "watch", ppid, "adopt", adopt)
+	if !adopt {
+		// Serve once the sidecar's registration is in.
+		for {
+			m, _, err := svc.Store().Member(ctx, id.Team, id.Member)
+			if err == nil && m.Session == id.Session {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return id, teambus.Unavailablef("teammate sidecar (pid %d) did not register session %s of %s within %s: see its log", pid, id.Session, id.Member, d)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return id, nil
+}
+
+// startTeammate starts `teambus teammate` for the incarnation, detached:
+// its own session, stdin /dev/null, stdout and stderr to
+// $TEAMBUS_DIR/logs/<team>/<member>-e<epoch>.log, no other descriptor
+// (never the MCP stdout). It watches the parent pid itself, so it is not
+// stopped with this process.
+func startTeammate(c *cli.Context, id mcpserver.Identity, ppid int, epoch int64, adopt bool) (int, error) {
+	dir, err := stateDir(c)
+	if err != nil {
+		return 0, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return 0, fmt.Errorf("find the teambus binary: %w", err)
+	}
+	logDir := filepath.Join(dir, "logs", id.Team)
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		return 0, fmt.Errorf("sidecar log directory: %w", err)
+	}
+	logPath := filepath.Join(logDir, fmt.Sprintf("%s-e%d.log", id.Member, epoch))
+	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, fmt.Errorf("sidecar log: %w", err)
+	}
+	defer lf.Close()
+	args := []string{"teammate", "--team", id.Team, "--member", id.Member, "--session", id.Session, "--pid", strconv.Itoa(ppid)}
+	if adopt {
+		args = append(args, "--adopt")
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(os.Environ(), "TEAMBUS_DIR="+dir)
+	for _, f := range []struct{ flag, env string }{{"server", "TEAMBUS_SERVER"}, {"creds", "TEAMBUS_CREDS"}, {"log-level", "TEAMBUS_LOG_LEVEL"}} {
+		if v := c.String(f.flag); v != "" {
+			cmd.Env = append(cmd.Env, f.env+"="+v)
+		}
+	}
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("start teammate sidecar: %w", err)
+	}
+	pid := cmd.Process.Pid
+	go func() { _ = cmd.Wait() }() // reap it if it ends while we serve
+	return pid, nil
+}
