@@ -40,7 +40,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			leadCommand(),
 			teammateCommand(),
 			joinCommand(),
-			briefCommand(),
+			briefCommand(), uiCommand(),
 			demoCommand(), agentSimCommand(),
 			benchCommand(), benchJSONLOnceCommand(),
 			versionCommand(),
