@@ -1,6 +1,6 @@
 // teambus ui: plain JS, no build step. Team text is data: it reaches the
-// page only through textContent (never innerHTML), with control characters
-// removed.
+// page only through textContent and text nodes, with control characters
+// removed; markup is never built from strings.
 'use strict';
 
 const MAX_ITEMS = 500;
