@@ -291,7 +291,7 @@ func TestServer_Team(t *testing.T) {
 	f := newFixture(t, ui.Config{})
 	c := f.client(t)
 	var page struct {
-		Team    teambus.Team     `json:"team"`
+		Team    teambus.Team      `json:"team"`
 		Members []team.MemberView `json:"members"`
 		Tasks   []teambus.Task    `json:"tasks"`
 		Depth   map[string]int    `json:"depth"`
