@@ -92,7 +92,11 @@ func newFixture(t *testing.T, cfg ui.Config) *fixture {
 
 func send(t *testing.T, svc *team.Service, from, to, body string) bus.SendResult {
 	t.Helper()
-	res, err := svc.Send(testCtx(t), team.Actor{Team: teamID, Member: from}, team.SendSpec{To: to, Type: teambus.MsgInfo, Body: body})
+	a := team.Actor{Team: teamID, Member: from}
+	if from == teambus.Lead {
+		a.Session = "L"
+	}
+	res, err := svc.Send(testCtx(t), a, team.SendSpec{To: to, Type: teambus.MsgInfo, Body: body})
 	if err != nil {
 		t.Fatalf("send from %s: %v", from, err)
 	}

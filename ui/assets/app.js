@@ -4,6 +4,7 @@
 'use strict';
 
 const MAX_ITEMS = 500;
+const LAYER_ROWS = 20;
 const MSG_TYPES = ['info', 'question', 'challenge', 'resolution', 'status_check', 'status', 'report',
   'shutdown_request', 'shutdown_response', 'escalation', 'system'];
 const csrf = document.querySelector('meta[name="csrf-token"]').content;
@@ -186,7 +187,7 @@ function renderMembers(v) {
     el('td', {text: ''}), el('td', {text: ''}), el('td', {})));
   for (const m of v.members) {
     rows.push(el('tr', {'data-member': m.id},
-      el('td', {}, el('b', {text: m.id}), m.name ? el('span', {class: 'dim', text: ' ' + m.name}) : null),
+      el('td', {}, el('b', {text: m.id}), m.name && m.name !== m.id ? el('span', {class: 'dim', text: ' ' + m.name}) : null),
       el('td', {text: m.role}),
       el('td', {}, statusTag(m.status), m.online ? null : el('span', {class: 'dim', text: ' (offline)'})),
       el('td', {text: String(m.epoch)}),
@@ -209,12 +210,16 @@ function renderGraph(v) {
   const cols = [];
   layers.forEach((ts, d) => {
     if (!ts) return;
-    cols.push(el('div', {class: 'layer'}, el('div', {class: 'layer-h', text: 'depth ' + d + ' · ' + ts.length}),
-      ...ts.map((t) => el('button', {type: 'button', class: 'task st-' + clean(t.status).replace(/[^a-z_]/g, '') + (t.id === selectedTask ? ' sel' : ''),
+    // A wide layer wraps into columns of LAYER_ROWS cards, so 200 tasks
+    // stay on about one screen.
+    const cards = el('div', {class: 'cards'});
+    cards.style.gridTemplateRows = 'repeat(' + Math.min(ts.length, LAYER_ROWS) + ', auto)';
+    cols.push(el('div', {class: 'layer'}, el('div', {class: 'layer-h', text: 'depth ' + d + ' · ' + ts.length}), cards));
+    cards.append(...ts.map((t) => el('button', {type: 'button', class: 'task st-' + clean(t.status).replace(/[^a-z_]/g, '') + (t.id === selectedTask ? ' sel' : ''),
         'data-task': t.id, title: clean(t.description).slice(0, 300), onclick: () => selectTask(t.id)},
         el('span', {class: 'tid', text: t.id}), el('span', {class: 'tst', text: t.status}),
         t.assigned_to ? el('span', {class: 'dim', text: t.assigned_to}) : null,
-        t.dependencies && t.dependencies.length ? el('span', {class: 'deps', text: 'after ' + t.dependencies.join(', ')}) : null))));
+        t.dependencies && t.dependencies.length ? el('span', {class: 'deps', text: 'after ' + t.dependencies.join(', ')}) : null)));
   });
   $('graph').replaceChildren(...(cols.length ? cols : [el('p', {class: 'dim', text: 'No tasks yet.'})]));
 }
