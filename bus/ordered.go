@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -31,6 +32,12 @@ func readOrdered(ctx context.Context, st jetstream.Stream, cfg jetstream.Ordered
 	if err != nil {
 		return teambus.Unavailablef("%s: %v", what, err)
 	}
+	if follow {
+		// A follower ends when ctx does and may have been long-lived
+		// (`teambus ui`, `replay --follow`): delete its consumer now
+		// instead of leaving it to the server's inactive threshold.
+		defer deleteOrdered(ctx, st, cons)
+	}
 	defer it.Stop()
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
@@ -58,4 +65,17 @@ func readOrdered(ctx context.Context, st jetstream.Stream, cfg jetstream.Ordered
 			return nil
 		}
 	}
+}
+
+// deleteOrdered deletes the server consumer behind an ordered consumer,
+// within a second, after ctx may have ended. Failure (no permission, the
+// server gone) leaves it to the inactive threshold.
+func deleteOrdered(ctx context.Context, st jetstream.Stream, cons jetstream.Consumer) {
+	info := cons.CachedInfo()
+	if info == nil {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	_ = st.DeleteConsumer(dctx, info.Name)
 }

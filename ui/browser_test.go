@@ -6,11 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/heapprofiler"
 	"github.com/chromedp/chromedp"
 
 	"github.com/teambus/teambus"
@@ -68,6 +71,7 @@ func newBrowser(t *testing.T) *browser {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("enable-precise-memory-info", true),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1440, 1000),
 	}
@@ -334,6 +338,79 @@ func TestBrowser_200Tasks(t *testing.T) {
 	layers := eval[int](t, tab, `document.querySelectorAll('#graph .layer').length`)
 	t.Logf("200 tasks in %d layers", layers)
 	screenshot(t, tab, "200-tasks.png")
+	if errs := b.consoleErrors(); len(errs) > 0 {
+		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
+	}
+}
+
+// TestBrowser_Soak leaves the page open under a steady load and samples
+// its memory: set TEAMBUS_UI_SOAK to a duration (1h for the issue's hour).
+// Each second: ten messages, a heartbeat of each member, a task claimed
+// and released. The page keeps at most 500 messages and 500 events, so its
+// node count and heap must level off; the numbers are logged.
+func TestBrowser_Soak(t *testing.T) {
+	d, err := time.ParseDuration(os.Getenv("TEAMBUS_UI_SOAK"))
+	if err != nil || d <= 0 {
+		t.Skip("set TEAMBUS_UI_SOAK=10m (or 1h) to run the soak")
+	}
+	b := newBrowser(t)
+	f := newFixture(t, ui.Config{})
+	liveTeam(t, f)
+	ctx, cancel := context.WithTimeout(context.Background(), d+5*time.Minute)
+	defer cancel()
+	tab := b.tab(t, true)
+	if err := chromedp.Do(tab, chromedp.Navigate(f.srv.URL(f.http.URL, teamID))); err != nil {
+		t.Fatal(err)
+	}
+	waitDOM(t, tab, "team page", 10*time.Second, `document.getElementById('live').textContent === 'live'`)
+	gc := func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		_, err := cdp.Call(ctx, tg, heapprofiler.CollectGarbage, cdp.Empty{})
+		return chromedp.Void{}, err
+	}
+	sample := func() (jsHeap, nodes int, goHeap uint64, goroutines int) {
+		if err := chromedp.Do(tab, gc); err != nil {
+			t.Fatalf("collect garbage: %v", err)
+		}
+		jsHeap = eval[int](t, tab, `performance.memory.usedJSHeapSize`)
+		nodes = eval[int](t, tab, `document.getElementsByTagName('*').length`)
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return jsHeap, nodes, ms.HeapAlloc, runtime.NumGoroutine()
+	}
+	start := time.Now()
+	every := d / 10
+	next := start.Add(every)
+	sent := 0
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	t.Logf("%8s %8s %10s %7s %10s %10s", "elapsed", "mail", "js heap", "nodes", "go heap", "goroutines")
+	for time.Since(start) < d {
+		<-tick.C
+		for i := 0; i < 10; i++ {
+			from := []string{"tm1", "tm2"}[i%2]
+			if _, err := f.svc.Send(ctx, team.Actor{Team: teamID, Member: from}, team.SendSpec{To: teambus.Lead, Type: teambus.MsgInfo, Body: fmt.Sprintf("progress report %d: %s", sent, strings.Repeat("x", 200))}); err != nil {
+				t.Fatalf("send: %v", err)
+			}
+			sent++
+		}
+		for _, m := range []string{"tm1", "tm2"} {
+			_, _ = f.svc.Store().Beat(ctx, teamID, kv.MemberKey(m), &kv.Heartbeat{Member: m, TS: time.Now()}, time.Minute, 0)
+		}
+		if _, err := f.svc.Claim(ctx, team.Actor{Team: teamID, Member: "tm1"}, "t1"); err == nil {
+			_, _ = f.svc.Release(ctx, team.Actor{Team: teamID, Member: "tm1"}, "t1")
+		}
+		if time.Now().After(next) {
+			next = next.Add(every)
+			js, nodes, goHeap, gr := sample()
+			t.Logf("%8s %8d %9.1fM %7d %9.1fM %10d", time.Since(start).Round(time.Second), sent, float64(js)/1e6, nodes, float64(goHeap)/1e6, gr)
+		}
+	}
+	js, nodes, goHeap, gr := sample()
+	t.Logf("%8s %8d %9.1fM %7d %9.1fM %10d", time.Since(start).Round(time.Second), sent, float64(js)/1e6, nodes, float64(goHeap)/1e6, gr)
+	if n := eval[int](t, tab, `document.querySelectorAll('#mail li').length`); n > 500 {
+		t.Errorf("%d messages on the page, want at most 500", n)
+	}
 	if errs := b.consoleErrors(); len(errs) > 0 {
 		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
 	}

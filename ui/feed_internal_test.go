@@ -124,6 +124,28 @@ func TestFeed_DropsSlowBrowserAndBoundsBacklog(t *testing.T) {
 
 func TestFeed_StopsWithLastBrowser(t *testing.T) {
 	s, _ := newFeedServer(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	svc := s.cfg.Service
+	streams := []string{svc.Mailbox("alpha").Stream(), svc.Events("alpha").Stream(), "KV_TBS_alpha", "KV_TBH_alpha"}
+	if err := svc.Events("alpha").Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	consumers := func() (map[string]int, error) {
+		out := map[string]int{}
+		for _, name := range streams {
+			st, err := svc.Store().JetStream().Stream(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			out[name] = st.CachedInfo().State.Consumers
+		}
+		return out, nil
+	}
+	before, err := consumers() // the members' durable inboxes
+	if err != nil {
+		t.Fatal(err)
+	}
 	f, c1, _, err := s.subscribe("alpha")
 	if err != nil {
 		t.Fatal(err)
@@ -132,6 +154,20 @@ func TestFeed_StopsWithLastBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// While a browser watches, the feed holds consumers on the team's
+	// streams; after the last leaves, none is left behind.
+	bustest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		n, err := consumers()
+		if err != nil {
+			return err
+		}
+		for _, name := range streams {
+			if n[name] <= before[name] {
+				return fmt.Errorf("no consumer on %s yet: %v", name, n)
+			}
+		}
+		return nil
+	})
 	s.unsubscribe(f, c1)
 	if teams, browsers := s.Feeds(); teams != 1 || browsers != 1 {
 		t.Errorf("after one left: %d teams, %d browsers", teams, browsers)
@@ -144,6 +180,18 @@ func TestFeed_StopsWithLastBrowser(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	bustest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		n, err := consumers()
+		if err != nil {
+			return err
+		}
+		for _, name := range streams {
+			if n[name] != before[name] {
+				return fmt.Errorf("consumers left: %v, before %v", n, before)
+			}
+		}
+		return nil
+	})
 	if _, _, _, err := s.subscribe("alpha"); err == nil {
 		t.Errorf("subscribe after Close: got nil error")
 	}
