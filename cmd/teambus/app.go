@@ -41,7 +41,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			teammateCommand(),
 			joinCommand(),
 			initCommand(),
-			briefCommand(), hookCommand(), mcpCommand(),
+			briefCommand(), hookCommand(), mcpCommand(), uiCommand(),
 			demoCommand(), agentSimCommand(),
 			benchCommand(), benchJSONLOnceCommand(),
 			versionCommand(),
