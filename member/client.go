@@ -114,6 +114,11 @@ func (c *Client) Call(ctx context.Context, verb string, req, resp any) error {
 func (c *Client) Send(ctx context.Context, req SendRequest) (bus.SendResult, error) {
 	req.Who = c.who
 	var res bus.SendResult
+	// JSON would replace invalid UTF-8 on the way: refuse it here, where
+	// the bytes are still the user's.
+	if err := teambus.ValidateBody(req.Body); err != nil {
+		return res, err
+	}
 	err := c.Call(ctx, VerbSend, req, &res)
 	return res, err
 }

@@ -50,12 +50,12 @@ func TestPolicyFromFlags(t *testing.T) {
 		t.Errorf("no flags: got %v, want the defaults %v", p, want)
 	}
 
-	p, r = runPolicy(t, "alpha", "--heartbeat", "5s", "--member-timeout=1m", "--ack-wait", "90s", "--crash-limit", "2", "--max-attempts=5")
+	p, r = runPolicy(t, "alpha", "--heartbeat", "5s", "--member-timeout=1m", "--probe-timeout=30s", "--ack-wait", "90s", "--crash-limit", "2", "--max-attempts=5")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	want := teambus.DefaultPolicy()
-	want.Heartbeat, want.MemberTimeout, want.AckWait, want.CrashLimit, want.MaxAttempts = 5*time.Second, time.Minute, 90*time.Second, 2, 5
+	want.Heartbeat, want.MemberTimeout, want.ProbeTimeout, want.AckWait, want.CrashLimit, want.MaxAttempts = 5*time.Second, time.Minute, 30*time.Second, 90*time.Second, 2, 5
 	if p != want {
 		t.Errorf("got %v, want %v", p, want)
 	}

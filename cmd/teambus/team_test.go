@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
 
@@ -18,7 +19,7 @@ import (
 // at create with the rule, exit 2, and nothing is created.
 func TestTeamCreate_PolicyRules(t *testing.T) {
 	t.Parallel()
-	n := bustest.NewServer(t)
+	n := nodetest.NewServer(t)
 	dir := []string{"--dir", n.Dir()}
 	tests := []struct {
 		args []string
@@ -59,7 +60,7 @@ func TestTaskAdd_BadDependencies(t *testing.T) {
 // (exit 2, naming them) unless --force.
 func TestTeamComplete_UnfinishedTasks(t *testing.T) {
 	t.Parallel()
-	n := bustest.NewServer(t)
+	n := nodetest.NewServer(t)
 	dir := []string{"--dir", n.Dir()}
 	evOK(t, append([]string{"team", "create", "fin", "--member", "tm1"}, dir...)...)
 	svc := team.New(bustest.Connect(t, n).JS, team.Config{})
@@ -162,7 +163,7 @@ func nullLists(path string, v any) []string {
 // Issue 12 item 17: JSON lists are [], never null, also when empty.
 func TestJSON_EmptyListsAreNotNull(t *testing.T) {
 	t.Parallel()
-	n := bustest.NewServer(t)
+	n := nodetest.NewServer(t)
 	dir := []string{"--dir", n.Dir()}
 	evOK(t, append([]string{"team", "create", "js", "--member", "tm1"}, dir...)...)
 	evOK(t, append([]string{"task", "add", "a", "--team", "js"}, dir...)...)
@@ -214,7 +215,7 @@ func consumerCount(t *testing.T, js jetstream.JetStream) int {
 // a team checkpoint export leave no consumers behind.
 func TestReplay_UndecodableShownAndNoConsumersLeft(t *testing.T) {
 	t.Parallel()
-	n := bustest.NewServer(t)
+	n := nodetest.NewServer(t)
 	dir := []string{"--dir", n.Dir()}
 	evOK(t, append([]string{"team", "create", "rp", "--member", "tm1", "--member", "tm2"}, dir...)...)
 	evOK(t, append([]string{"send", "--team", "rp", "--member", "tm1", "--to", "tm2", "first"}, dir...)...)

@@ -11,6 +11,7 @@ import (
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
 
@@ -64,7 +65,7 @@ func TestTeamCreate_ManyTeamsOnDefaults(t *testing.T) {
 	if maxStore != bus.DefaultMaxStore {
 		t.Errorf("bus start --max-store default %d, bus.DefaultMaxStore %d", maxStore, bus.DefaultMaxStore)
 	}
-	n := bustest.NewServerConfig(t, bus.NodeConfig{MaxStore: maxStore})
+	n := nodetest.NewServerConfig(t, bus.NodeConfig{MaxStore: maxStore})
 	dir := []string{"--dir", n.Dir()}
 	for i := range 40 {
 		evOK(t, append([]string{"team", "create", "t" + string(rune('a'+i/26)) + string(rune('a'+i%26)), "--member", "tm1"}, dir...)...)
@@ -79,7 +80,7 @@ func TestTeamCreate_ManyTeamsOnDefaults(t *testing.T) {
 func TestTeamCreate_NoRoomLeavesNothing(t *testing.T) {
 	t.Parallel()
 	// Room for two teams of 62 MiB, not three.
-	n := bustest.NewServerConfig(t, bus.NodeConfig{MaxStore: 150 << 20})
+	n := nodetest.NewServerConfig(t, bus.NodeConfig{MaxStore: 150 << 20})
 	dir := []string{"--dir", n.Dir()}
 	evOK(t, append([]string{"team", "create", "one", "--member", "tm1"}, dir...)...)
 	evOK(t, append([]string{"team", "create", "two", "--member", "tm1"}, dir...)...)
@@ -97,7 +98,7 @@ func TestTeamCreate_NoRoomLeavesNothing(t *testing.T) {
 // --force, and removes its streams, buckets and credentials.
 func TestTeamDelete(t *testing.T) {
 	t.Parallel()
-	n := bustest.NewServer(t)
+	n := nodetest.NewServer(t)
 	dir := []string{"--dir", n.Dir()}
 	evOK(t, append([]string{"team", "create", "del", "--member", "tm1", "--member", "tm2"}, dir...)...)
 	conn := bustest.Connect(t, n)
