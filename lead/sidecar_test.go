@@ -32,8 +32,8 @@ func TestSidecar_ProbeResent(t *testing.T) {
 	defer cancel()
 	pol := teambus.DefaultPolicy()
 	pol.Heartbeat = 200 * time.Millisecond
-	pol.MemberTimeout = time.Second
-	pol.ProbeTimeout = 4 * time.Second
+	pol.MemberTimeout = 5 * time.Second
+	pol.ProbeTimeout = 4 * time.Second // room to resend (every probe-timeout/4)
 	pol.LeadTimeout = 2 * time.Second
 	svc := team.New(bustest.Connect(t, node).JS, team.Config{})
 	if _, err := svc.CreateTeam(ctx, "pr", "", []team.MemberSpec{{ID: "tm1"}}, pol); err != nil {

@@ -70,6 +70,7 @@ type Service struct {
 	cfg  Config
 	log  *slog.Logger
 	svc  *team.Service
+	nc   *nats.Conn
 	ms   micro.Service
 	sem  chan struct{}
 	ctx  context.Context
@@ -112,7 +113,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("team service: jetstream: %w", err)
 	}
 	sctx, stop := context.WithCancel(context.Background())
-	s := &Service{cfg: cfg, log: cfg.Logger, svc: team.New(js, cfg.Team), sem: make(chan struct{}, cfg.Concurrency), ctx: sctx, stop: stop}
+	s := &Service{cfg: cfg, log: cfg.Logger, svc: team.New(js, cfg.Team), nc: nc, sem: make(chan struct{}, cfg.Concurrency), ctx: sctx, stop: stop}
 	ms, err := micro.AddService(nc, micro.Config{
 		Name:        cfg.Name,
 		Version:     "1.0.0",
@@ -263,15 +264,37 @@ func (s *Service) serve(verb string, fn func(context.Context, caller, []byte) (a
 		s.fail(req, err)
 		return
 	}
-	if err := req.RespondJSON(res); err != nil {
+	b, err := json.Marshal(res)
+	if err != nil {
+		s.fail(req, fmt.Errorf("encode %s reply: %w", verb, err))
+		return
+	}
+	if err := s.respond(req, &nats.Msg{Data: b}); err != nil {
 		s.log.Warn("team service reply", "verb", verb, "team", c.team, "err", err)
 	}
+}
+
+// respond publishes the reply to req on the service's connection. Replies
+// are sent from the request's own goroutine, after micro's handler has
+// returned, so they must not go through micro.Request's Respond/Error:
+// those record the outcome in the request, which micro reads when the
+// handler returns (a data race). Micro's error counts then miss these
+// replies; the service logs refusals itself.
+func (s *Service) respond(req micro.Request, m *nats.Msg) error {
+	if req.Reply() == "" {
+		return nil // a publish, not a request: nobody to answer
+	}
+	m.Subject = req.Reply()
+	return s.nc.PublishMsg(m)
 }
 
 func (s *Service) fail(req micro.Request, err error) {
 	body := member.Classify(err)
 	b, _ := json.Marshal(member.ErrorReply{Error: body})
-	if rerr := req.Error(body.Kind, body.Class, b); rerr != nil {
+	m := &nats.Msg{Data: b, Header: nats.Header{}}
+	m.Header.Set(micro.ErrorHeader, body.Class)
+	m.Header.Set(micro.ErrorCodeHeader, body.Kind)
+	if rerr := s.respond(req, m); rerr != nil {
 		s.log.Warn("team service error reply", "subject", req.Subject(), "err", rerr)
 	}
 }
