@@ -95,6 +95,7 @@ func (r *run) memoryAndScale(ctx context.Context) error {
 	pol := teambus.DefaultPolicy()
 	pol.Heartbeat = time.Second
 	pol.MemberTimeout = 10 * time.Second
+	pol.ProbeTimeout = 5 * time.Second
 	teams := r.cfg.MemoryTeams
 	t0 := time.Now()
 	if err := parallel(ctx, teams, func(i int) error {

@@ -49,6 +49,7 @@ func testPolicy() teambus.Policy {
 	p := teambus.DefaultPolicy()
 	p.Heartbeat = time.Second
 	p.MemberTimeout = 5 * time.Second
+	p.ProbeTimeout = 2 * time.Second
 	return p
 }
 

@@ -40,6 +40,13 @@ func policyEnv(name string) string {
 // were set applied, validated.
 func policyFromFlags(c *cli.Context) (teambus.Policy, error) {
 	p := teambus.DefaultPolicy()
+	if c.IsSet("member-timeout") && !c.IsSet("probe-timeout") {
+		// The default probe timeout (2m) follows a shorter member timeout
+		// down to half of it, so `--member-timeout 1m` alone is valid.
+		if v, err := teambus.ParseDuration("--member-timeout", c.String("member-timeout")); err == nil && p.ProbeTimeout >= v {
+			p.ProbeTimeout = v / 2
+		}
+	}
 	if err := applyPolicyFlags(c, &p); err != nil {
 		return teambus.Policy{}, err
 	}

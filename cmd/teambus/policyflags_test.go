@@ -50,7 +50,7 @@ func TestPolicyFromFlags(t *testing.T) {
 		t.Errorf("no flags: got %v, want the defaults %v", p, want)
 	}
 
-	p, r = runPolicy(t, "alpha", "--heartbeat", "5s", "--member-timeout=1m", "--probe-timeout=30s", "--ack-wait", "90s", "--crash-limit", "2", "--max-attempts=5")
+	p, r = runPolicy(t, "alpha", "--heartbeat", "5s", "--member-timeout=1m", "--ack-wait", "90s", "--crash-limit", "2", "--max-attempts=5")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
