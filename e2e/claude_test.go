@@ -52,6 +52,9 @@ type fakeAPI struct {
 	bodies []string
 	// onRequest runs before the n-th (0-based) request is answered.
 	onRequest func(n int)
+	// tool and toolInput are the first turn's tool call (default: Bash
+	// running echo hi).
+	tool, toolInput string
 }
 
 func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -78,8 +81,12 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if n == 0 {
 		// First turn: one tool call.
 		stop = "tool_use"
-		ev("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "tool_use", "id": "toolu_01", "name": "Bash", "input": map[string]any{}}})
-		ev("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "input_json_delta", "partial_json": `{"command":"echo hi","description":"say hi"}`}})
+		tool, input := "Bash", `{"command":"echo hi","description":"say hi"}`
+		if f.tool != "" {
+			tool, input = f.tool, f.toolInput
+		}
+		ev("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "tool_use", "id": "toolu_01", "name": tool, "input": map[string]any{}}})
+		ev("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "input_json_delta", "partial_json": input}})
 	} else {
 		ev("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
 		ev("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": "done"}})
@@ -208,3 +215,71 @@ func tail(s string, n int) string {
 }
 
 func busLease() bus.LeaseOptions { return bus.LeaseOptions{Max: 100} }
+
+// TestClaude_Real_MCPSendTool runs the real Claude Code with `teambus mcp`
+// as its MCP server (no hooks): the model's scripted tool call of
+// mcp__teambus__send stores a message with the member as its sender, and
+// the tool result the model gets back names the stored seq (issue 14).
+func TestClaude_Real_MCPSendTool(t *testing.T) {
+	claude := claudeBin(t)
+	e := newEnv(t)
+	e.createTeam("alpha", fastPolicy(), "tm1", "tm2")
+	api := &fakeAPI{tool: "mcp__teambus__send", toolInput: `{"to":"tm2","body":"MCP-TOOL-MAIL: migration done","id":"mcp-1"}`}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: api}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+
+	home, project := t.TempDir(), t.TempDir()
+	cfg, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"teambus": map[string]any{
+		"type": "stdio", "command": bin, "args": []string{"mcp"},
+		"env": map[string]string{"TEAMBUS_DIR": e.node.Dir(), "TEAMBUS_TEAM": "alpha", "TEAMBUS_MEMBER": "tm1"},
+	}}})
+	mcpConfig := filepath.Join(home, "mcp.json")
+	if err := os.WriteFile(mcpConfig, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(claude, "-p", "tell tm2 the migration is done", "--mcp-config", mcpConfig, "--strict-mcp-config",
+		"--allowedTools", "mcp__teambus__send", "--debug-file", filepath.Join(home, "debug.log"))
+	cmd.Dir = project
+	cmd.Env = append(os.Environ(), "HOME="+home, "ANTHROPIC_BASE_URL=http://"+ln.Addr().String(), "ANTHROPIC_API_KEY=x",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1",
+		"TEAMBUS_TEAM=", "TEAMBUS_MEMBER=", "TEAMBUS_SESSION=")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(120 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("claude -p did not finish; stderr:\n%s", errb.String())
+	}
+	dbg, _ := os.ReadFile(filepath.Join(home, "debug.log"))
+	if err != nil {
+		t.Fatalf("claude -p: %v\nstdout:\n%s\nstderr:\n%s\ndebug:\n%s", err, out.String(), errb.String(), tail(string(dbg), 4000))
+	}
+	var got []teambus.Message
+	for _, m := range e.mail("alpha") {
+		if strings.Contains(m.Body, "MCP-TOOL-MAIL") {
+			got = append(got, m)
+		}
+	}
+	if len(got) != 1 || got[0].From != "tm1" || got[0].To != "tm2" {
+		t.Fatalf("stored by the tool call: %+v; want one message tm1 -> tm2\ndebug:\n%s", got, tail(string(dbg), 4000))
+	}
+	reqs := api.requests()
+	if len(reqs) < 2 {
+		t.Fatalf("%d requests: the tool result never went back to the model", len(reqs))
+	}
+	if want := fmt.Sprintf("stored seq %d for tm2", got[0].Seq); !strings.Contains(reqs[1], "tool_result") || !strings.Contains(reqs[1], want) {
+		t.Errorf("the second request does not carry the tool result with seq %s:\n%s", want, tail(reqs[1], 3000))
+	}
+	t.Logf("claude %s: tool call stored seq %d from %s", claude, got[0].Seq, got[0].From)
+}
