@@ -111,12 +111,17 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 		}
 	}()
 	store := s.svc.Store()
-	t, _, err := store.Team(ctx, s.cfg.Team)
+	// Registration runs to its end even when the sidecar is stopped
+	// meanwhile (SIGTERM): the registered member then shuts down cleanly
+	// (startErr below), instead of the stop reading as a bus timeout.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer rcancel()
+	t, _, err := store.Team(rctx, s.cfg.Team)
 	if err != nil {
 		return "", err
 	}
 	s.policy = t.Policy
-	m, err := s.register(ctx)
+	m, err := s.register(rctx)
 	if err != nil {
 		return "", err
 	}
@@ -125,11 +130,11 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 	// A sidecar adopting an incarnation that already ran (one restarted
 	// by a later SessionStart) keeps its lifecycle status.
 	if !s.cfg.Adopt || m.Status == teambus.MemberSpawned {
-		if err := s.svc.SetMemberStatus(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.MemberIdle); err != nil {
+		if err := s.svc.SetMemberStatus(rctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.MemberIdle); err != nil {
 			return "", err
 		}
 	}
-	if err := s.beat(ctx); err != nil {
+	if err := s.beat(rctx); err != nil {
 		return "", err
 	}
 	s.log.Info("teammate registered", "session", s.cfg.Session, "pid", s.cfg.PID, "adopt", s.cfg.Adopt)
