@@ -36,7 +36,8 @@ func mcpCommand() *cli.Command {
 		Description: "Identity comes from --team/--member/--session (TEAMBUS_TEAM, TEAMBUS_MEMBER, TEAMBUS_SESSION) and is\n" +
 			"resolved at every tool call. For an agent without hooks, --join registers a new incarnation\n" +
 			"(session mcp-<host>-p<parent pid>) and --sidecar starts `teambus teammate` watching the parent\n" +
-			"process. Setup: `claude mcp add teambus -- teambus mcp`.",
+			"process. With --creds of a member (`teambus team creds`) the credential is the identity and\n" +
+			"every tool goes through the team service. Setup: `claude mcp add teambus -- teambus mcp`.",
 		Flags: flags(connFlags(), logFlags(), memberFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "join", Usage: "register a new incarnation of the member at startup (agents without hooks)", EnvVars: []string{"TEAMBUS_MCP_JOIN"}},
 			&cli.BoolFlag{Name: "sidecar", Usage: "start the teammate sidecar for the parent process (crash detection without hooks)", EnvVars: []string{"TEAMBUS_MCP_SIDECAR"}},
