@@ -20,8 +20,10 @@ import (
 
 // TestAckAfterWrite_Acks: inbox(ack:true) acks exactly the returned
 // messages, after the response was written, and nothing else.
-func TestAckAfterWrite_Acks(t *testing.T) {
-	f := newFixture(t, 2)
+func TestAckAfterWrite_Acks(t *testing.T) { forBackends(t, testAckAfterWriteAcks) }
+
+func testAckAfterWriteAcks(t *testing.T, newF fixtureFunc) {
+	f := newF(t, 2)
 	seqs := f.sendN(5, "tm1")
 	log := newAckLog()
 	s := f.server(mcpserver.Config{Resolve: mcpserver.StaticIdentity(member("tm1")), OnAck: log.record})
@@ -68,8 +70,10 @@ func (c failingConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 
 // TestAckAfterWrite_WriteFails: when the response can not be written,
 // nothing is acked and the mail is back in the inbox at once.
-func TestAckAfterWrite_WriteFails(t *testing.T) {
-	f := newFixture(t, 2)
+func TestAckAfterWrite_WriteFails(t *testing.T) { forBackends(t, testAckAfterWriteWriteFails) }
+
+func testAckAfterWriteWriteFails(t *testing.T, newF fixtureFunc) {
+	f := newF(t, 2)
 	seqs := f.sendN(3, "tm1")
 	log := newAckLog()
 	var fail atomic.Bool

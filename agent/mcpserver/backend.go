@@ -9,15 +9,18 @@ import (
 )
 
 // Backend is what the tools call: the member API of a team. ServiceBackend
-// implements it on a team.Service; a client of the request/reply team
-// service can replace it. Member calls check the actor for fencing.
+// implements it on a team.Service (JetStream: the operator's connection),
+// ClientBackend on the request/reply team service (any connection, and the
+// only one for a member credential). Member calls check the actor for
+// fencing.
 type Backend interface {
 	Send(ctx context.Context, a team.Actor, spec team.SendSpec) (bus.SendResult, error)
 	// Lease leases up to opts.Max messages of the actor's inbox.
 	Lease(ctx context.Context, a team.Actor, opts bus.LeaseOptions) (Lease, error)
 	Ack(ctx context.Context, a team.Actor, seqs []uint64) (bus.AckResult, error)
-	// Replay calls fn for the team's mailbox messages that match f.
-	Replay(ctx context.Context, teamID string, f bus.ReplayFilter, fn func(teambus.Message) error) error
+	// Replay calls fn for the mailbox messages that match f and that a
+	// may read (the whole mailbox, or through the service its own mail).
+	Replay(ctx context.Context, a team.Actor, f bus.ReplayFilter, fn func(teambus.Message) error) error
 
 	Next(ctx context.Context, a team.Actor) (*teambus.Task, error)
 	Claim(ctx context.Context, a team.Actor, id string) (*teambus.Task, error)
@@ -87,8 +90,8 @@ func (b ServiceBackend) Ack(ctx context.Context, a team.Actor, seqs []uint64) (b
 }
 
 // Replay implements Backend.
-func (b ServiceBackend) Replay(ctx context.Context, teamID string, f bus.ReplayFilter, fn func(teambus.Message) error) error {
-	return b.Svc.Mailbox(teamID).Replay(ctx, f, fn)
+func (b ServiceBackend) Replay(ctx context.Context, a team.Actor, f bus.ReplayFilter, fn func(teambus.Message) error) error {
+	return b.Svc.Mailbox(a.Team).Replay(ctx, f, fn)
 }
 
 // Next implements Backend.

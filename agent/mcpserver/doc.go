@@ -27,8 +27,16 @@
 // input), [conflict] (lost a race, or this session was replaced) — and
 // says what to do.
 //
-// The backend (team.Service and the team's mailbox today) is behind the
-// Backend interface, so a request/reply team-service client can replace
-// it. The server holds no consumer and no lock while idle: a lease lives
-// only from an inbox call to the write of its response.
+// The backend is behind the Backend interface. ClientBackend calls the
+// request/reply team service (package member's Client): the one path for
+// a member credential, whose account has no JetStream, and for the
+// operator whenever a service answers; its inbox lease is a service lease
+// acked or released by token, so ack after write holds the same. The
+// service offers no task add, resume, probe or whole-mailbox replay:
+// ClientBackend.Direct (a team.Service, operator only) serves them, and
+// without it they are refused ([permanent]) or, for replay, limited to
+// the caller's own mail. ServiceBackend runs everything on team.Service
+// directly (the operator's bus without a team service). The server holds
+// no consumer and no lock while idle: a lease lives only from an inbox
+// call to the write of its response.
 package mcpserver

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/teambus/teambus/agent/mcpserver"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
 
@@ -39,13 +41,48 @@ type fixture struct {
 	conn *bus.Conn
 	svc  *team.Service
 	pol  teambus.Policy
+	// viaService: the node hosts the team service and each identity's
+	// server runs on ClientBackend over that member's own credential.
+	viaService bool
+
+	mu    sync.Mutex
+	creds map[string]*bus.Conn // member credential connections
 }
 
+// fixtureFunc builds a fixture with members tm1..tmN.
+type fixtureFunc func(t testing.TB, members int) *fixture
+
+// newFixture is the fixture on team.Service (ServiceBackend, the
+// operator's JetStream).
 func newFixture(t testing.TB, members int) *fixture {
 	t.Helper()
-	node := bustest.NewServer(t)
+	return buildFixture(t, members, false)
+}
+
+// newClientFixture is the fixture on a node hosting the team service: each
+// server calls it through ClientBackend with its member's credential, as
+// `teambus mcp --creds` does.
+func newClientFixture(t testing.TB, members int) *fixture {
+	t.Helper()
+	return buildFixture(t, members, true)
+}
+
+// forBackends runs test once on each backend.
+func forBackends(t *testing.T, test func(t *testing.T, newF fixtureFunc)) {
+	t.Run("service", func(t *testing.T) { test(t, newFixture) })
+	t.Run("client", func(t *testing.T) { test(t, newClientFixture) })
+}
+
+func buildFixture(t testing.TB, members int, viaService bool) *fixture {
+	t.Helper()
+	var node *bus.Node
+	if viaService {
+		node = nodetest.NewServer(t)
+	} else {
+		node = bustest.NewServer(t)
+	}
 	conn := bustest.Connect(t, node)
-	f := &fixture{t: t, node: node, conn: conn, svc: team.New(conn.JS, team.Config{}), pol: testPolicy()}
+	f := &fixture{t: t, node: node, conn: conn, svc: team.New(conn.JS, team.Config{}), pol: testPolicy(), viaService: viaService, creds: map[string]*bus.Conn{}}
 	var specs []team.MemberSpec
 	for i := 1; i <= members; i++ {
 		specs = append(specs, team.MemberSpec{ID: fmt.Sprintf("tm%d", i)})
@@ -74,11 +111,64 @@ func member(m string) mcpserver.Identity {
 	return mcpserver.Identity{Team: "alpha", Member: m, Session: "s-" + m}
 }
 
-// server builds an MCP server for the fixture with cfg's gaps filled.
+// credsFile issues a credential for member m of alpha and writes it to a
+// 0600 file, as `teambus team creds alpha --member m` does.
+func (f *fixture) credsFile(m string) string {
+	f.t.Helper()
+	cr, err := bus.IssueCreds(testCtx(f.t), f.conn, "alpha", m, []string{f.node.URL()})
+	if err != nil {
+		f.t.Fatalf("issue credential of %s: %v", m, err)
+	}
+	path := filepath.Join(f.t.TempDir(), m+".creds")
+	if err := bus.WriteCreds(path, cr); err != nil {
+		f.t.Fatalf("write credential of %s: %v", m, err)
+	}
+	return path
+}
+
+// memberConn is a connection with member m's credential, over TCP.
+func (f *fixture) memberConn(m string) *bus.Conn {
+	f.t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.creds[m]; ok {
+		return c
+	}
+	c, err := bus.Connect(testCtx(f.t), bus.ConnectConfig{Creds: f.credsFile(m), Timeout: 5 * time.Second})
+	if err != nil {
+		f.t.Fatalf("connect with the credential of %s: %v", m, err)
+	}
+	f.t.Cleanup(c.Close)
+	f.creds[m] = c
+	return c
+}
+
+// backend is the backend of a server acting as id: ServiceBackend, or on
+// a service fixture ClientBackend on id's credential (tm1's without a
+// member).
+func (f *fixture) backend(id mcpserver.Identity) mcpserver.Backend {
+	f.t.Helper()
+	if !f.viaService {
+		return mcpserver.ServiceBackend{Svc: f.svc}
+	}
+	m := id.Member
+	if m == "" {
+		m = "tm1"
+	}
+	return mcpserver.ClientBackend{Conn: f.memberConn(m)}
+}
+
+// server builds an MCP server for the fixture with cfg's gaps filled; on
+// a service fixture the backend is the credential of the identity cfg
+// resolves at build time.
 func (f *fixture) server(cfg mcpserver.Config) *mcpserver.Server {
 	f.t.Helper()
 	if cfg.Backend == nil {
-		cfg.Backend = mcpserver.ServiceBackend{Svc: f.svc}
+		var id mcpserver.Identity
+		if cfg.Resolve != nil {
+			id, _ = cfg.Resolve(testCtx(f.t))
+		}
+		cfg.Backend = f.backend(id)
 	}
 	s, err := mcpserver.New(cfg)
 	if err != nil {

@@ -22,8 +22,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/mcpserver"
+	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/team"
 )
 
 // These tests run the built teambus binary as the MCP server process.
@@ -329,5 +332,66 @@ func TestTypeScriptClient(t *testing.T) {
 	// The same store as the Go side sees.
 	if left := f.unacked("tm1"); len(left) != 0 {
 		t.Fatalf("unacked after the ts client acked: %v", left)
+	}
+}
+
+// TestCommand_Creds: the built `teambus mcp --creds FILE` of a member on a
+// node hosting the team service, driven over CommandTransport: the
+// credential alone names team and member; it sends, reads and acks mail
+// through the service.
+func TestCommand_Creds(t *testing.T) {
+	f := newClientFixture(t, 2)
+	bin := teambusBin(t)
+	var stderr syncBuffer
+	cmd := exec.Command(bin, "mcp", "--creds", f.credsFile("tm1"), "--session", "s-tm1", "--log-level", "debug")
+	// No node in this state directory: the credential names the bus.
+	cmd.Env = append(os.Environ(), "TEAMBUS_DIR="+t.TempDir(), "TEAMBUS_TEAM=", "TEAMBUS_MEMBER=", "TEAMBUS_SESSION=")
+	cmd.Stderr = &stderr
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil).Connect(testCtx(t), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect to teambus mcp --creds: %v (stderr: %s)", err, stderr.String())
+	}
+	var who mcpserver.WhoamiOut
+	ok(t, cs, "whoami", nil, &who)
+	if !who.Bound || who.Team != "alpha" || who.Member != "tm1" || who.Hint != "" {
+		t.Fatalf("whoami with the credential: %+v", who)
+	}
+	var sent mcpserver.SendOut
+	ok(t, cs, "send", map[string]any{"to": "tm2", "body": "from the credential"}, &sent)
+	msgs, err := f.svc.Inbox(testCtx(t), member("tm2").Actor(), bus.InboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 || msgs[0].Seq != sent.Seq || msgs[0].From != "tm1" || msgs[0].Body != "from the credential" {
+		t.Fatalf("tm2 inbox after send: %+v", msgs)
+	}
+	seqs := f.sendN(2, "tm1")
+	var in mcpserver.InboxOut
+	ok(t, cs, "inbox", map[string]any{"ack": true}, &in)
+	if len(in.Messages) != 2 || in.Messages[0].Seq != seqs[0] || in.Messages[1].Seq != seqs[1] {
+		t.Fatalf("inbox: %+v, want %v", in, seqs)
+	}
+	bustest.CheckFor(t, f.pol.AckWait/2, 20*time.Millisecond, func() error {
+		if left := f.unacked("tm1"); len(left) != 0 {
+			return fmt.Errorf("unacked %v of %v after inbox(ack:true)", left, seqs)
+		}
+		return nil
+	})
+	// Mail between others is not readable with this credential.
+	other, err := f.svc.Send(testCtx(t), member("tm2").Actor(), team.SendSpec{To: teambus.Lead, Body: "not for tm1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fails(t, cs, "read_message", map[string]any{"seq": other.Seq}, "[permanent]", "no message")
+	var msg mcpserver.MessageOut
+	ok(t, cs, "read_message", map[string]any{"seq": seqs[0]}, &msg)
+	if msg.Body != "message 0" {
+		t.Fatalf("read_message of own mail: %+v", msg)
+	}
+	if err := cs.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if !strings.Contains(stderr.String(), `via="team service"`) {
+		t.Fatalf("the server did not log serving via the team service: %s", stderr.String())
 	}
 }

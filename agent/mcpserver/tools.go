@@ -287,7 +287,7 @@ func (s *Server) readMessage(ctx context.Context, _ *mcp.CallToolRequest, id Ide
 		return MessageOut{}, "", teambus.Invalidf("invalid seq 0: give the seq inbox returned")
 	}
 	var found *teambus.Message
-	err := s.cfg.Backend.Replay(ctx, id.Team, bus.ReplayFilter{SinceSeq: in.Seq, UntilSeq: in.Seq, Limit: 1}, func(m teambus.Message) error {
+	err := s.cfg.Backend.Replay(ctx, id.Actor(), bus.ReplayFilter{SinceSeq: in.Seq, UntilSeq: in.Seq, Limit: 1}, func(m teambus.Message) error {
 		if m.Seq == in.Seq {
 			found = &m
 		}
@@ -540,7 +540,7 @@ func (s *Server) replay(ctx context.Context, _ *mcp.CallToolRequest, id Identity
 	}
 	out := MessagesOut{Messages: []MessageOut{}}
 	var w strings.Builder
-	err := s.cfg.Backend.Replay(ctx, id.Team, f, func(m teambus.Message) error {
+	err := s.cfg.Backend.Replay(ctx, id.Actor(), f, func(m teambus.Message) error {
 		mo := messageOut(m, previewBody)
 		out.Messages = append(out.Messages, mo)
 		writeMessage(&w, mo)

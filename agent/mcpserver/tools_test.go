@@ -175,8 +175,10 @@ func TestServer_LeadTools_BoundLater(t *testing.T) {
 	}
 }
 
-func TestServer_Mail(t *testing.T) {
-	f := newFixture(t, 2)
+func TestServer_Mail(t *testing.T) { forBackends(t, testServerMail) }
+
+func testServerMail(t *testing.T, newF fixtureFunc) {
+	f := newF(t, 2)
 	tm1, tm2 := f.client(member("tm1")), f.client(member("tm2"))
 
 	var sent mcpserver.SendOut
@@ -246,8 +248,10 @@ func TestServer_Mail(t *testing.T) {
 	}
 }
 
-func TestServer_InboxLimit(t *testing.T) {
-	f := newFixture(t, 2)
+func TestServer_InboxLimit(t *testing.T) { forBackends(t, testServerInboxLimit) }
+
+func testServerInboxLimit(t *testing.T, newF fixtureFunc) {
+	f := newF(t, 2)
 	f.sendN(60, "tm1")
 	tm1 := f.client(member("tm1"))
 	var in mcpserver.InboxOut
@@ -261,8 +265,10 @@ func TestServer_InboxLimit(t *testing.T) {
 	}
 }
 
-func TestServer_Tasks(t *testing.T) {
-	f := newFixture(t, 2)
+func TestServer_Tasks(t *testing.T) { forBackends(t, testServerTasks) }
+
+func testServerTasks(t *testing.T, newF fixtureFunc) {
+	f := newF(t, 2)
 	ctx := testCtx(t)
 	for _, spec := range []team.TaskSpec{{ID: "t1", Description: "build"}, {ID: "t2", Deps: []string{"t1"}}, {ID: "t3"}, {ID: "t4"}} {
 		if _, err := f.svc.AddTask(ctx, "alpha", spec); err != nil {
@@ -353,8 +359,10 @@ func TestServer_Tasks(t *testing.T) {
 }
 
 // TestServer_TaskNext_None: no task is an answer, not an error.
-func TestServer_TaskNext_None(t *testing.T) {
-	f := newFixture(t, 1)
+func TestServer_TaskNext_None(t *testing.T) { forBackends(t, testServerTaskNextNone) }
+
+func testServerTaskNextNone(t *testing.T, newF fixtureFunc) {
+	f := newF(t, 1)
 	var next mcpserver.TaskNextOut
 	ok(t, f.client(member("tm1")), "task_next", nil, &next)
 	if next.Task != nil || next.Reason == "" {
@@ -364,8 +372,10 @@ func TestServer_TaskNext_None(t *testing.T) {
 
 // TestServer_ClaimRace: eight members claim the same task at once through
 // eight servers; exactly one wins, the others get [conflict].
-func TestServer_ClaimRace(t *testing.T) {
-	f := newFixture(t, 8)
+func TestServer_ClaimRace(t *testing.T) { forBackends(t, testServerClaimRace) }
+
+func testServerClaimRace(t *testing.T, newF fixtureFunc) {
+	f := newF(t, 8)
 	if _, err := f.svc.AddTask(testCtx(t), "alpha", team.TaskSpec{ID: "t1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -401,8 +411,10 @@ func TestServer_ClaimRace(t *testing.T) {
 
 // TestServer_Fenced: a session replaced by a newer incarnation is refused
 // with [conflict] naming the incarnation, on every member tool.
-func TestServer_Fenced(t *testing.T) {
-	f := newFixture(t, 2)
+func TestServer_Fenced(t *testing.T) { forBackends(t, testServerFenced) }
+
+func testServerFenced(t *testing.T, newF fixtureFunc) {
+	f := newF(t, 2)
 	tm1 := f.client(member("tm1"))
 	ok(t, tm1, "send", map[string]any{"to": "lead", "body": "before"}, nil)
 	if _, err := f.svc.Join(testCtx(t), "alpha", "tm1", "s-tm1-new"); err != nil {
@@ -433,8 +445,10 @@ func TestServer_Fenced(t *testing.T) {
 
 // TestServer_NoIdentity: only whoami and (with a team) the read-only
 // tools work; member tools say how to bind.
-func TestServer_NoIdentity(t *testing.T) {
-	f := newFixture(t, 1)
+func TestServer_NoIdentity(t *testing.T) { forBackends(t, testServerNoIdentity) }
+
+func testServerNoIdentity(t *testing.T, newF fixtureFunc) {
+	f := newF(t, 1)
 	none := f.client(mcpserver.Identity{})
 	var who mcpserver.WhoamiOut
 	txt := ok(t, none, "whoami", nil, &who)

@@ -14,10 +14,15 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/mcpserver"
+	"github.com/teambus/teambus/bus"
+	mapi "github.com/teambus/teambus/member"
+	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/team"
 )
 
@@ -31,7 +36,8 @@ func mcpCommand() *cli.Command {
 		Description: "Identity comes from --team/--member/--session (TEAMBUS_TEAM, TEAMBUS_MEMBER, TEAMBUS_SESSION) and is\n" +
 			"resolved at every tool call. For an agent without hooks, --join registers a new incarnation\n" +
 			"(session mcp-<host>-p<parent pid>) and --sidecar starts `teambus teammate` watching the parent\n" +
-			"process. Setup: `claude mcp add teambus -- teambus mcp`.",
+			"process. With --creds of a member (`teambus team creds`) the credential is the identity and\n" +
+			"every tool goes through the team service. Setup: `claude mcp add teambus -- teambus mcp`.",
 		Flags: flags(connFlags(), logFlags(), memberFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "join", Usage: "register a new incarnation of the member at startup (agents without hooks)", EnvVars: []string{"TEAMBUS_MCP_JOIN"}},
 			&cli.BoolFlag{Name: "sidecar", Usage: "start the teammate sidecar for the parent process (crash detection without hooks)", EnvVars: []string{"TEAMBUS_MCP_SIDECAR"}},
@@ -66,13 +72,20 @@ func runMCP(c *cli.Context) error {
 		return err
 	}
 	defer conn.Close()
+	if id, err = mcpCredsIdentity(c, conn, id); err != nil {
+		return err
+	}
+	backend, err := mcpBackend(c.Context, conn, svc, d, log)
+	if err != nil {
+		return err
+	}
 	if c.Bool("join") || c.Bool("sidecar") {
-		if id, err = mcpJoin(c, svc, id, d, log); err != nil {
+		if id, err = mcpJoin(c, conn, backend, id, d, log); err != nil {
 			return err
 		}
 	}
 	srv, err := mcpserver.New(mcpserver.Config{
-		Backend:     mcpserver.ServiceBackend{Svc: svc},
+		Backend:     backend,
 		Resolve:     mcpserver.StaticIdentity(id),
 		Version:     buildVersion(),
 		Tools:       mcpserver.ToolSet(c.String("tools")),
@@ -82,12 +95,46 @@ func runMCP(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	log.Info("mcp serving", "team", id.Team, "member", id.Member, "session", id.Session, "tools", c.String("tools"))
+	via := "team service"
+	if _, direct := backend.(mcpserver.ServiceBackend); direct {
+		via = "team state"
+	}
+	log.Info("mcp serving", "team", id.Team, "member", id.Member, "session", id.Session, "tools", c.String("tools"), "via", via)
 	t := &mcp.IOTransport{Reader: io.NopCloser(c.App.Reader), Writer: nopWriteCloser{c.App.Writer}}
 	if err := srv.Run(c.Context, t); err != nil && !errors.Is(err, io.EOF) {
 		return teambus.Unavailablef("mcp server: %w", err)
 	}
 	return nil
+}
+
+// mcpBackend picks the backend of the tools. One path for everyone: the
+// request/reply team service (mcpserver.ClientBackend) whenever it
+// answers. A member credential has no JetStream, so it always uses the
+// service. The operator's connection uses it too when it answers, and
+// keeps team.Service only where the service path can not serve:
+//   - as Direct, for the lead calls the service does not offer (task_add,
+//     team_resume, team_probe) and the replay of the whole mailbox;
+//   - as the whole backend (ServiceBackend) when no team service runs on
+//     the bus (an external NATS without `teambus serve`).
+func mcpBackend(ctx context.Context, conn *bus.Conn, svc *team.Service, d time.Duration, log *slog.Logger) (mcpserver.Backend, error) {
+	if _, _, ok := conn.MemberOf(); ok {
+		return mcpserver.ClientBackend{Conn: conn}, nil
+	}
+	ping, err := micro.ControlSubject(micro.PingVerb, node.DefaultName, "")
+	if err != nil {
+		return nil, fmt.Errorf("team service ping subject: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	_, err = conn.NC.RequestWithContext(ctx, ping, nil)
+	switch {
+	case err == nil:
+		return mcpserver.ClientBackend{Conn: conn, Direct: svc}, nil
+	case errors.Is(err, nats.ErrNoResponders):
+		log.Info("no team service on the bus: the tools use the team state directly")
+		return mcpserver.ServiceBackend{Svc: svc}, nil
+	}
+	return nil, teambus.Unavailablef("mcp: look for the team service: %v", err)
 }
 
 type nopWriteCloser struct{ io.Writer }
@@ -125,10 +172,30 @@ func mcpIdentity(c *cli.Context) (mcpserver.Identity, error) {
 	return id, nil
 }
 
+// mcpCredsIdentity fills the identity from a member credential's
+// connection (a user and password given without a credentials file): the
+// credential fixes team and member, and the service acts only as them.
+func mcpCredsIdentity(c *cli.Context, conn *bus.Conn, id mcpserver.Identity) (mcpserver.Identity, error) {
+	ct, cm, ok := conn.MemberOf()
+	if !ok {
+		return id, nil
+	}
+	if id.Team == "" {
+		id.Team = ct
+	}
+	if id.Member == "" {
+		id.Member = cm
+	}
+	if id.Team != ct || id.Member != cm {
+		return id, usageError(c, "--team %s --member %s: the credential is for member %s of team %s only", id.Team, id.Member, cm, ct)
+	}
+	return id, nil
+}
+
 // mcpJoin registers a new incarnation for the parent process (--join)
 // and starts its sidecar (--sidecar). It returns the identity with the
 // incarnation's session.
-func mcpJoin(c *cli.Context, svc *team.Service, id mcpserver.Identity, d time.Duration, log *slog.Logger) (mcpserver.Identity, error) {
+func mcpJoin(c *cli.Context, conn *bus.Conn, b mcpserver.Backend, id mcpserver.Identity, d time.Duration, log *slog.Logger) (mcpserver.Identity, error) {
 	if !id.Bound() {
 		return id, usageError(c, "--join and --sidecar need the member: set --team and --member (or TEAMBUS_TEAM, TEAMBUS_MEMBER)")
 	}
@@ -153,14 +220,14 @@ func mcpJoin(c *cli.Context, svc *team.Service, id mcpserver.Identity, d time.Du
 	adopt := hasFlagName(teammateCommand().Flags, "adopt")
 	var epoch int64
 	if c.Bool("join") && (adopt || !c.Bool("sidecar")) {
-		m, err := svc.Join(ctx, id.Team, id.Member, id.Session)
+		m, err := mcpJoinMember(ctx, conn, b, id)
 		if err != nil {
 			return id, fmt.Errorf("join %s of team %s: %w", id.Member, id.Team, err)
 		}
 		epoch = m.Epoch
 		log.Info("mcp joined", "team", id.Team, "member", id.Member, "session", id.Session, "epoch", epoch)
 	} else {
-		m, _, err := svc.Store().Member(ctx, id.Team, id.Member)
+		m, err := b.Member(ctx, id.Team, id.Member)
 		if err != nil {
 			return id, err
 		}
@@ -180,7 +247,7 @@ func mcpJoin(c *cli.Context, svc *team.Service, id mcpserver.Identity, d time.Du
 	if !adopt {
 		// Serve once the sidecar's registration is in.
 		for {
-			m, _, err := svc.Store().Member(ctx, id.Team, id.Member)
+			m, err := b.Member(ctx, id.Team, id.Member)
 			if err == nil && m.Session == id.Session {
 				break
 			}
@@ -192,6 +259,19 @@ func mcpJoin(c *cli.Context, svc *team.Service, id mcpserver.Identity, d time.Du
 		}
 	}
 	return id, nil
+}
+
+// mcpJoinMember registers the incarnation: through the team service, or
+// on the team state when the backend is team.Service itself.
+func mcpJoinMember(ctx context.Context, conn *bus.Conn, b mcpserver.Backend, id mcpserver.Identity) (*teambus.Member, error) {
+	if sb, ok := b.(mcpserver.ServiceBackend); ok {
+		return sb.Svc.Join(ctx, id.Team, id.Member, id.Session)
+	}
+	cl, err := mapi.ForConn(conn, id.Team, id.Member, id.Session)
+	if err != nil {
+		return nil, err
+	}
+	return cl.Join(ctx)
 }
 
 // startTeammate starts `teambus teammate` for the incarnation, detached:

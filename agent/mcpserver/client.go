@@ -1,0 +1,370 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/member"
+	"github.com/teambus/teambus/team"
+)
+
+// ClientBackend is the Backend on the request/reply team service: every
+// call is a request of a member.Client (subjects tb.<verb> for a member
+// credential, tbsvc.<team>.<verb> for the operator). A member credential
+// has no JetStream, so this is the only backend it can use; the service
+// decides who calls from the server-set request info, and a call for
+// another member or team than the credential's is refused before it is
+// sent.
+//
+// Lease is an inbox read in lease mode: the messages come with tokens, and
+// the lease acks (AckLeased) or releases them by token, so the MCP
+// server's ack-after-write rule holds as with ServiceBackend.
+//
+// The reads without a request of their own (Task, Member, Team) pick from
+// the team view (Show). Reassign is a task operation of the service; the
+// other lead calls (AddTask, Resume, Probe) and a replay of the whole
+// team's mailbox are not offered by the service: Direct serves them when
+// set, else AddTask, Resume and Probe are refused (permanent) and Replay
+// returns only the caller's own mail (to it, from it, broadcasts).
+type ClientBackend struct {
+	// Conn is a member credential's connection (its team and member are
+	// the only identity it acts as) or the operator's.
+	Conn *bus.Conn
+	// Direct, if set, runs what the service does not offer on the team
+	// state directly. Only the operator's connection can have one (it
+	// needs JetStream).
+	Direct *team.Service
+}
+
+var _ Backend = ClientBackend{}
+
+// client returns the service client acting as member of teamID in session.
+// An empty member is the credential's member, or for the operator the lead
+// (reads only: the operator may read everything).
+func (b ClientBackend) client(teamID, memberID, session string) (*member.Client, error) {
+	if ct, cm, ok := b.Conn.MemberOf(); ok {
+		if teamID != ct {
+			return nil, teambus.Invalidf("the credential of %s in team %s reaches only team %s, not %s", cm, ct, ct, teamID)
+		}
+		if memberID == "" {
+			memberID = cm
+		}
+	} else if memberID == "" {
+		memberID = teambus.Lead
+	}
+	return member.ForConn(b.Conn, teamID, memberID, session)
+}
+
+func (b ClientBackend) actor(a team.Actor) (*member.Client, error) {
+	return b.client(a.Team, a.Member, a.Session)
+}
+
+// errLeadCall refuses a lead call the service does not offer.
+func errLeadCall(what, teamID string) error {
+	return teambus.Invalidf("a member credential can not %s in team %s: use the operator's bus (the node token, e.g. `teambus` on the node's host)", what, teamID)
+}
+
+// Send implements Backend.
+func (b ClientBackend) Send(ctx context.Context, a team.Actor, spec team.SendSpec) (bus.SendResult, error) {
+	cl, err := b.actor(a)
+	if err != nil {
+		return bus.SendResult{}, err
+	}
+	return cl.Send(ctx, member.SendRequest{To: spec.To, Type: string(spec.Type), ID: spec.ID, Body: spec.Body, Data: spec.Data})
+}
+
+// Lease implements Backend: a service inbox read in lease mode.
+func (b ClientBackend) Lease(ctx context.Context, a team.Actor, opts bus.LeaseOptions) (Lease, error) {
+	cl, err := b.actor(a)
+	if err != nil {
+		return nil, err
+	}
+	leased, err := cl.Inbox(ctx, member.InboxLease, opts.Max, opts.Wait)
+	if err != nil {
+		return nil, err
+	}
+	l := &clientLease{cl: cl, held: leased, msgs: make([]teambus.Message, 0, len(leased))}
+	for _, m := range leased {
+		l.msgs = append(l.msgs, m.Message)
+	}
+	return l, nil
+}
+
+// clientLease is mail leased through the service, held by its tokens.
+type clientLease struct {
+	cl   *member.Client
+	msgs []teambus.Message
+
+	mu   sync.Mutex
+	held []member.Leased // not yet acked or released
+}
+
+func (l *clientLease) Messages() []teambus.Message { return l.msgs }
+
+// Ack acks the held messages with seqs by their tokens and returns the
+// seqs acked (already acked ones included: an ack is final).
+func (l *clientLease) Ack(ctx context.Context, seqs ...uint64) ([]uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var pick, rest []member.Leased
+	for _, m := range l.held {
+		if slices.Contains(seqs, m.Seq) {
+			pick = append(pick, m)
+		} else {
+			rest = append(rest, m)
+		}
+	}
+	if len(pick) == 0 {
+		return nil, nil
+	}
+	res, err := l.cl.AckLeased(ctx, pick)
+	if err != nil {
+		// Nothing is known acked: all stays held, and Release returns it
+		// (a release of a message acked after all is harmless).
+		return nil, err
+	}
+	l.held = rest
+	acked := append(slices.Clone(res.Acked), res.Already...)
+	slices.Sort(acked)
+	return acked, nil
+}
+
+// Release returns every message still held to the inbox at once. It is
+// idempotent.
+func (l *clientLease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.held) == 0 {
+		return nil
+	}
+	if _, err := l.cl.Release(ctx, l.held); err != nil {
+		return err
+	}
+	l.held = nil
+	return nil
+}
+
+// Ack implements Backend.
+func (b ClientBackend) Ack(ctx context.Context, a team.Actor, seqs []uint64) (bus.AckResult, error) {
+	cl, err := b.actor(a)
+	if err != nil {
+		return bus.AckResult{}, err
+	}
+	return cl.Ack(ctx, seqs)
+}
+
+// errReplayDone ends a replay early.
+var errReplayDone = errors.New("replay done")
+
+// Replay implements Backend. With Direct it reads the team's mailbox;
+// through the service it pages through the caller's own mail and applies
+// f here.
+func (b ClientBackend) Replay(ctx context.Context, a team.Actor, f bus.ReplayFilter, fn func(teambus.Message) error) error {
+	if b.Direct != nil {
+		return b.Direct.Mailbox(a.Team).Replay(ctx, f, fn)
+	}
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	cl, err := b.actor(a)
+	if err != nil {
+		return err
+	}
+	// Without a filter of its own a page need hold no more than the limit.
+	pageMax := member.ReplayMax
+	if f.Limit > 0 && f.From == "" && f.To == "" && f.Type == "" && f.SinceTime.IsZero() {
+		pageMax = min(f.Limit, pageMax)
+	}
+	since, n := f.SinceSeq, 0
+	for {
+		page, err := cl.Replay(ctx, since, pageMax)
+		if err != nil {
+			return err
+		}
+		for _, m := range page.Messages {
+			if f.UntilSeq > 0 && m.Seq > f.UntilSeq || !f.UntilTime.IsZero() && m.TS.After(f.UntilTime) {
+				return nil
+			}
+			if !replayMatch(f, m) {
+				continue
+			}
+			if err := fn(m); err != nil {
+				return err
+			}
+			n++
+			if f.Limit > 0 && n >= f.Limit {
+				return nil
+			}
+		}
+		if page.Next == 0 || page.Next <= since {
+			return nil
+		}
+		since = page.Next
+	}
+}
+
+// replayMatch applies the filters the mailbox applies by subject or start.
+func replayMatch(f bus.ReplayFilter, m teambus.Message) bool {
+	switch {
+	case f.From != "" && m.From != f.From,
+		f.To != "" && m.To != f.To,
+		f.Type != "" && m.Type != f.Type,
+		!f.SinceTime.IsZero() && m.TS.Before(f.SinceTime),
+		m.Held && !f.IncludeHeld:
+		return false
+	}
+	return true
+}
+
+func (b ClientBackend) task(ctx context.Context, a team.Actor, req member.TaskRequest) (*teambus.Task, bool, error) {
+	cl, err := b.actor(a)
+	if err != nil {
+		return nil, false, err
+	}
+	return cl.Task(ctx, req)
+}
+
+// Next implements Backend.
+func (b ClientBackend) Next(ctx context.Context, a team.Actor) (*teambus.Task, error) {
+	t, _, err := b.task(ctx, a, member.TaskRequest{Op: member.TaskNext})
+	return t, err
+}
+
+// Claim implements Backend.
+func (b ClientBackend) Claim(ctx context.Context, a team.Actor, id string) (*teambus.Task, error) {
+	t, _, err := b.task(ctx, a, member.TaskRequest{Op: member.TaskClaim, ID: id})
+	return t, err
+}
+
+// Release implements Backend.
+func (b ClientBackend) Release(ctx context.Context, a team.Actor, id string) (*teambus.Task, error) {
+	t, _, err := b.task(ctx, a, member.TaskRequest{Op: member.TaskRelease, ID: id})
+	return t, err
+}
+
+// Complete implements Backend.
+func (b ClientBackend) Complete(ctx context.Context, a team.Actor, id, commit string) (*teambus.Task, bool, error) {
+	return b.task(ctx, a, member.TaskRequest{Op: member.TaskComplete, ID: id, Commit: commit})
+}
+
+// Fail implements Backend.
+func (b ClientBackend) Fail(ctx context.Context, a team.Actor, id, reason string) (*teambus.Task, error) {
+	t, _, err := b.task(ctx, a, member.TaskRequest{Op: member.TaskFail, ID: id, Reason: reason})
+	return t, err
+}
+
+// Block implements Backend.
+func (b ClientBackend) Block(ctx context.Context, a team.Actor, id, on, reason string) (*teambus.Task, error) {
+	t, _, err := b.task(ctx, a, member.TaskRequest{Op: member.TaskBlock, ID: id, On: on, Reason: reason})
+	return t, err
+}
+
+// Checkpoint implements Backend.
+func (b ClientBackend) Checkpoint(ctx context.Context, a team.Actor, spec team.CheckpointSpec) (*teambus.Task, error) {
+	cl, err := b.actor(a)
+	if err != nil {
+		return nil, err
+	}
+	return cl.Checkpoint(ctx, member.CheckpointRequest{Task: spec.Task, Done: spec.Done, Remaining: spec.Remaining, LastAction: spec.LastAction, Files: spec.Files, Data: spec.Data, Auto: spec.Auto})
+}
+
+// Show implements Backend.
+func (b ClientBackend) Show(ctx context.Context, teamID string) (*team.View, error) {
+	cl, err := b.client(teamID, "", "")
+	if err != nil {
+		return nil, err
+	}
+	var v team.View
+	if err := cl.Show(ctx, &v); err != nil {
+		return nil, err
+	}
+	if v.Team == nil {
+		return nil, teambus.Unavailablef("team service show of team %s: no team in the answer", teamID)
+	}
+	return &v, nil
+}
+
+// Task implements Backend: the task of the team view.
+func (b ClientBackend) Task(ctx context.Context, teamID, id string) (*teambus.Task, error) {
+	v, err := b.Show(ctx, teamID)
+	if err != nil {
+		return nil, err
+	}
+	if i := slices.IndexFunc(v.Tasks, func(t *teambus.Task) bool { return t.ID == id }); i >= 0 {
+		return v.Tasks[i], nil
+	}
+	return nil, teambus.NotFoundf("task %s not found in team %s: see task_list", id, teamID)
+}
+
+// Member implements Backend: the member of the team view (its record's
+// identity fields: status, epoch, session).
+func (b ClientBackend) Member(ctx context.Context, teamID, memberID string) (*teambus.Member, error) {
+	v, err := b.Show(ctx, teamID)
+	if err != nil {
+		return nil, err
+	}
+	i := slices.IndexFunc(v.Members, func(m team.MemberView) bool { return m.ID == memberID })
+	if i < 0 {
+		return nil, teambus.NotFoundf("member %s not found in team %s", memberID, teamID)
+	}
+	m := v.Members[i]
+	return &teambus.Member{ID: m.ID, Name: m.Name, Role: m.Role, Quantum: m.Quantum, Status: m.Status, Epoch: m.Epoch,
+		Session: m.Session, ContextPct: m.ContextPct, CrashCount: m.CrashCount, ZombieSince: m.ZombieSince}, nil
+}
+
+// Team implements Backend: the team record of the team view.
+func (b ClientBackend) Team(ctx context.Context, teamID string) (*teambus.Team, error) {
+	v, err := b.Show(ctx, teamID)
+	if err != nil {
+		return nil, err
+	}
+	return v.Team, nil
+}
+
+// Brief implements Backend. A member may read only its own brief; the
+// lead and the operator any.
+func (b ClientBackend) Brief(ctx context.Context, teamID, memberID string) (*team.Brief, error) {
+	cl, err := b.client(teamID, "", "")
+	if err != nil {
+		return nil, err
+	}
+	var br team.Brief
+	if err := cl.Brief(ctx, memberID, 10, &br); err != nil {
+		return nil, err
+	}
+	return &br, nil
+}
+
+// AddTask implements Backend: Direct only.
+func (b ClientBackend) AddTask(ctx context.Context, teamID string, spec team.TaskSpec) (*teambus.Task, error) {
+	if b.Direct == nil {
+		return nil, errLeadCall("add tasks", teamID)
+	}
+	return b.Direct.AddTask(ctx, teamID, spec)
+}
+
+// Reassign implements Backend: a task operation of the service.
+func (b ClientBackend) Reassign(ctx context.Context, a team.Actor, id, to string) (*teambus.Task, error) {
+	t, _, err := b.task(ctx, a, member.TaskRequest{Op: member.TaskReassign, ID: id, To: to})
+	return t, err
+}
+
+// Resume implements Backend: Direct only.
+func (b ClientBackend) Resume(ctx context.Context, teamID, session string, force bool) (*team.Report, error) {
+	if b.Direct == nil {
+		return nil, errLeadCall("resume the team", teamID)
+	}
+	return b.Direct.Resume(ctx, teamID, session, force, false)
+}
+
+// Probe implements Backend: Direct only.
+func (b ClientBackend) Probe(ctx context.Context, teamID string) (*team.Report, error) {
+	if b.Direct == nil {
+		return nil, errLeadCall("probe the team", teamID)
+	}
+	return b.Direct.Probe(ctx, teamID)
+}

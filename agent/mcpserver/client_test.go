@@ -1,0 +1,115 @@
+package mcpserver_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/agent/mcpserver"
+	"github.com/teambus/teambus/team"
+)
+
+// TestClientBackend_NoJetStream: the client fixture really runs on a
+// member credential, which reaches no JetStream: everything the tools do
+// goes through the team service.
+func TestClientBackend_NoJetStream(t *testing.T) {
+	f := newClientFixture(t, 1)
+	c := f.memberConn("tm1")
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.JS.AccountInfo(ctx)
+		errc <- err
+	}()
+	// The bus refuses the JetStream request (a permission violation) or
+	// answers with an error; it never answers with the account.
+	select {
+	case <-c.DeniedC():
+	case err := <-errc:
+		if err == nil {
+			t.Fatal("a member credential reached JetStream")
+		}
+	}
+	var who mcpserver.WhoamiOut
+	ok(t, f.client(member("tm1")), "whoami", nil, &who)
+	if !who.Bound || who.Member != "tm1" || who.Epoch != 1 {
+		t.Fatalf("whoami over the service: %+v", who)
+	}
+}
+
+// TestClientBackend_OtherIdentity: a credential acts only as its member of
+// its team; an identity that contradicts it is refused, nothing sent.
+func TestClientBackend_OtherIdentity(t *testing.T) {
+	f := newClientFixture(t, 2)
+	s := f.server(mcpserver.Config{Backend: mcpserver.ClientBackend{Conn: f.memberConn("tm1")}, Resolve: mcpserver.StaticIdentity(member("tm2"))})
+	cs := connect(t, s, nil, nil)
+	fails(t, cs, "send", map[string]any{"to": "lead", "body": "as tm2"}, "[permanent]", "credential")
+	s = f.server(mcpserver.Config{Backend: mcpserver.ClientBackend{Conn: f.memberConn("tm1")}, Resolve: mcpserver.StaticIdentity(mcpserver.Identity{Team: "beta", Member: "tm1"})})
+	fails(t, connect(t, s, nil, nil), "team_status", nil, "[permanent]", "team alpha")
+	if got := f.unacked("lead"); len(got) != 0 {
+		t.Fatalf("a refused send stored mail: %v", got)
+	}
+}
+
+// TestClientBackend_Lead: the lead on a member credential reassigns
+// through the service; the lead calls the service does not offer are
+// refused as permanent and say where to run them.
+func TestClientBackend_Lead(t *testing.T) {
+	f := newClientFixture(t, 2)
+	if _, err := f.svc.AddTask(testCtx(t), "alpha", team.TaskSpec{ID: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	lead := f.client(mcpserver.Identity{Team: "alpha", Member: teambus.Lead, Session: "s-lead"})
+	names, _ := toolNames(t, lead)
+	for _, lt := range mcpserver.LeadTools {
+		if !slices.Contains(names, lt) {
+			t.Fatalf("lead tool %s not listed: %v", lt, names)
+		}
+	}
+	var tr mcpserver.TaskResult
+	ok(t, lead, "task_reassign", map[string]any{"id": "t1", "to": "tm2"}, &tr)
+	if tr.Task.AssignedTo != "tm2" {
+		t.Fatalf("task_reassign: %+v", tr.Task)
+	}
+	fails(t, lead, "task_add", map[string]any{"id": "t2"}, "[permanent]", "member credential can not add tasks", "operator's bus")
+	fails(t, lead, "team_probe", nil, "[permanent]", "member credential can not probe")
+	fails(t, lead, "team_resume", nil, "[permanent]", "member credential can not resume")
+	if _, _, err := f.svc.Store().Task(testCtx(t), "alpha", "t2"); err == nil {
+		t.Fatal("a refused task_add added t2")
+	}
+	// The lead's replay through the service is its own mail.
+	ok(t, f.client(member("tm1")), "send", map[string]any{"to": "lead", "body": "to the lead"}, nil)
+	ok(t, f.client(member("tm1")), "send", map[string]any{"to": "tm2", "body": "not for the lead"}, nil)
+	var rp mcpserver.MessagesOut
+	ok(t, lead, "replay", nil, &rp)
+	if len(rp.Messages) != 1 || rp.Messages[0].Body != "to the lead" {
+		t.Fatalf("lead replay over the service: %+v", rp)
+	}
+}
+
+// TestClientBackend_Direct: on the operator's connection with Direct the
+// lead calls the service does not offer run on the team state.
+func TestClientBackend_Direct(t *testing.T) {
+	f := newClientFixture(t, 1)
+	s := f.server(mcpserver.Config{Backend: mcpserver.ClientBackend{Conn: f.conn, Direct: f.svc}, Resolve: mcpserver.StaticIdentity(mcpserver.Identity{Team: "alpha", Member: teambus.Lead, Session: "s-lead"})})
+	lead := connect(t, s, nil, nil)
+	toolNames(t, lead) // binds as the lead: the lead tools appear
+	var tr mcpserver.TaskResult
+	ok(t, lead, "task_add", map[string]any{"id": "t1", "description": "first"}, &tr)
+	if tr.Task.ID != "t1" {
+		t.Fatalf("task_add: %+v", tr.Task)
+	}
+	var rep mcpserver.ReportOut
+	ok(t, lead, "team_probe", nil, &rep)
+	if rep.Tasks["available"] != 1 {
+		t.Fatalf("team_probe: %+v", rep)
+	}
+	// Member calls of the operator go through the service as well.
+	var sent mcpserver.SendOut
+	ok(t, lead, "send", map[string]any{"to": "tm1", "body": "hi"}, &sent)
+	if got := f.unacked("tm1"); !slices.Equal(got, []uint64{sent.Seq}) {
+		t.Fatalf("tm1 unacked %v, want [%d]", got, sent.Seq)
+	}
+}
