@@ -26,9 +26,14 @@ import (
 // epoch, and a message of the old epoch a lower sequence than the new
 // incarnation's marker (which Join stores before it returns).
 func TestService_FenceAndWrite_RaceJoin(t *testing.T) {
+	// The issue's 1,000 rounds: `go test -run TestService_FenceAndWrite_RaceJoin
+	// ./team`. Under the race detector (CI's run) each round costs ten
+	// times as much and the team grows by a task a round, so it runs 150.
 	rounds := 1000
 	if testing.Short() {
 		rounds = 90
+	} else if raceEnabled {
+		rounds = 150
 	}
 	f := newFixture(t, team.Config{})
 	f.create(t, "fence", "L", testPolicy(), "tm1", "tm2")

@@ -1,0 +1,5 @@
+//go:build !race
+
+package team_test
+
+const raceEnabled = false
