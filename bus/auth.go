@@ -160,7 +160,7 @@ func WriteCreds(path string, c *Creds) error {
 func ReadCreds(path string) (c *Creds, ok bool, err error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, false, teambus.Invalidf("read credentials %s: %v", path, err)
+		return nil, false, teambus.Invalidf("read credentials %s: %w", path, err)
 	}
 	if !bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
 		return nil, false, nil
@@ -222,7 +222,7 @@ func IssueCreds(ctx context.Context, c *Conn, team, member string, servers []str
 	}
 	kv, err := authBucket(ctx, c.JS, c.Replicas(), true)
 	if err != nil {
-		return nil, teambus.Unavailablef("open credentials bucket %s: %v", AuthBucket, err)
+		return nil, teambus.Unavailablef("open credentials bucket %s: %w", AuthBucket, err)
 	}
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
@@ -240,7 +240,7 @@ func IssueCreds(ctx context.Context, c *Conn, team, member string, servers []str
 	}
 	rec, _ := json.Marshal(credRecord{Team: team, Member: member, SHA256: hashPassword(cr.Password), IssuedAt: cr.IssuedAt})
 	if _, err := kv.Put(ctx, authKey(team, member), rec); err != nil {
-		return nil, teambus.Unavailablef("store credential of %s in team %s: %v", member, team, err)
+		return nil, teambus.Unavailablef("store credential of %s in team %s: %w", member, team, err)
 	}
 	return cr, nil
 }
@@ -257,10 +257,10 @@ func RevokeCreds(ctx context.Context, c *Conn, team, member string) error {
 		return nil
 	}
 	if err != nil {
-		return teambus.Unavailablef("open credentials bucket %s: %v", AuthBucket, err)
+		return teambus.Unavailablef("open credentials bucket %s: %w", AuthBucket, err)
 	}
 	if err := kv.Purge(ctx, authKey(team, member)); err != nil {
-		return teambus.Unavailablef("revoke credential of %s in team %s: %v", member, team, err)
+		return teambus.Unavailablef("revoke credential of %s in team %s: %w", member, team, err)
 	}
 	return nil
 }

@@ -172,7 +172,7 @@ func Connect(ctx context.Context, cfg ConnectConfig) (*Conn, error) {
 		if errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization") {
 			return nil, teambus.Invalidf("connect to bus %s: authorization refused: check --token/--creds (the local node's token is in %s)", url, filepath.Join(cfg.Dir, DiscoveryFile))
 		}
-		return nil, teambus.Unavailablef("connect to bus %s: %v: is the node running? (`teambus bus start`)", orDefault(url, "in-process"), err)
+		return nil, teambus.Unavailablef("connect to bus %s: %w: is the node running? (`teambus bus start`)", orDefault(url, "in-process"), err)
 	}
 	if v := nc.ConnectedServerVersion(); v != "" && !VersionAtLeast(v, MinServerVersion) {
 		nc.Close()
@@ -198,7 +198,7 @@ func Connect(ctx context.Context, cfg ConnectConfig) (*Conn, error) {
 		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
 			return nil, teambus.Invalidf("NATS server at %s has JetStream disabled: teambus needs JetStream", url)
 		}
-		return nil, teambus.Unavailablef("bus %s: JetStream not ready: %v", orDefault(url, "in-process"), err)
+		return nil, teambus.Unavailablef("bus %s: JetStream not ready: %w", orDefault(url, "in-process"), err)
 	}
 	if c.replicas <= 0 {
 		c.replicas = AutoReplicas(nc)

@@ -145,7 +145,7 @@ func (ev *Events) Declare(ctx context.Context) error {
 		return err
 	}
 	if _, err := ev.js.CreateOrUpdateStream(ctx, ev.streamConfig()); err != nil {
-		return teambus.Unavailablef("declare event log of team %s: %v", ev.team, err)
+		return teambus.Unavailablef("declare event log of team %s: %w", ev.team, err)
 	}
 	return nil
 }
@@ -162,7 +162,7 @@ func (ev *Events) Ensure(ctx context.Context) error {
 	}
 	_, err := ev.js.CreateStream(ctx, ev.streamConfig())
 	if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		return teambus.Unavailablef("create event log of team %s: %v", ev.team, err)
+		return teambus.Unavailablef("create event log of team %s: %w", ev.team, err)
 	}
 	return nil
 }
@@ -170,7 +170,7 @@ func (ev *Events) Ensure(ctx context.Context) error {
 // Delete removes the event stream.
 func (ev *Events) Delete(ctx context.Context) error {
 	if err := ev.js.DeleteStream(ctx, ev.Stream()); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return teambus.Unavailablef("delete event log of team %s: %v", ev.team, err)
+		return teambus.Unavailablef("delete event log of team %s: %w", ev.team, err)
 	}
 	return nil
 }
@@ -334,7 +334,7 @@ func (ev *Events) publishErr(err error) error {
 	if errors.Is(err, teambus.ErrInvalid) || errors.Is(err, teambus.ErrUnavailable) {
 		return err
 	}
-	return teambus.Unavailablef("append event to team %s: %v", ev.team, err)
+	return teambus.Unavailablef("append event to team %s: %w", ev.team, err)
 }
 
 // EventFilter selects events for replay. Empty fields match all.
@@ -420,7 +420,7 @@ func (ev *Events) Replay(ctx context.Context, f EventFilter, fn func(*EventRecor
 		}
 	}
 	if err != nil {
-		return teambus.Unavailablef("open event log of team %s: %v", ev.team, err)
+		return teambus.Unavailablef("open event log of team %s: %w", ev.team, err)
 	}
 	last := st.CachedInfo().State.LastSeq
 	if f.UntilSeq > 0 && f.UntilSeq < last && !f.Follow {

@@ -117,7 +117,7 @@ func (mb *Mailbox) Declare(ctx context.Context) error {
 		return err
 	}
 	if _, err := mb.js.CreateOrUpdateStream(ctx, mb.streamConfig()); err != nil {
-		return teambus.Unavailablef("declare mailbox of team %s: %v", mb.team, err)
+		return teambus.Unavailablef("declare mailbox of team %s: %w", mb.team, err)
 	}
 	return nil
 }
@@ -125,7 +125,7 @@ func (mb *Mailbox) Declare(ctx context.Context) error {
 // Delete removes the mailbox stream and its consumers.
 func (mb *Mailbox) Delete(ctx context.Context) error {
 	if err := mb.js.DeleteStream(ctx, mb.Stream()); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return teambus.Unavailablef("delete mailbox of team %s: %v", mb.team, err)
+		return teambus.Unavailablef("delete mailbox of team %s: %w", mb.team, err)
 	}
 	return nil
 }
@@ -151,7 +151,7 @@ func SidecarConsumer(member string) string { return "sc_" + member }
 func (mb *Mailbox) AddRecipient(ctx context.Context, member string, ackWait time.Duration) error {
 	st, err := mb.js.Stream(ctx, mb.Stream())
 	if err != nil {
-		return teambus.Unavailablef("open mailbox of team %s: %v", mb.team, err)
+		return teambus.Unavailablef("open mailbox of team %s: %w", mb.team, err)
 	}
 	p := "tb." + mb.team + "."
 	inbox := []string{p + kindMail + "." + member + ".>", p + kindMail + "." + teambus.All + ".>"}
@@ -187,7 +187,7 @@ func (mb *Mailbox) AddRecipient(ctx context.Context, member string, ackWait time
 			Replicas:       mb.cfg.Replicas,
 		})
 		if err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
-			return teambus.Unavailablef("create inbox %s of team %s: %v", c.name, mb.team, err)
+			return teambus.Unavailablef("create inbox %s of team %s: %w", c.name, mb.team, err)
 		}
 	}
 	return nil
@@ -305,7 +305,7 @@ func (mb *Mailbox) publishErr(err error) error {
 		}
 		return teambus.Unavailablef("send to team %s: timed out waiting for the bus to store it: retry with the same --id", mb.team)
 	}
-	return teambus.Unavailablef("send to team %s: %v: retry with the same --id", mb.team, err)
+	return teambus.Unavailablef("send to team %s: %w: retry with the same --id", mb.team, err)
 }
 
 // DecodeMessage builds a message from a stored JetStream message's data,
@@ -381,7 +381,7 @@ func (mb *Mailbox) Inbox(ctx context.Context, member string, opts InboxOptions) 
 	}
 	msgs, err := mb.fetchAll(ctx, cons, opts.Max, opts.Wait)
 	if err != nil {
-		return nil, teambus.Unavailablef("read inbox of %s: %v", member, err)
+		return nil, teambus.Unavailablef("read inbox of %s: %w", member, err)
 	}
 	var out []teambus.Message
 	for _, jm := range msgs {
@@ -403,16 +403,16 @@ func (mb *Mailbox) Inbox(ctx context.Context, member string, opts InboxOptions) 
 		}
 		if opts.Ack {
 			if err := jm.DoubleAck(ctx); err != nil {
-				return nil, teambus.Unavailablef("ack seq %d: %v", m.Seq, err)
+				return nil, teambus.Unavailablef("ack seq %d: %w", m.Seq, err)
 			}
 		} else if err := jm.Nak(); err != nil {
-			return nil, teambus.Unavailablef("release seq %d: %v", m.Seq, err)
+			return nil, teambus.Unavailablef("release seq %d: %w", m.Seq, err)
 		}
 		out = append(out, m)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
 	if err := mb.flush(ctx); err != nil {
-		return nil, teambus.Unavailablef("flush: %v", err)
+		return nil, teambus.Unavailablef("flush: %w", err)
 	}
 	return out, nil
 }
@@ -423,7 +423,7 @@ func (mb *Mailbox) consumer(ctx context.Context, name, member string) (jetstream
 		return nil, teambus.NotFoundf("team %s has no mailbox for %s: is %s a member?", mb.team, member, member)
 	}
 	if err != nil {
-		return nil, teambus.Unavailablef("open inbox of %s: %v", member, err)
+		return nil, teambus.Unavailablef("open inbox of %s: %w", member, err)
 	}
 	return cons, nil
 }
@@ -577,7 +577,7 @@ func (mb *Mailbox) Ack(ctx context.Context, member string, seqs []uint64) (AckRe
 	}
 	msgs, err := mb.fetchAll(ctx, cons, 10000, 0)
 	if err != nil {
-		return res, teambus.Unavailablef("read inbox of %s: %v", member, err)
+		return res, teambus.Unavailablef("read inbox of %s: %w", member, err)
 	}
 	release := func() {
 		for _, jm := range msgs {
@@ -608,7 +608,7 @@ func (mb *Mailbox) Ack(ctx context.Context, member string, seqs []uint64) (AckRe
 		md, err := jm.Metadata()
 		if err == nil && pending[md.Sequence.Stream] == jm {
 			if err := jm.DoubleAck(ctx); err != nil {
-				return res, teambus.Unavailablef("ack seq %d: %v", md.Sequence.Stream, err)
+				return res, teambus.Unavailablef("ack seq %d: %w", md.Sequence.Stream, err)
 			}
 			res.Acked = append(res.Acked, md.Sequence.Stream)
 			delete(want, md.Sequence.Stream)
@@ -622,7 +622,7 @@ func (mb *Mailbox) Ack(ctx context.Context, member string, seqs []uint64) (AckRe
 	sort.Slice(res.Acked, func(i, j int) bool { return res.Acked[i] < res.Acked[j] })
 	sort.Slice(res.Already, func(i, j int) bool { return res.Already[i] < res.Already[j] })
 	if err := mb.flush(ctx); err != nil {
-		return res, teambus.Unavailablef("flush: %v", err)
+		return res, teambus.Unavailablef("flush: %w", err)
 	}
 	return res, nil
 }
@@ -631,7 +631,7 @@ func (mb *Mailbox) Ack(ctx context.Context, member string, seqs []uint64) (AckRe
 func (mb *Mailbox) lookup(ctx context.Context, member string, seq uint64) error {
 	msg, err := mb.js.Conn().Request("$JS.API.STREAM.MSG.GET."+mb.Stream(), fmt.Appendf(nil, `{"seq":%d}`, seq), mb.timeout(ctx))
 	if err != nil {
-		return teambus.Unavailablef("look up seq %d: %v", seq, err)
+		return teambus.Unavailablef("look up seq %d: %w", seq, err)
 	}
 	var r struct {
 		Message *struct {
@@ -715,7 +715,7 @@ func (mb *Mailbox) MarkIncarnation(ctx context.Context, member string, epoch int
 func (mb *Mailbox) Upgrade(ctx context.Context) error {
 	st, err := mb.js.Stream(ctx, mb.Stream())
 	if err != nil {
-		return teambus.Unavailablef("open mailbox of team %s: %v", mb.team, err)
+		return teambus.Unavailablef("open mailbox of team %s: %w", mb.team, err)
 	}
 	cfg := st.CachedInfo().Config
 	want := "tb." + mb.team + "." + kindInc + ".*"
@@ -726,7 +726,7 @@ func (mb *Mailbox) Upgrade(ctx context.Context) error {
 	}
 	cfg.Subjects = append(cfg.Subjects, want)
 	if _, err := mb.js.UpdateStream(ctx, cfg); err != nil {
-		return teambus.Unavailablef("upgrade mailbox of team %s: %v", mb.team, err)
+		return teambus.Unavailablef("upgrade mailbox of team %s: %w", mb.team, err)
 	}
 	return nil
 }

@@ -156,7 +156,7 @@ func (c NodeConfig) plan() (*nodePlan, error) {
 	}
 	dir, err := filepath.Abs(c.Dir)
 	if err != nil {
-		return nil, teambus.Invalidf("bus node directory %q: %v", c.Dir, err)
+		return nil, teambus.Invalidf("bus node directory %q: %w", c.Dir, err)
 	}
 	c.Dir = dir
 	c.Listen = orDefault(c.Listen, DefaultListen)
@@ -365,7 +365,7 @@ func Open(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, teambus.Unavailablef("start bus node: %v", err)
+		return nil, teambus.Unavailablef("start bus node: %w", err)
 	}
 	c := p.cfg
 	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
@@ -398,10 +398,10 @@ func start(ctx context.Context, p *nodePlan, lock *os.File) (*Node, error) {
 	opts.CustomClientAuthentication = auth
 	s, err := server.NewServer(opts)
 	if err != nil {
-		return nil, teambus.Invalidf("configure bus node: %v", err)
+		return nil, teambus.Invalidf("configure bus node: %w", err)
 	}
 	if err := exportService(s); err != nil {
-		return nil, teambus.Invalidf("configure bus node: export team service: %v", err)
+		return nil, teambus.Invalidf("configure bus node: export team service: %w", err)
 	}
 	auth.mu.Lock()
 	auth.s = s
@@ -466,7 +466,7 @@ func start(ctx context.Context, p *nodePlan, lock *os.File) (*Node, error) {
 		return nil, err
 	}
 	if err := n.attachAuth(auth, token); err != nil {
-		return nil, fail("start bus node in %s: credential watch: %v", c.Dir, err)
+		return nil, fail("start bus node in %s: credential watch: %w", c.Dir, err)
 	}
 	if err := writeFileAtomic(filepath.Join(c.Dir, DiscoveryFile), n.disc); err != nil {
 		n.authStop()
@@ -483,7 +483,7 @@ func start(ctx context.Context, p *nodePlan, lock *os.File) (*Node, error) {
 			n.authStop()
 			n.authConn.Close()
 			_ = os.Remove(filepath.Join(c.Dir, DiscoveryFile))
-			return nil, fail("start bus node in %s: %v", c.Dir, err)
+			return nil, fail("start bus node in %s: %w", c.Dir, err)
 		}
 		n.attached = a
 	}

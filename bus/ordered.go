@@ -42,7 +42,7 @@ func readOrdered(ctx context.Context, st jetstream.Stream, cfg jetstream.Ordered
 	}
 	cons, err := st.OrderedConsumer(ctx, cfg)
 	if err != nil {
-		return teambus.Unavailablef("%s: %v", what, err)
+		return teambus.Unavailablef("%s: %w", what, err)
 	}
 	defer deleteOrdered(ctx, st, cons)
 	if !follow {
@@ -53,7 +53,7 @@ func readOrdered(ctx context.Context, st jetstream.Stream, cfg jetstream.Ordered
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
 	if err != nil {
-		return teambus.Unavailablef("%s: %v", what, err)
+		return teambus.Unavailablef("%s: %w", what, err)
 	}
 	defer it.Stop()
 	stop := context.AfterFunc(ctx, it.Stop)
@@ -64,7 +64,7 @@ func readOrdered(ctx context.Context, st jetstream.Stream, cfg jetstream.Ordered
 			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 				return nil
 			}
-			return teambus.Unavailablef("%s: %v", what, err)
+			return teambus.Unavailablef("%s: %w", what, err)
 		}
 		md, err := jm.Metadata()
 		if err != nil {

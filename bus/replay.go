@@ -79,7 +79,7 @@ func (mb *Mailbox) Replay(ctx context.Context, f ReplayFilter, fn func(teambus.M
 		return teambus.NotFoundf("team %s not found: use `teambus team list`", mb.team)
 	}
 	if err != nil {
-		return teambus.Unavailablef("open mailbox of team %s: %v", mb.team, err)
+		return teambus.Unavailablef("open mailbox of team %s: %w", mb.team, err)
 	}
 	last := st.CachedInfo().State.LastSeq
 	if f.UntilSeq > 0 && f.UntilSeq < last && !f.Follow {
@@ -140,7 +140,7 @@ func undecodableReason(err error) string {
 func (mb *Mailbox) Tail(ctx context.Context, n int) ([]teambus.Message, error) {
 	st, err := mb.js.Stream(ctx, mb.Stream())
 	if err != nil {
-		return nil, teambus.Unavailablef("open mailbox of team %s: %v", mb.team, err)
+		return nil, teambus.Unavailablef("open mailbox of team %s: %w", mb.team, err)
 	}
 	last := st.CachedInfo().State.LastSeq
 	if last == 0 {
@@ -185,11 +185,11 @@ func (mb *Mailbox) HeldPending(ctx context.Context, member string) (uint64, erro
 		return 0, nil
 	}
 	if err != nil {
-		return 0, teambus.Unavailablef("read held mail of %s: %v", member, err)
+		return 0, teambus.Unavailablef("read held mail of %s: %w", member, err)
 	}
 	info, err := cons.Info(ctx)
 	if err != nil {
-		return 0, teambus.Unavailablef("read held mail of %s: %v", member, err)
+		return 0, teambus.Unavailablef("read held mail of %s: %w", member, err)
 	}
 	return info.NumPending + uint64(info.NumAckPending), nil
 }
@@ -202,7 +202,7 @@ func (mb *Mailbox) HeldPending(ctx context.Context, member string) (uint64, erro
 func (mb *Mailbox) ReleaseHeld(ctx context.Context, member string) ([]teambus.Message, error) {
 	st, err := mb.js.Stream(ctx, mb.Stream())
 	if err != nil {
-		return nil, teambus.Unavailablef("open mailbox of team %s: %v", mb.team, err)
+		return nil, teambus.Unavailablef("open mailbox of team %s: %w", mb.team, err)
 	}
 	cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable:       HeldConsumer(member),
@@ -214,13 +214,13 @@ func (mb *Mailbox) ReleaseHeld(ctx context.Context, member string) ([]teambus.Me
 		Replicas:      mb.cfg.Replicas,
 	})
 	if err != nil {
-		return nil, teambus.Unavailablef("open held mail of %s: %v", member, err)
+		return nil, teambus.Unavailablef("open held mail of %s: %w", member, err)
 	}
 	var out []teambus.Message
 	for {
 		msgs, err := mb.fetchAll(ctx, cons, 1, 0)
 		if err != nil {
-			return out, teambus.Unavailablef("read held mail of %s: %v", member, err)
+			return out, teambus.Unavailablef("read held mail of %s: %w", member, err)
 		}
 		if len(msgs) == 0 {
 			return out, nil
@@ -228,7 +228,7 @@ func (mb *Mailbox) ReleaseHeld(ctx context.Context, member string) ([]teambus.Me
 		jm := msgs[0]
 		md, err := jm.Metadata()
 		if err != nil {
-			return out, teambus.Unavailablef("read held mail of %s: %v", member, err)
+			return out, teambus.Unavailablef("read held mail of %s: %w", member, err)
 		}
 		m, err := decode(jm.Data(), md.Sequence.Stream, jm.Subject())
 		if err == nil {
@@ -249,7 +249,7 @@ func (mb *Mailbox) ReleaseHeld(ctx context.Context, member string) ([]teambus.Me
 			out = append(out, m)
 		}
 		if err := jm.DoubleAck(ctx); err != nil {
-			return out, teambus.Unavailablef("release held mail of %s: %v", member, err)
+			return out, teambus.Unavailablef("release held mail of %s: %w", member, err)
 		}
 	}
 }

@@ -115,7 +115,7 @@ func Status(ctx context.Context, c *Conn, d *Discovery) (*StatusInfo, error) {
 
 	ai, err := c.JS.AccountInfo(ctx)
 	if err != nil {
-		return nil, teambus.Unavailablef("bus status: JetStream account info: %v", err)
+		return nil, teambus.Unavailablef("bus status: JetStream account info: %w", err)
 	}
 	info.JetStream = JetStreamStatus{
 		Domain:       ai.Domain,
@@ -147,7 +147,7 @@ func Status(ctx context.Context, c *Conn, d *Discovery) (*StatusInfo, error) {
 		}
 	}
 	if err := list.Err(); err != nil {
-		return nil, teambus.Unavailablef("bus status: list streams: %v", err)
+		return nil, teambus.Unavailablef("bus status: list streams: %w", err)
 	}
 	sort.Strings(info.Teams)
 	sort.Slice(info.Streams, func(i, j int) bool { return info.Streams[i].Name < info.Streams[j].Name })

@@ -407,7 +407,7 @@ func (s *Sidecar) consumeReplies(ctx context.Context) (<-chan jetstream.Msg, err
 	mb := s.svc.Mailbox(s.cfg.Team)
 	cons, err := s.svc.Store().JetStream().Consumer(ctx, mb.Stream(), bus.SidecarConsumer(teambus.Lead))
 	if err != nil {
-		return nil, teambus.Unavailablef("open lead sidecar inbox: %v", err)
+		return nil, teambus.Unavailablef("open lead sidecar inbox: %w", err)
 	}
 	ch := make(chan jetstream.Msg, 64)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
@@ -417,7 +417,7 @@ func (s *Sidecar) consumeReplies(ctx context.Context) (<-chan jetstream.Msg, err
 		}
 	})
 	if err != nil {
-		return nil, teambus.Unavailablef("consume lead sidecar inbox: %v", err)
+		return nil, teambus.Unavailablef("consume lead sidecar inbox: %w", err)
 	}
 	context.AfterFunc(ctx, cc.Stop)
 	return ch, nil

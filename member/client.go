@@ -90,9 +90,9 @@ func (c *Client) Call(ctx context.Context, verb string, req, resp any) error {
 		case errors.Is(err, nats.ErrNoResponders):
 			return teambus.Unavailablef("team service (%s) is not running on the bus: start the node with `teambus bus start`, or run `teambus serve` beside an external NATS", verb)
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-			return teambus.Unavailablef("team service %s in team %s: no answer in time: %v", verb, c.team, err)
+			return teambus.Unavailablef("team service %s in team %s: no answer in time: %w", verb, c.team, err)
 		}
-		return teambus.Unavailablef("team service %s in team %s: %v", verb, c.team, err)
+		return teambus.Unavailablef("team service %s in team %s: %w", verb, c.team, err)
 	}
 	if msg.Header.Get(ErrorCodeHeader) != "" {
 		var er ErrorReply
@@ -105,7 +105,7 @@ func (c *Client) Call(ctx context.Context, verb string, req, resp any) error {
 		return nil
 	}
 	if err := json.Unmarshal(msg.Data, resp); err != nil {
-		return teambus.Unavailablef("team service %s in team %s: undecodable answer: %v", verb, c.team, err)
+		return teambus.Unavailablef("team service %s in team %s: undecodable answer: %w", verb, c.team, err)
 	}
 	return nil
 }

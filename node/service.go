@@ -303,10 +303,10 @@ func (s *Service) fail(req micro.Request, err error) {
 func decode(data []byte, v any) (member.Who, error) {
 	var w member.Who
 	if err := json.Unmarshal(data, &w); err != nil {
-		return w, teambus.Invalidf("invalid request: %v", err)
+		return w, teambus.Invalidf("invalid request: %w", err)
 	}
 	if err := json.Unmarshal(data, v); err != nil {
-		return w, teambus.Invalidf("invalid request: %v", err)
+		return w, teambus.Invalidf("invalid request: %w", err)
 	}
 	return w, nil
 }

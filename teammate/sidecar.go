@@ -450,7 +450,7 @@ func (s *Sidecar) consumeControl(ctx context.Context) (<-chan jetstream.Msg, fun
 	mb := s.svc.Mailbox(s.cfg.Team)
 	cons, err := s.svc.Store().JetStream().Consumer(ctx, mb.Stream(), bus.SidecarConsumer(s.cfg.Member))
 	if err != nil {
-		return nil, nil, teambus.Unavailablef("open sidecar inbox of %s: %v", s.cfg.Member, err)
+		return nil, nil, teambus.Unavailablef("open sidecar inbox of %s: %w", s.cfg.Member, err)
 	}
 	ch := make(chan jetstream.Msg, 16)
 	cctx, cancel := context.WithCancel(ctx)
@@ -469,7 +469,7 @@ func (s *Sidecar) consumeControl(ctx context.Context) (<-chan jetstream.Msg, fun
 	})
 	if err != nil {
 		cancel()
-		return nil, nil, teambus.Unavailablef("consume sidecar inbox of %s: %v", s.cfg.Member, err)
+		return nil, nil, teambus.Unavailablef("consume sidecar inbox of %s: %w", s.cfg.Member, err)
 	}
 	var once sync.Once
 	stop := func(back ...jetstream.Msg) {
