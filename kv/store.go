@@ -538,8 +538,11 @@ func backoff(ctx context.Context, i int) {
 }
 
 func unavailable(what string, err error) error {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return teambus.Unavailablef("%s: timed out: is the bus reachable?", what)
+	switch {
+	case errors.Is(err, context.Canceled):
+		return teambus.Unavailablef("%s: interrupted (%w)", what, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return teambus.Unavailablef("%s: timed out: is the bus reachable? (%w)", what, err)
 	}
-	return teambus.Unavailablef("%s: %v", what, err)
+	return teambus.Unavailablef("%s: %w", what, err)
 }
