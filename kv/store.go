@@ -538,11 +538,7 @@ func backoff(ctx context.Context, i int) {
 }
 
 func unavailable(what string, err error) error {
-	switch {
-	case errors.Is(err, context.Canceled):
-		return teambus.Unavailablef("%s: interrupted (%w)", what, err)
-	case errors.Is(err, context.DeadlineExceeded):
-		return teambus.Unavailablef("%s: timed out: is the bus reachable? (%w)", what, err)
-	}
+	// The cause is kept: the CLI says "interrupted" for a Ctrl-C and adds
+	// the bus hint to a deadline (cmd/teambus errorLine).
 	return teambus.Unavailablef("%s: %w", what, err)
 }

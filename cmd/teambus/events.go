@@ -222,6 +222,9 @@ func withTeamLog(c *cli.Context, teamID string, fn func(*streamSession) error) e
 		return err
 	}
 	defer conn.Close()
+	if err := operatorOnly(c, conn); err != nil {
+		return err
+	}
 	keepConn(c, conn)
 	svc := team.New(conn.JS, team.Config{})
 	if _, _, err := svc.Store().Team(c.Context, teamID); err != nil {

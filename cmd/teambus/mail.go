@@ -374,6 +374,9 @@ func replay(c *cli.Context) error {
 		return err
 	}
 	defer conn.Close()
+	if err := operatorOnly(c, conn); err != nil {
+		return err
+	}
 	ctx, cancel := watchDenied(c, c.Context, func() {}, conn)
 	defer cancel()
 	svc := team.New(conn.JS, team.Config{})

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"strings"
+
 	"context"
 
 	"github.com/urfave/cli/v2"
@@ -34,6 +36,11 @@ func open(c *cli.Context) (*session, error) {
 	}
 	conn, err := bus.Connect(ctx, cfg)
 	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if err := operatorOnly(c, conn); err != nil {
+		conn.Close()
 		cancel()
 		return nil, err
 	}
@@ -89,4 +96,40 @@ func (s *session) memberView(teamID string) (v *team.View, ok bool, err error) {
 		return nil, true, err
 	}
 	return v, true, nil
+}
+
+// memberVerbs are the commands a member credential may run: they go
+// through the team service. Everything else reads or changes team state
+// directly and needs the operator's credential (the node token).
+var memberVerbs = map[string]bool{
+	"send": true, "inbox": true, "ack": true, "checkpoint": true, "join": true, "brief": true,
+	"task claim": true, "task next": true, "task complete": true, "task fail": true, "task block": true,
+	"task release": true, "task reassign": true, "task reopen": true, "task list": true, "task show": true,
+	"team show": true, "mcp": true,
+}
+
+// operatorOnly refuses, at once and plainly, a command a member credential
+// can not run: without it the command would wait for JetStream answers its
+// account can never get and end in a timeout or a permissions violation.
+func operatorOnly(c *cli.Context, conn *bus.Conn) error {
+	ct, cm, ok := conn.MemberOf()
+	if !ok {
+		return nil
+	}
+	name := commandPath(c)
+	if memberVerbs[name] {
+		return nil
+	}
+	return teambus.Invalidf("`teambus %s` needs the operator's credential (the node token): the credential of %s in team %s reaches only the team service (send, inbox, ack, task, checkpoint, join, brief, team show, mcp)", name, cm, ct)
+}
+
+// commandPath is the command's name with its parents ("team show").
+func commandPath(c *cli.Context) string {
+	var names []string
+	for _, x := range c.Lineage() {
+		if x.Command != nil && x.Command.Name != "" && x.Command.Name != c.App.Name {
+			names = append([]string{x.Command.Name}, names...)
+		}
+	}
+	return strings.Join(names, " ")
 }

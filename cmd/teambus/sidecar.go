@@ -26,6 +26,10 @@ func sidecarConn(c *cli.Context, log *slog.Logger) (*bus.Conn, *team.Service, er
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := operatorOnly(c, conn); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
 	return conn, team.New(conn.JS, team.Config{Logger: log}), nil
 }
 

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/teambus/teambus/node/nodetest"
+)
+
+// TestMemberCreds_OperatorCommandsRefused: with a member credential, a
+// command that needs the operator's credential exits 2 at once, says so,
+// and changes nothing; the member verbs work.
+func TestMemberCreds_OperatorCommandsRefused(t *testing.T) {
+	t.Parallel()
+	n := nodetest.NewServer(t)
+	dir := []string{"--dir", n.Dir()}
+	if r := runCLI(t, append([]string{"team", "create", "alpha", "--member", "tm1"}, dir...)...); r.code != 0 {
+		t.Fatalf("team create: %d %s", r.code, r.stderr)
+	}
+	creds := filepath.Join(t.TempDir(), "tm1.creds")
+	if r := runCLI(t, append([]string{"team", "creds", "alpha", "--member", "tm1", "--out", creds}, dir...)...); r.code != 0 {
+		t.Fatalf("team creds: %d %s", r.code, r.stderr)
+	}
+	home := t.TempDir() // no node here: the credential names the bus
+	as := func(args ...string) []string { return append(args, "--dir", home, "--creds", creds) }
+	for _, args := range [][]string{
+		{"team", "create", "beta"},
+		{"team", "list"},
+		{"task", "add", "x", "--team", "alpha"},
+		{"replay", "--team", "alpha"},
+		{"events", "export", "--team", "alpha"},
+		{"teammate", "--team", "alpha", "--member", "tm1", "--session", "s1"},
+		{"ui"},
+	} {
+		runCLI(t, as(args...)...).wantError(t, 2, "needs the operator's credential", "tm1 in team alpha")
+	}
+	if r := runCLI(t, as("send", "--team", "alpha", "--member", "tm1", "--to", "lead", "hello")...); r.code != 0 {
+		t.Fatalf("send with the member credential: %d %s", r.code, r.stderr)
+	}
+	r := runCLI(t, append([]string{"team", "list", "--json"}, dir...)...)
+	if r.code != 0 || strings.Contains(r.stdout, "beta") {
+		t.Fatalf("team list after the refusals: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(t, append([]string{"task", "list", "--team", "alpha", "--json"}, dir...)...)
+	if r.code != 0 || strings.Contains(r.stdout, `"x"`) {
+		t.Fatalf("task list after the refusals: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+}
