@@ -224,12 +224,6 @@ func (s *Snapshot) Damage(key string) (DamagedRecord, bool) {
 	return DamagedRecord{}, false
 }
 
-// TaskKey returns the state bucket key of task id.
-func TaskKey(id string) string { return preTask + id }
-
-// TeamKey is the state bucket key of the team record.
-const TeamKey = keyTeam
-
 // describeKey names the record of key for a message: "task t1",
 // "member tm1", "the activity record of tm1".
 func describeKey(key string) string {

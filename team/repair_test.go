@@ -70,6 +70,11 @@ func TestRepair_DamagedTaskKeepsTeamWorking(t *testing.T) {
 	if !errors.Is(err, kv.ErrDamaged) || teambus.ExitCode(err) != teambus.ExitPermanent {
 		t.Fatalf("claim of the damaged task: %v (exit %d), want damaged, exit 2", err, teambus.ExitCode(err))
 	}
+	for _, spec := range []team.TaskSpec{{ID: "t4", Deps: []string{"t2"}}, {ID: "t2"}} {
+		if _, err := f.svc.AddTask(ctx, "alpha", spec); !errors.Is(err, kv.ErrDamaged) {
+			t.Errorf("add task %s (deps %v): %v, want damaged", spec.ID, spec.Deps, err)
+		}
+	}
 	if got, err := f.svc.Next(ctx, actorOf("alpha", "tm2")); err != nil || got.ID != "t3" {
 		t.Fatalf("next = %v, %v; want t3", got, err)
 	}
