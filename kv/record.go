@@ -107,21 +107,19 @@ func DecodeRecord(team, key string, value []byte) (Record, error) {
 		if t.ID != id {
 			return r, fmt.Errorf("task record names task %q, not %s", clip(t.ID), clip(id))
 		}
-		if err := teambus.ValidateID("task", t.ID); err != nil {
-			return r, err
+		if !validID(t.ID) {
+			return r, fmt.Errorf("invalid task id %q", clip(t.ID))
 		}
 		if !taskStatus(t.Status) {
 			return r, fmt.Errorf("unknown task status %q", clip(string(t.Status)))
 		}
 		for _, d := range t.Dependencies {
-			if err := teambus.ValidateID("dependency", d); err != nil {
-				return r, err
+			if !validID(d) {
+				return r, fmt.Errorf("invalid dependency id %q", clip(d))
 			}
 		}
-		if t.AssignedTo != "" {
-			if err := teambus.ValidateID("member", t.AssignedTo); err != nil {
-				return r, err
-			}
+		if t.AssignedTo != "" && !validID(t.AssignedTo) {
+			return r, fmt.Errorf("invalid assigned member id %q", clip(t.AssignedTo))
 		}
 		r.Task = &t
 	case strings.HasPrefix(key, preActivity):
@@ -132,6 +130,22 @@ func DecodeRecord(team, key string, value []byte) (Record, error) {
 		r.Activity = &at
 	}
 	return r, nil
+}
+
+// validID is teambus.ValidateID without the regular expression and the
+// error: a snapshot checks every id of every task record.
+func validID(id string) bool {
+	if len(id) < 1 || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || i > 0 && (c == '_' || c == '-') {
+			continue
+		}
+		return false
+	}
+	return true
 }
 
 // unmarshal decodes a record's JSON; "null" and anything but an object

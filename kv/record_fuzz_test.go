@@ -6,6 +6,8 @@ import (
 	"testing"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/teambus/teambus"
 )
 
 // FuzzDecodeRecord feeds the state record decoder any key and value: it
@@ -88,6 +90,18 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		if _, err := DecodeRecord("alpha", key, b); err != nil {
 			t.Fatalf("%q=%q decoded, but its encoding %s does not: %v", key, value, b, err)
+		}
+	})
+}
+
+// FuzzValidID checks the decoder's id check against teambus.ValidateID.
+func FuzzValidID(f *testing.F) {
+	for _, s := range []string{"t1", "a-b_c", "-a", "_a", "", "a.b", "a b", strings.Repeat("x", 64), strings.Repeat("x", 65), "é", "a\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		if got, want := validID(id), teambus.ValidateID("task", id) == nil; got != want {
+			t.Fatalf("validID(%q) = %t, ValidateID says %t", id, got, want)
 		}
 	})
 }
