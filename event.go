@@ -94,6 +94,7 @@ const (
 	EvTeamConsolidate = "team.consolidating" // the lead started consolidating: data.worktree
 	EvTeamComplete    = "team.complete"      // the team completed (then session.end of the team session)
 	EvTeamAborted     = "team.aborted"       // the team was aborted (then session.end of the team session)
+	EvStateRepaired   = "state.repaired"     // `team repair` restored or deleted a damaged state record: data.key, action
 )
 
 var eventTypeRE = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$`)

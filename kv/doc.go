@@ -13,4 +13,12 @@
 // member's key expires on the server and every watcher sees a purge at once
 // (event-driven, not polled). Errors are the teambus sentinels: ErrNotFound,
 // ErrConflict, ErrFenced.
+//
+// Records are decoded one by one (DecodeRecord, record.go): a record that
+// does not decode is listed in Snapshot.Damaged and left out, so one bad
+// record does not take the team down; a command that needs it fails with
+// ErrDamaged (an ErrState) naming `teambus team repair`. Store.Repair
+// (repair.go) restores such a record from its key's history, or deletes
+// it, with compare-and-set on the damaged revision. A damaged team record
+// makes that team unreadable until it is repaired.
 package kv

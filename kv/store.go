@@ -92,10 +92,14 @@ type Snapshot struct {
 	Tasks     map[string]*teambus.Task
 	TaskRev   map[string]uint64
 	Activity  map[string]time.Time
+	// Damaged are the records that do not decode, sorted by key
+	// (record.go): they are not in the maps above.
+	Damaged []DamagedRecord
 	// Seq is the bucket's stream sequence the snapshot is consistent at
 	// (every write up to it is in, none after it); 0 when the bucket was
 	// too large for one isolated read.
 	Seq uint64
+	id  string // the team read
 }
 
 // MemberIDs returns the member ids sorted.
@@ -128,6 +132,9 @@ func (s *Snapshot) TaskIDs() []string {
 func (s *Snapshot) Member(id string) (*teambus.Member, error) {
 	m, ok := s.Members[id]
 	if !ok {
+		if d, bad := s.Damage(preMember + id); bad {
+			return nil, damagedError(s.Team.ID, "member "+id, d)
+		}
 		return nil, teambus.NotFoundf("team %s has no member %s: see `teambus team show %s`", s.Team.ID, id, s.Team.ID)
 	}
 	return m, nil
@@ -137,6 +144,9 @@ func (s *Snapshot) Member(id string) (*teambus.Member, error) {
 func (s *Snapshot) Task(id string) (*teambus.Task, error) {
 	t, ok := s.Tasks[id]
 	if !ok {
+		if d, bad := s.Damage(preTask + id); bad {
+			return nil, damagedError(s.Team.ID, "task "+id, d)
+		}
 		return nil, teambus.NotFoundf("team %s has no task %s: see `teambus task list --team %s`", s.Team.ID, id, s.Team.ID)
 	}
 	return t, nil
@@ -264,12 +274,14 @@ func (s *Store) Team(ctx context.Context, team string) (*teambus.Team, uint64, e
 	if err != nil {
 		return nil, 0, err
 	}
-	var t teambus.Team
-	rev, err := get(ctx, kv, keyTeam, &t)
+	r, rev, err := get(ctx, kv, team, keyTeam)
 	if errors.Is(err, teambus.ErrNotFound) {
 		return nil, 0, teambus.NotFoundf("team %s not found: use `teambus team list`", team)
 	}
-	return &t, rev, err
+	if err != nil {
+		return nil, 0, err
+	}
+	return r.Team, rev, nil
 }
 
 // Snapshot reads every record of the team in one pass over the bucket.
@@ -279,6 +291,7 @@ func (s *Store) Snapshot(ctx context.Context, team string) (*Snapshot, error) {
 		return nil, err
 	}
 	snap := &Snapshot{
+		id:      team,
 		Members: map[string]*teambus.Member{}, MemberRev: map[string]uint64{},
 		Tasks: map[string]*teambus.Task{}, TaskRev: map[string]uint64{},
 		Activity: map[string]time.Time{},
@@ -293,42 +306,14 @@ func (s *Store) Snapshot(ctx context.Context, team string) (*Snapshot, error) {
 	if err != nil {
 		return nil, unavailable("read team "+team, err)
 	}
-	if err := snap.addAll(entries); err != nil {
-		return nil, fmt.Errorf("read team %s: %w", team, err)
+	snap.addAll(entries)
+	if d, bad := snap.Damage(keyTeam); bad {
+		return nil, damagedTeamError(team, d)
 	}
 	if snap.Team == nil {
 		return nil, teambus.NotFoundf("team %s not found: use `teambus team list`", team)
 	}
 	return snap, nil
-}
-
-func (snap *Snapshot) add(key string, value []byte, rev uint64) error {
-	switch {
-	case key == keyTeam:
-		var t teambus.Team
-		if err := json.Unmarshal(value, &t); err != nil {
-			return fmt.Errorf("decode team record: %w", err)
-		}
-		snap.Team, snap.TeamRev = &t, rev
-	case strings.HasPrefix(key, preMember):
-		var m teambus.Member
-		if err := json.Unmarshal(value, &m); err != nil {
-			return fmt.Errorf("decode %s: %w", key, err)
-		}
-		snap.Members[m.ID], snap.MemberRev[m.ID] = &m, rev
-	case strings.HasPrefix(key, preTask):
-		var t teambus.Task
-		if err := json.Unmarshal(value, &t); err != nil {
-			return fmt.Errorf("decode %s: %w", key, err)
-		}
-		snap.Tasks[t.ID], snap.TaskRev[t.ID] = &t, rev
-	case strings.HasPrefix(key, preActivity):
-		var at time.Time
-		if err := json.Unmarshal(value, &at); err == nil {
-			snap.Activity[strings.TrimPrefix(key, preActivity)] = at
-		}
-	}
-	return nil
 }
 
 // Member reads one member and its revision.
@@ -337,12 +322,14 @@ func (s *Store) Member(ctx context.Context, team, id string) (*teambus.Member, u
 	if err != nil {
 		return nil, 0, err
 	}
-	var m teambus.Member
-	rev, err := get(ctx, kv, preMember+id, &m)
+	r, rev, err := get(ctx, kv, team, preMember+id)
 	if errors.Is(err, teambus.ErrNotFound) {
 		return nil, 0, teambus.NotFoundf("team %s has no member %s: see `teambus team show %s`", team, id, team)
 	}
-	return &m, rev, err
+	if err != nil {
+		return nil, 0, err
+	}
+	return r.Member, rev, nil
 }
 
 // Task reads one task and its revision.
@@ -351,12 +338,14 @@ func (s *Store) Task(ctx context.Context, team, id string) (*teambus.Task, uint6
 	if err != nil {
 		return nil, 0, err
 	}
-	var t teambus.Task
-	rev, err := get(ctx, kv, preTask+id, &t)
+	r, rev, err := get(ctx, kv, team, preTask+id)
 	if errors.Is(err, teambus.ErrNotFound) {
 		return nil, 0, teambus.NotFoundf("team %s has no task %s: see `teambus task list --team %s`", team, id, team)
 	}
-	return &t, rev, err
+	if err != nil {
+		return nil, 0, err
+	}
+	return r.Task, rev, nil
 }
 
 // PutTeam writes the team record if its revision is still rev.
@@ -400,8 +389,14 @@ func (s *Store) Touch(ctx context.Context, team, member string) error {
 	now := s.Now()
 	return Retry(ctx, func() error {
 		var at time.Time
-		rev, err := get(ctx, kv, preActivity+member, &at)
-		if err != nil && !errors.Is(err, teambus.ErrNotFound) {
+		r, rev, err := get(ctx, kv, team, preActivity+member)
+		switch {
+		case err == nil:
+			at = *r.Activity
+		case errors.Is(err, ErrDamaged):
+			// A damaged activity record would stop the member's activity
+			// from ever being recorded: overwrite it (compare-and-set).
+		case !errors.Is(err, teambus.ErrNotFound):
 			return err
 		}
 		if now.Sub(at) < ActivityResolution {
@@ -419,12 +414,14 @@ func (s *Store) Activity(ctx context.Context, team, member string) (time.Time, e
 	if err != nil {
 		return time.Time{}, err
 	}
-	var at time.Time
-	_, err = get(ctx, kv, preActivity+member, &at)
+	r, _, err := get(ctx, kv, team, preActivity+member)
 	if errors.Is(err, teambus.ErrNotFound) {
 		return time.Time{}, nil
 	}
-	return at, err
+	if err != nil {
+		return time.Time{}, err
+	}
+	return *r.Activity, nil
 }
 
 // WatchState watches every record of the team's state bucket. The first
@@ -474,18 +471,26 @@ func update(ctx context.Context, kv jetstream.KeyValue, key string, b []byte, re
 	}
 }
 
-func get(ctx context.Context, kv jetstream.KeyValue, key string, v any) (uint64, error) {
+// get reads key of team's state bucket and decodes it (DecodeRecord). A
+// record that does not decode is an ErrDamaged error, returned with the
+// record's revision.
+func get(ctx context.Context, kv jetstream.KeyValue, team, key string) (Record, uint64, error) {
 	e, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return 0, teambus.NotFoundf("%s not found", key)
+		return Record{}, 0, teambus.NotFoundf("%s not found", key)
 	}
 	if err != nil {
-		return 0, unavailable("read "+key, err)
+		return Record{}, 0, unavailable("read "+key, err)
 	}
-	if err := json.Unmarshal(e.Value(), v); err != nil {
-		return 0, fmt.Errorf("decode %s: %w", key, err)
+	r, err := DecodeRecord(team, key, e.Value())
+	if err != nil {
+		d := DamagedRecord{Key: key, Revision: e.Revision(), Reason: reason(err)}
+		if key == keyTeam {
+			return r, d.Revision, damagedTeamError(team, d)
+		}
+		return r, d.Revision, damagedError(team, describeKey(key), d)
 	}
-	return e.Revision(), nil
+	return r, e.Revision(), nil
 }
 
 // isConflict matches a compare-and-set failure. ErrKeyExists matches the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/kv"
 )
 
 // CheckpointTeam records a team checkpoint: the team's checkpoint
@@ -59,6 +60,8 @@ type CheckpointState struct {
 	Team    *teambus.Team   `json:"team"`
 	Members []MemberView    `json:"members"`
 	Tasks   []*teambus.Task `json:"tasks"`
+	// Damaged are the records left out because they do not decode.
+	Damaged []kv.DamagedRecord `json:"damaged,omitempty"`
 }
 
 // Export is what ExportCheckpoint wrote.
@@ -92,7 +95,7 @@ func (s *Service) ExportCheckpoint(ctx context.Context, team, dir string) (*Expo
 		return nil, teambus.Invalidf("export to %s: %v", dir, err)
 	}
 	out := &Export{Dir: dir, CheckpointSeq: v.Team.CheckpointSeq}
-	state := CheckpointState{Team: v.Team, Members: v.Members, Tasks: append([]*teambus.Task{}, v.Tasks...)}
+	state := CheckpointState{Team: v.Team, Members: v.Members, Tasks: append([]*teambus.Task{}, v.Tasks...), Damaged: v.Damaged}
 	sort.Slice(state.Tasks, func(i, j int) bool { return state.Tasks[i].ID < state.Tasks[j].ID })
 	err = writeAtomic(dir, StateFile, func(w io.Writer) error {
 		enc := json.NewEncoder(w)

@@ -14,5 +14,6 @@
 // Every operation also logs what it did in the team's event log (events.go
 // describes the sessions and types); logging never fails an operation.
 // CheckpointTeam and ExportCheckpoint (checkpoint.go) record a team
-// checkpoint and write the team to a directory.
+// checkpoint and write the team to a directory. Repair (repair.go) fixes
+// damaged state records (kv.Store.Repair) and logs state.repaired.
 package team

@@ -249,6 +249,9 @@ func (s *Service) AddMember(ctx context.Context, team string, spec MemberSpec) (
 	if _, ok := snap.Members[spec.ID]; ok {
 		return nil, teambus.Statef("team %s already has a member %s", team, spec.ID)
 	}
+	if _, err := snap.Member(spec.ID); errors.Is(err, kv.ErrDamaged) {
+		return nil, err // its record exists, damaged
+	}
 	if err := s.Mailbox(team).AddRecipient(ctx, spec.ID, snap.Team.Policy.AckWait); err != nil {
 		return nil, err
 	}

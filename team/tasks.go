@@ -32,6 +32,13 @@ func (s *Service) AddTask(ctx context.Context, team string, spec TaskSpec) (*tea
 		if snap.Team.Closed() {
 			return teambus.Statef("team %s is %s: no new tasks", team, snap.Team.Status)
 		}
+		// A damaged record of the task or of a dependency is named as such,
+		// not as an existing id or an unknown dependency.
+		for _, id := range append([]string{spec.ID}, spec.Deps...) {
+			if _, err := snap.Task(id); errors.Is(err, kv.ErrDamaged) {
+				return err
+			}
+		}
 		t, err := teambus.NewTask(spec.ID, spec.Description, spec.Deps, spec.Priority, spec.Quantum, snap.Tasks, s.Now())
 		if err != nil {
 			return err

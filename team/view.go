@@ -33,6 +33,9 @@ type View struct {
 	Tasks   []*teambus.Task `json:"tasks"`
 	Counts  map[string]int  `json:"counts"`
 	Lead    *LeadView       `json:"lead"`
+	// Damaged are the state records that do not decode (kv.DamagedRecord):
+	// left out of members and tasks; `teambus team repair` fixes them.
+	Damaged []kv.DamagedRecord `json:"damaged"`
 	snap    *kv.Snapshot
 }
 
@@ -71,7 +74,10 @@ func BuildView(snap *kv.Snapshot, hbs map[string]kv.HeartbeatEntry, now time.Tim
 // buildView is BuildView; without tasks it leaves out the sorted task
 // list, which a resume report does not show.
 func buildView(snap *kv.Snapshot, hbs map[string]kv.HeartbeatEntry, now time.Time, tasks bool) *View {
-	v := &View{Team: snap.Team, Counts: map[string]int{}, snap: snap}
+	v := &View{Team: snap.Team, Counts: map[string]int{}, Damaged: snap.Damaged, snap: snap}
+	if v.Damaged == nil {
+		v.Damaged = []kv.DamagedRecord{}
+	}
 	pol := snap.Team.Policy
 	// One pass over the tasks for all members, not one per member: a team
 	// of 1,000 members and 10,000 tasks.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -28,6 +29,7 @@ func teamCommand() *cli.Command {
 			teamCredsCommand(),
 			teamCheckpointCommand(),
 			teamDeleteCommand(),
+			teamRepairCommand(),
 		}, resumeCommands()...),
 	}
 }
@@ -201,6 +203,10 @@ func teamList(c *cli.Context) error {
 	var lines []teamLine
 	for _, id := range ids {
 		snap, err := s.svc.Store().Snapshot(s.ctx, id)
+		if errors.Is(err, kv.ErrDamaged) {
+			lines = append(lines, teamLine{ID: id, Status: "damaged"}) // `team repair` fixes it
+			continue
+		}
 		if err != nil {
 			continue // a team being created
 		}
@@ -301,7 +307,24 @@ func printView(w io.Writer, v *team.View) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	return printTasks(w, v.Tasks)
+	if err := printTasks(w, v.Tasks); err != nil {
+		return err
+	}
+	return printDamaged(w, t.ID, v.Damaged)
+}
+
+// printDamaged lists the records of the team's state that do not decode.
+func printDamaged(w io.Writer, teamID string, damaged []kv.DamagedRecord) error {
+	if len(damaged) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\n%d damaged record(s), left out above: see `teambus team repair %s`\n", len(damaged), teamID)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tREVISION\tREASON")
+	for _, d := range damaged {
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", oneLine(d.Key, 80), d.Revision, oneLine(d.Reason, 200))
+	}
+	return tw.Flush()
 }
 
 func printTasks(w io.Writer, tasks []*teambus.Task) error {
