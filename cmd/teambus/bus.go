@@ -188,7 +188,12 @@ func printStatus(w io.Writer, st *bus.StatusInfo) error {
 	fmt.Fprintf(tw, "jetstream\t%d streams, %d consumers, store %s, memory %s\n",
 		js.Streams, js.Consumers, formatSize(int64(js.StoreUsed)), formatSize(int64(js.MemoryUsed)))
 	teams := "none"
-	if len(st.Teams) > 0 {
+	switch n := len(st.Teams); {
+	case n > 20:
+		// A shared bus may hold a thousand teams: the first few and a count
+		// (`team list` has them all).
+		teams = fmt.Sprintf("%d: %s, … (`teambus team list` for all)", n, strings.Join(st.Teams[:20], ", "))
+	case n > 0:
 		teams = strings.Join(st.Teams, ", ")
 	}
 	fmt.Fprintf(tw, "teams\t%s\n", teams)
