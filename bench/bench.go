@@ -213,6 +213,7 @@ type run struct {
 	res  *Result
 	logs string
 	log  *slog.Logger
+	peer peerBuild
 }
 
 // Run measures everything cfg asks for and returns the result. It fails

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,10 +58,22 @@ func TestTailLines(t *testing.T) {
 	}
 }
 
-func TestAppendJSONLOnce(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "once.jsonl")
+// TestJSONLPeer_AppendsOneLine builds the standalone peer as a run does
+// and runs it twice: two lines, each a message with the body size asked.
+func TestJSONLPeer_AppendsOneLine(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	exe, err := buildJSONLPeer(ctx, filepath.Join(dir, "peer"))
+	if errors.Is(err, errNoGo) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "once.jsonl")
 	for i := 0; i < 2; i++ {
-		if err := AppendJSONLOnce(path, 64); err != nil {
+		if _, err := timeRun(ctx, exe, "--size", "64", path); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -73,8 +86,11 @@ func TestAppendJSONLOnce(t *testing.T) {
 		t.Fatalf("got %d lines, want 2", len(lines))
 	}
 	var m teambus.Message
-	if err := json.Unmarshal([]byte(lines[1]), &m); err != nil || len(m.Body) != 64 {
+	if err := json.Unmarshal([]byte(lines[1]), &m); err != nil || len(m.Body) != 64 || m.ID == "" {
 		t.Errorf("line = %q (%v), want a message with a 64-byte body", lines[1], err)
+	}
+	if _, err := timeRun(ctx, exe); err == nil {
+		t.Errorf("the peer without a file exited 0")
 	}
 }
 

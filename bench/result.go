@@ -39,6 +39,8 @@ type Row struct {
 	Vs []Ratio `json:"vs,omitempty"`
 	// Note says what the row's conditions were.
 	Note string `json:"note,omitempty"`
+	// Skipped is set when the row could not be measured; Note says why.
+	Skipped bool `json:"skipped,omitempty"`
 }
 
 // Ratio is a teambus figure divided by a peer's figure in the same unit:
@@ -207,6 +209,9 @@ func writeMarkdown(w io.Writer, head []string, rows [][]string) {
 }
 
 func formatValue(r Row) string {
+	if r.Skipped {
+		return "skipped"
+	}
 	switch r.Unit {
 	case UnitRate:
 		return thousands(r.Value) + " op/s"

@@ -121,21 +121,3 @@ func runBench(c *cli.Context) error {
 	}
 	return err
 }
-
-// benchJSONLOnceCommand is the hidden one-shot peer of `teambus send` that
-// `teambus bench` runs: open FILE, append one JSON line, fsync, exit.
-func benchJSONLOnceCommand() *cli.Command {
-	return &cli.Command{
-		Name:      "bench-jsonl-once",
-		Usage:     "append one JSON message line to FILE and fsync (used by teambus bench)",
-		ArgsUsage: "FILE",
-		Hidden:    true,
-		Flags:     []cli.Flag{&cli.IntFlag{Name: "size", Usage: "body size in bytes", Value: 1024}},
-		Action: func(c *cli.Context) error {
-			if err := exactArgs(c, 1); err != nil {
-				return err
-			}
-			return bench.AppendJSONLOnce(c.Args().First(), c.Int("size"))
-		},
-	}
-}
