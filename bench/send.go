@@ -397,6 +397,9 @@ type procKind struct {
 	// env is added to the child environment; stdin is its input.
 	env   []string
 	stdin []byte
+	// setup, when set, runs before each run, untimed, and returns the
+	// run's env and stdin instead of the fields.
+	setup func(ctx context.Context) (env []string, stdin []byte, err error)
 	// after runs after each run, untimed (cleanup between runs).
 	after func(ctx context.Context) error
 }
@@ -408,7 +411,14 @@ func (r *run) timeKinds(ctx context.Context, runs int, kinds []procKind) error {
 	lat := make([][]time.Duration, len(kinds))
 	for i := -1; i < runs; i++ {
 		for k, kd := range kinds {
-			d, err := timeProc(ctx, kd.exe, kd.env, kd.stdin, kd.args...)
+			env, stdin := kd.env, kd.stdin
+			if kd.setup != nil {
+				var err error
+				if env, stdin, err = kd.setup(ctx); err != nil {
+					return fmt.Errorf("%s: %w", kd.name, err)
+				}
+			}
+			d, err := timeProc(ctx, kd.exe, env, stdin, kd.args...)
 			if err != nil {
 				return err
 			}
