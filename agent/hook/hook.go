@@ -354,6 +354,9 @@ func (h *hook) connect(ctx context.Context) error {
 	cfg := h.cfg.Connect
 	cfg.Timeout = ConnectTimeout
 	cfg.Name = "teambus hook " + h.cfg.Event
+	// No JetStream readiness round trip: the hook's first request finds
+	// out, and a hook fails open either way.
+	cfg.NoReadyCheck = true
 	cctx, cancel := context.WithTimeout(ctx, ConnectTimeout)
 	defer cancel()
 	conn, err := bus.Connect(cctx, cfg)
