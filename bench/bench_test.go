@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -187,5 +188,51 @@ func TestWriteTable_Formats(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// TestRun_HookAndMCP runs the hook and mcp sections with a few runs
+// against the built teambus binary: every row is there with its ratio,
+// and the targets of issues 13 and 14 are checked, not skipped.
+func TestRun_HookAndMCP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the teambus binary")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	exe := filepath.Join(t.TempDir(), "teambus")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", exe, "../cmd/teambus").CombinedOutput(); err != nil {
+		t.Fatalf("build teambus: %v\n%s", err, out)
+	}
+	res, err := Run(ctx, Config{Dir: t.TempDir(), Exe: exe, Quick: true, Only: []string{"hook", "mcp"}, HookRuns: 3, SessionStartRuns: 2, MCPCalls: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{keyHookStart, keyHookEmpty, keyHookPeer, keyHookSStart, keyMCPDirect, keyMCPSend, keyMCPInbox50, keyMCPInbox50Short} {
+		row := res.Row(key)
+		if row == nil {
+			t.Errorf("no row %s", key)
+			continue
+		}
+		if row.Value <= 0 || row.N == 0 || row.Skipped {
+			t.Errorf("row %s: value %v over %d runs (skipped %v)", key, row.Value, row.N, row.Skipped)
+		}
+	}
+	for _, key := range []string{keyHookEmpty, keyMCPSend} {
+		if row := res.Row(key); row != nil && len(row.Vs) != 1 {
+			t.Errorf("row %s has ratios %+v, want one", key, row.Vs)
+		}
+	}
+	measured := 0
+	for _, tg := range res.Targets {
+		if strings.Contains(tg.Text, "hook") || strings.Contains(tg.Text, "mcp") {
+			measured++
+			if tg.Skipped || tg.Got == "" {
+				t.Errorf("target %q not measured", tg.Text)
+			}
+		}
+	}
+	if measured != 6 {
+		t.Errorf("%d hook and mcp targets, want 6", measured)
 	}
 }

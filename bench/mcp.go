@@ -21,6 +21,8 @@ const (
 	keyMCPDirect  = "ref.mcp.send.direct"
 	keyMCPSend    = "mcp.send"
 	keyMCPInbox50 = "mcp.inbox50"
+	// keyMCPInbox50Short is the same with 100-byte bodies: no target.
+	keyMCPInbox50Short = "mcp.inbox50.short"
 )
 
 // inbox50 is how many messages wait for the inbox call.
@@ -28,12 +30,12 @@ const inbox50 = 50
 
 // mcpClient starts `teambus mcp` for a member as an agent does (stdio
 // JSON-RPC, the go-sdk client over CommandTransport) and returns the
-// client session; closing it closes the server's stdin and waits for its
-// exit. Its stderr goes to a log file of the run.
-func (r *run) mcpClient(ctx context.Context, node *bus.Node, teamID, member string) (*mcp.ClientSession, error) {
+// client session and its close, which closes the server's stdin and waits
+// for its exit. Its stderr goes to a log file of the run.
+func (r *run) mcpClient(ctx context.Context, node *bus.Node, teamID, member string) (*mcp.ClientSession, func(), error) {
 	logf, err := os.Create(filepath.Join(r.logs, "mcp-"+member+".log"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cmd := exec.Command(r.cfg.Exe, "mcp", "--dir", node.Dir(), "--team", teamID, "--member", member, "--session", "s-"+member)
 	cmd.Env = childEnv()
@@ -43,13 +45,12 @@ func (r *run) mcpClient(ctx context.Context, node *bus.Node, teamID, member stri
 	if err != nil {
 		logf.Close()
 		b, _ := os.ReadFile(logf.Name())
-		return nil, fmt.Errorf("start teambus mcp for %s: %w (stderr: %s)", member, err, b)
+		return nil, nil, fmt.Errorf("start teambus mcp for %s: %w (stderr: %s)", member, err, b)
 	}
-	go func() {
-		_ = cmd.Wait()
+	return cs, func() {
+		_ = cs.Close()
 		logf.Close()
-	}()
-	return cs, nil
+	}, nil
 }
 
 // callTool calls a tool and decodes its structured result into out; a
@@ -97,18 +98,18 @@ func (r *run) mcpCalls(ctx context.Context) error {
 	defer conn.Close()
 	svc := team.New(conn.JS, team.Config{})
 	const teamID = "mcp"
-	actors, err := sendTeam(ctx, svc, teamID, "tm1", "tm2", "tm3")
+	actors, err := sendTeam(ctx, svc, teamID, "tm1", "tm2", "tm3", "tm4")
 	if err != nil {
 		return err
 	}
 	sender := actors[1]
 	size, calls := r.cfg.MsgSize, r.cfg.MCPCalls
 
-	cs, err := r.mcpClient(ctx, node, teamID, "tm2")
+	cs, closeCS, err := r.mcpClient(ctx, node, teamID, "tm2")
 	if err != nil {
 		return err
 	}
-	defer cs.Close()
+	defer closeCS()
 	// Warm-up, untimed: one call each opens the buckets and streams.
 	if err := callTool(ctx, cs, "send", map[string]any{"to": "tm1", "body": body(size)}, nil); err != nil {
 		return err
@@ -140,17 +141,30 @@ func (r *run) mcpCalls(ctx context.Context) error {
 	r.latRow(Row{Group: "mcp", Key: keyMCPSend, Name: "send tool call round trip through a running `teambus mcp` (stdio JSON-RPC, go-sdk client)",
 		Note: fmt.Sprintf("the same message (tm2 to tm1, %d-byte body) as the direct send; the server runs team.Service.Send over loopback TCP", size)}, viaMCP)
 
-	// inbox of 50: tm3 has 50 messages waiting.
+	// inbox of 50: tm3 has 50 messages of the run's size waiting, tm4 50
+	// short ones (a status line), for comparison.
+	if err := r.inbox50(ctx, node, svc, sender, "tm3", size, calls, keyMCPInbox50); err != nil {
+		return err
+	}
+	return r.inbox50(ctx, node, svc, sender, "tm4", shortBody, calls, keyMCPInbox50Short)
+}
+
+// shortBody is the body size of the short-mail inbox row: a status line.
+const shortBody = 100
+
+// inbox50 sends 50 messages of size bytes to member, then times calls of
+// the inbox tool returning them through a running `teambus mcp`.
+func (r *run) inbox50(ctx context.Context, node *bus.Node, svc *team.Service, sender team.Actor, member string, size, calls int, key string) error {
 	for i := 0; i < inbox50; i++ {
-		if _, err := svc.Send(ctx, sender, team.SendSpec{To: "tm3", Body: body(size)}); err != nil {
+		if _, err := svc.Send(ctx, sender, team.SendSpec{To: member, Body: body(size)}); err != nil {
 			return err
 		}
 	}
-	reader, err := r.mcpClient(ctx, node, teamID, "tm3")
+	reader, closeReader, err := r.mcpClient(ctx, node, sender.Team, member)
 	if err != nil {
 		return err
 	}
-	defer reader.Close()
+	defer closeReader()
 	var inbox sample
 	short := 0
 	for i := -1; i < calls; i++ {
@@ -179,11 +193,11 @@ func (r *run) mcpCalls(ctx context.Context) error {
 		}
 	}
 	inbox.n = len(inbox.lat)
-	note := fmt.Sprintf("a peek (limit 50): the server leases the 50, renders them, releases them and answers; %d-byte bodies", size)
+	note := fmt.Sprintf("a peek (limit 50): the server leases the 50, renders them, releases them and answers; %d-byte bodies, a result of about %d KiB (text and structured content)", size, 2*inbox50*(size+200)/1024)
 	if short > 0 {
 		note += fmt.Sprintf("; %d calls returned fewer than 50 and were not counted", short)
 	}
-	r.latRow(Row{Group: "mcp", Key: keyMCPInbox50, Name: "inbox tool call returning 50 waiting messages through a running `teambus mcp`", Note: note}, inbox)
+	r.latRow(Row{Group: "mcp", Key: key, Name: fmt.Sprintf("inbox tool call returning 50 waiting messages of %d bytes through a running `teambus mcp`", size), Note: note}, inbox)
 	return nil
 }
 
