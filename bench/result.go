@@ -141,8 +141,12 @@ func (r *Result) WriteTable(w io.Writer) {
 	if r.Quick {
 		mode = "quick"
 	}
-	fmt.Fprintf(w, "teambus bench (%s run, %s): %d CPU %s, Linux %s, %s, %s on %s, fsync p50 %.3f ms, nats-server %s\n\n",
-		mode, r.Took, m.CPUs, m.CPU, m.Kernel, m.Go, m.Dir, m.FS, m.FsyncP50, m.NATS)
+	fsync := "" // measured by the throughput section only
+	if m.FsyncP50 > 0 {
+		fsync = fmt.Sprintf(", fsync p50 %.3f ms", m.FsyncP50)
+	}
+	fmt.Fprintf(w, "teambus bench (%s run, %s): %d CPU %s, Linux %s, %s, %s on %s%s, nats-server %s\n\n",
+		mode, r.Took, m.CPUs, m.CPU, m.Kernel, m.Go, m.Dir, m.FS, fsync, m.NATS)
 	head := []string{"group", "measurement", "result", "p50", "p99", "n", "vs peer"}
 	var rows [][]string
 	for _, x := range r.Rows {
