@@ -236,3 +236,28 @@ func TestRun_HookAndMCP(t *testing.T) {
 		t.Errorf("%d hook and mcp targets, want 6", measured)
 	}
 }
+
+// TestJSONLPeer_NoGoToolchain: without a go command the peer is not
+// built, its row says why, and the targets that need it are not measured.
+func TestJSONLPeer_NoGoToolchain(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("GOROOT", "")
+	if _, err := buildJSONLPeer(context.Background(), t.TempDir()); !errors.Is(err, errNoGo) {
+		t.Fatalf("build without go: %v, want errNoGo", err)
+	}
+	r := &run{cfg: Config{}.Defaults(), res: &Result{}}
+	r.skippedRow("peer", keyHookPeer, peerName, errNoGo)
+	r.res.add(Row{Group: "hook", Key: keyHookEmpty, Name: "hook", Value: 12, Unit: UnitMs, P50: 12, P99: 20, N: 3})
+	r.compareAll()
+	r.res.Targets = r.targets()
+	var b bytes.Buffer
+	r.res.WriteTable(&b)
+	for _, want := range []string{"| skipped ", "skipped: no go toolchain to build the peer", "≤ 4× a one-shot JSONL append + fsync process |  | not measured"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+	if len(r.res.Warnings) != 0 {
+		t.Errorf("warnings %v for a missing toolchain, want none", r.res.Warnings)
+	}
+}

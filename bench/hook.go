@@ -5,7 +5,6 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -134,13 +133,9 @@ func (r *run) hooks(ctx context.Context) error {
 			args: []string{"hook", "PostToolBatch"}, env: tm1.env, stdin: ptb,
 			note: "the teambus binary as Claude Code runs it: payload on stdin, identity in the environment, bus over loopback TCP; wall time from fork to exit"},
 	}
-	peer, err := r.peerKind(ctx, keyHookPeer, "hook.jsonl")
-	switch {
-	case errors.Is(err, errNoGo):
+	if peer, err := r.peerKind(ctx, keyHookPeer, "hook.jsonl"); err != nil {
 		r.skippedRow("peer", keyHookPeer, peerName+", beside the hooks", err)
-	case err != nil:
-		return err
-	default:
+	} else {
 		peer.name += ", beside the hooks"
 		kinds = append(kinds, peer)
 	}

@@ -67,8 +67,14 @@ func buildJSONLPeer(ctx context.Context, dir string) (string, error) {
 	return exe, nil
 }
 
-// skippedRow is a row that could not be measured, with the reason.
+// skippedRow is a row of the JSONL peer that could not be measured, with
+// the reason; the teambus rows beside it are still measured, and their
+// ratios to it are not given. A peer that failed to build for another
+// reason than a missing toolchain is also a warning of the run.
 func (r *run) skippedRow(group, key, name string, err error) {
 	r.res.add(Row{Group: group, Key: key, Name: name, Unit: UnitMs, Skipped: true, Note: "skipped: " + err.Error()})
 	r.cfg.Progress("  %s: skipped: %v", name, err)
+	if !errors.Is(err, errNoGo) {
+		r.res.Warnings = append(r.res.Warnings, fmt.Sprintf("%s: %v", key, err))
+	}
 }

@@ -361,13 +361,9 @@ func (r *run) oneShot(ctx context.Context) error {
 	kinds := []procKind{
 		{key: keyStart, group: "ref", name: "one-shot process start-up only (teambus version)", exe: exe, args: []string{"version"}},
 	}
-	peer, err := r.peerKind(ctx, keyJSONLOnce, "oneshot.jsonl")
-	switch {
-	case errors.Is(err, errNoGo):
+	if peer, err := r.peerKind(ctx, keyJSONLOnce, "oneshot.jsonl"); err != nil {
 		r.skippedRow("peer", keyJSONLOnce, peerName, err)
-	case err != nil:
-		return err
-	default:
+	} else {
 		kinds = append(kinds, peer)
 	}
 	kinds = append(kinds, procKind{key: keyOneShot, group: "teambus", name: "one-shot `teambus send` process (connect over TCP, checks, stored + fsynced)", exe: exe,
