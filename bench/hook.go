@@ -131,7 +131,7 @@ func (r *run) hooks(ctx context.Context) error {
 		{key: keyHookStart, group: "ref", name: "one-shot process start-up only (teambus version), beside the hooks", exe: exe, args: []string{"version"}},
 		{key: keyHookEmpty, group: "hook", name: "`teambus hook PostToolBatch`, bound member, nothing to deliver (process, connect, notices, lease)", exe: exe,
 			args: []string{"hook", "PostToolBatch"}, env: tm1.env, stdin: ptb,
-			note: "the teambus binary as Claude Code runs it: payload on stdin, identity in the environment, bus over loopback TCP; wall time from fork to exit"},
+			note: "the teambus binary as Claude Code runs it: payload on stdin, identity in the environment, bus over loopback TCP; wall time from fork to exit; the member was bound without a sidecar, so nothing else talks to the node"},
 	}
 	if peer, err := r.peerKind(ctx, keyHookPeer, "hook.jsonl"); err != nil {
 		r.skippedRow("peer", keyHookPeer, peerName+", beside the hooks", err)
