@@ -21,7 +21,7 @@ import (
 )
 
 // Sections of a run, in the order they run.
-var Sections = []string{"throughput", "oneshot", "inbox", "claim", "resume", "detect", "memory", "scale"}
+var Sections = []string{"throughput", "oneshot", "hook", "mcp", "inbox", "claim", "resume", "detect", "memory", "scale"}
 
 // Config says what to measure and how much. Zero values take the defaults
 // of a full run, or of a quick run when Quick is set.
@@ -45,6 +45,14 @@ type Config struct {
 	MsgSize int
 	// OneShotRuns is how many one-shot processes of each kind run.
 	OneShotRuns int
+	// HookRuns is how many `teambus hook PostToolBatch` processes run (and
+	// as many of the JSONL peer beside them).
+	HookRuns int
+	// SessionStartRuns is how many `teambus hook SessionStart` processes
+	// bind a new session.
+	SessionStartRuns int
+	// MCPCalls is how many calls of each kind go through `teambus mcp`.
+	MCPCalls int
 	// ReadMessages is how many messages the inbox read + ack drains.
 	ReadMessages int
 	// ClaimTasks is how many tasks 8 members claim and complete.
@@ -110,6 +118,15 @@ func (c Config) Defaults() Config {
 	}
 	if c.OneShotRuns == 0 {
 		c.OneShotRuns = pick(40, 8)
+	}
+	if c.HookRuns == 0 {
+		c.HookRuns = pick(200, 20)
+	}
+	if c.SessionStartRuns == 0 {
+		c.SessionStartRuns = pick(30, 5)
+	}
+	if c.MCPCalls == 0 {
+		c.MCPCalls = pick(300, 30)
 	}
 	if c.ReadMessages == 0 {
 		c.ReadMessages = pick(5000, 500)
@@ -187,6 +204,9 @@ func (c Config) Validate() error {
 			return teambus.Invalidf("bench: resume team size %d: 1 to 10000 members", n)
 		}
 	}
+	if c.HookRuns < 1 || c.SessionStartRuns < 1 || c.MCPCalls < 1 {
+		return teambus.Invalidf("bench: hook runs, SessionStart runs and MCP calls must be positive")
+	}
 	if c.Trials < 1 || c.OneShotRuns < 1 || c.ResumeRuns < 1 || c.ClaimMembers < 1 || c.ClaimTasks < 1 {
 		return teambus.Invalidf("bench: trials, runs, members and tasks must be positive")
 	}
@@ -213,6 +233,7 @@ type run struct {
 	res  *Result
 	logs string
 	log  *slog.Logger
+	peer peerBuild
 }
 
 // Run measures everything cfg asks for and returns the result. It fails
@@ -256,6 +277,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}{
 		{"throughput", r.throughput},
 		{"oneshot", r.oneShot},
+		{"hook", r.hooks},
+		{"mcp", r.mcpCalls},
 		{"inbox", r.inbox},
 		{"claim", r.claims},
 		{"resume", r.resume},

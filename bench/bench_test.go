@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -57,10 +59,22 @@ func TestTailLines(t *testing.T) {
 	}
 }
 
-func TestAppendJSONLOnce(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "once.jsonl")
+// TestJSONLPeer_AppendsOneLine builds the standalone peer as a run does
+// and runs it twice: two lines, each a message with the body size asked.
+func TestJSONLPeer_AppendsOneLine(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	exe, err := buildJSONLPeer(ctx, filepath.Join(dir, "peer"))
+	if errors.Is(err, errNoGo) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "once.jsonl")
 	for i := 0; i < 2; i++ {
-		if err := AppendJSONLOnce(path, 64); err != nil {
+		if _, err := timeRun(ctx, exe, "--size", "64", path); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -73,8 +87,11 @@ func TestAppendJSONLOnce(t *testing.T) {
 		t.Fatalf("got %d lines, want 2", len(lines))
 	}
 	var m teambus.Message
-	if err := json.Unmarshal([]byte(lines[1]), &m); err != nil || len(m.Body) != 64 {
+	if err := json.Unmarshal([]byte(lines[1]), &m); err != nil || len(m.Body) != 64 || m.ID == "" {
 		t.Errorf("line = %q (%v), want a message with a 64-byte body", lines[1], err)
+	}
+	if _, err := timeRun(ctx, exe); err == nil {
+		t.Errorf("the peer without a file exited 0")
 	}
 }
 
@@ -171,5 +188,76 @@ func TestWriteTable_Formats(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// TestRun_HookAndMCP runs the hook and mcp sections with a few runs
+// against the built teambus binary: every row is there with its ratio,
+// and the targets of issues 13 and 14 are checked, not skipped.
+func TestRun_HookAndMCP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the teambus binary")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	exe := filepath.Join(t.TempDir(), "teambus")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", exe, "../cmd/teambus").CombinedOutput(); err != nil {
+		t.Fatalf("build teambus: %v\n%s", err, out)
+	}
+	res, err := Run(ctx, Config{Dir: t.TempDir(), Exe: exe, Quick: true, Only: []string{"hook", "mcp"}, HookRuns: 3, SessionStartRuns: 2, MCPCalls: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{keyHookStart, keyHookEmpty, keyHookPeer, keyHookSStart, keyMCPDirect, keyMCPSend, keyMCPInbox50, keyMCPInbox50Short} {
+		row := res.Row(key)
+		if row == nil {
+			t.Errorf("no row %s", key)
+			continue
+		}
+		if row.Value <= 0 || row.N == 0 || row.Skipped {
+			t.Errorf("row %s: value %v over %d runs (skipped %v)", key, row.Value, row.N, row.Skipped)
+		}
+	}
+	for _, key := range []string{keyHookEmpty, keyMCPSend} {
+		if row := res.Row(key); row != nil && len(row.Vs) != 1 {
+			t.Errorf("row %s has ratios %+v, want one", key, row.Vs)
+		}
+	}
+	measured := 0
+	for _, tg := range res.Targets {
+		if strings.Contains(tg.Text, "hook") || strings.Contains(tg.Text, "mcp") {
+			measured++
+			if tg.Skipped || tg.Got == "" {
+				t.Errorf("target %q not measured", tg.Text)
+			}
+		}
+	}
+	if measured != 6 {
+		t.Errorf("%d hook and mcp targets, want 6", measured)
+	}
+}
+
+// TestJSONLPeer_NoGoToolchain: without a go command the peer is not
+// built, its row says why, and the targets that need it are not measured.
+func TestJSONLPeer_NoGoToolchain(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("GOROOT", "")
+	if _, err := buildJSONLPeer(context.Background(), t.TempDir()); !errors.Is(err, errNoGo) {
+		t.Fatalf("build without go: %v, want errNoGo", err)
+	}
+	r := &run{cfg: Config{}.Defaults(), res: &Result{}}
+	r.skippedRow("peer", keyHookPeer, peerName, errNoGo)
+	r.res.add(Row{Group: "hook", Key: keyHookEmpty, Name: "hook", Value: 12, Unit: UnitMs, P50: 12, P99: 20, N: 3})
+	r.compareAll()
+	r.res.Targets = r.targets()
+	var b bytes.Buffer
+	r.res.WriteTable(&b)
+	for _, want := range []string{"| skipped ", "skipped: no go toolchain to build the peer", "≤ 4× a one-shot JSONL append + fsync process |  | not measured"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+	if len(r.res.Warnings) != 0 {
+		t.Errorf("warnings %v for a missing toolchain, want none", r.res.Warnings)
 	}
 }

@@ -10,17 +10,27 @@
 //     back atomically (temporary file, fsync, rename, fsync of the
 //     directory) at 100, 1,000 and 10,000 messages; a state.json with
 //     flock for claims; the same state.json read for a resume; a one-shot
-//     process that appends one JSONL line and fsyncs (the teambus binary
-//     re-executed with the hidden bench-jsonl-once command, so both
-//     one-shot rows pay the same process start-up).
+//     process that appends one JSONL line and fsyncs: bench/peers/jsonl, a
+//     standalone program with its own small main and only the standard
+//     library, as a user would write it, built once per run with `go build`
+//     from the source embedded here (without a go command its rows say
+//     "skipped: no go toolchain to build the peer"). It is never the
+//     teambus binary re-executed: a ratio against a peer is honest only if
+//     the peer is what a user would otherwise run.
 //   - teambus on an embedded node with sync always (fsync before every
 //     acknowledgement, the default): pipelined sends (Mailbox.SendAsync,
 //     a window of 256 unacknowledged publishes), sends one at a time
 //     (Mailbox.Send and team.Service.Send), one-shot `teambus send`
-//     processes, inbox read + ack, claims by 8 contending members, resume
-//     of large teams, failure detection by real sidecar processes, the
-//     memory of the node and of a sidecar, and the CPU the node spends on
-//     1,000 heartbeating members. Sends are also measured on a node with
+//     processes, the Claude Code hooks as Claude runs them (`teambus hook
+//     PostToolBatch` of a bound member with an empty inbox, interleaved
+//     with the JSONL peer; `teambus hook SessionStart` of a new session:
+//     binding, registration, sidecar spawn, the sidecar killed after each
+//     run), tool calls through a running `teambus mcp` over stdio (send,
+//     beside team.Service.Send of the same message from this process;
+//     inbox returning 50 waiting messages), inbox read + ack, claims by 8
+//     contending members, resume of large teams, failure detection by real
+//     sidecar processes, the memory of the node and of a sidecar, and the
+//     CPU the node spends on 1,000 heartbeating members. Sends are also measured on a node with
 //     sync interval, as separate rows.
 //
 // # Honesty rules

@@ -105,29 +105,6 @@ func jsonlMeter(dir string, size int) (m meterFunc, close func(), err error) {
 	}, func() { f.Close() }, nil
 }
 
-// AppendJSONLOnce is the one-shot peer of `teambus send`: open path,
-// append one JSON message line of size body bytes, fsync, close.
-func AppendJSONLOnce(path string, size int) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	b, err := json.Marshal(fileMessage(1, size))
-	if err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
 // writeAtomic replaces path with b the careful way: a temporary file,
 // fsync, rename over path, fsync of the directory.
 func writeAtomic(path string, b []byte) error {

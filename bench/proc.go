@@ -103,8 +103,18 @@ func (cs children) killAll() {
 
 // timeRun runs exe once and returns its wall time.
 func timeRun(ctx context.Context, exe string, args ...string) (time.Duration, error) {
+	return timeProc(ctx, exe, nil, nil, args...)
+}
+
+// timeProc runs exe once with env added to the child environment and
+// stdin as its input, and returns its wall time: from the start of the
+// fork until its exit is reaped.
+func timeProc(ctx context.Context, exe string, env []string, stdin []byte, args ...string) (time.Duration, error) {
 	cmd := exec.CommandContext(ctx, exe, args...)
-	cmd.Env = childEnv()
+	cmd.Env = append(childEnv(), env...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	t0 := time.Now()

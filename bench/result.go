@@ -39,6 +39,8 @@ type Row struct {
 	Vs []Ratio `json:"vs,omitempty"`
 	// Note says what the row's conditions were.
 	Note string `json:"note,omitempty"`
+	// Skipped is set when the row could not be measured; Note says why.
+	Skipped bool `json:"skipped,omitempty"`
 }
 
 // Ratio is a teambus figure divided by a peer's figure in the same unit:
@@ -139,8 +141,12 @@ func (r *Result) WriteTable(w io.Writer) {
 	if r.Quick {
 		mode = "quick"
 	}
-	fmt.Fprintf(w, "teambus bench (%s run, %s): %d CPU %s, Linux %s, %s, %s on %s, fsync p50 %.3f ms, nats-server %s\n\n",
-		mode, r.Took, m.CPUs, m.CPU, m.Kernel, m.Go, m.Dir, m.FS, m.FsyncP50, m.NATS)
+	fsync := "" // measured by the throughput section only
+	if m.FsyncP50 > 0 {
+		fsync = fmt.Sprintf(", fsync p50 %.3f ms", m.FsyncP50)
+	}
+	fmt.Fprintf(w, "teambus bench (%s run, %s): %d CPU %s, Linux %s, %s, %s on %s%s, nats-server %s\n\n",
+		mode, r.Took, m.CPUs, m.CPU, m.Kernel, m.Go, m.Dir, m.FS, fsync, m.NATS)
 	head := []string{"group", "measurement", "result", "p50", "p99", "n", "vs peer"}
 	var rows [][]string
 	for _, x := range r.Rows {
@@ -207,6 +213,9 @@ func writeMarkdown(w io.Writer, head []string, rows [][]string) {
 }
 
 func formatValue(r Row) string {
+	if r.Skipped {
+		return "skipped"
+	}
 	switch r.Unit {
 	case UnitRate:
 		return thousands(r.Value) + " op/s"

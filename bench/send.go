@@ -341,7 +341,7 @@ func pipelined(ctx context.Context, conn *bus.Conn, mb *bus.Mailbox, d time.Dura
 }
 
 // oneShot times one-shot processes: `teambus send` against a node of this
-// process, and the JSONL peer in the same binary.
+// process, and beside it the standalone JSONL peer (bench/peers/jsonl).
 func (r *run) oneShot(ctx context.Context) error {
 	node, err := r.node(ctx, "node-oneshot", bus.SyncModeAlways)
 	if err != nil {
@@ -357,35 +357,82 @@ func (r *run) oneShot(ctx context.Context) error {
 	if _, err := sendTeam(ctx, svc, "oneshot", "tm1", "tm2"); err != nil {
 		return err
 	}
-	runs, exe, size := r.cfg.OneShotRuns, r.cfg.Exe, r.cfg.MsgSize
-	jsonl := filepath.Join(r.dir, "oneshot.jsonl")
-	kinds := []struct {
-		key, group, name string
-		args             []string
-	}{
-		{keyStart, "ref", "one-shot process start-up only (teambus version)", []string{"version"}},
-		{keyJSONLOnce, "peer", "one-shot process: open, append one JSONL line, fsync (teambus bench-jsonl-once)", []string{"bench-jsonl-once", "--size", fmt.Sprint(size), jsonl}},
-		{keyOneShot, "teambus", "one-shot `teambus send` process (connect over TCP, checks, stored + fsynced)", []string{"send", "--dir", node.Dir(), "--team", "oneshot", "--member", "tm1", "--session", "s-tm1", "--to", "tm2", body(size)}},
+	exe, size := r.cfg.Exe, r.cfg.MsgSize
+	kinds := []procKind{
+		{key: keyStart, group: "ref", name: "one-shot process start-up only (teambus version)", exe: exe, args: []string{"version"}},
 	}
+	if peer, err := r.peerKind(ctx, keyJSONLOnce, "oneshot.jsonl"); err != nil {
+		r.skippedRow("peer", keyJSONLOnce, peerName, err)
+	} else {
+		kinds = append(kinds, peer)
+	}
+	kinds = append(kinds, procKind{key: keyOneShot, group: "teambus", name: "one-shot `teambus send` process (connect over TCP, checks, stored + fsynced)", exe: exe,
+		args: []string{"send", "--dir", node.Dir(), "--team", "oneshot", "--member", "tm1", "--session", "s-tm1", "--to", "tm2", body(size)}})
+	return r.timeKinds(ctx, r.cfg.OneShotRuns, kinds)
+}
+
+// peerName is the name of the one-shot JSONL peer's rows.
+const peerName = "one-shot process: open, append one JSONL line, fsync (standalone peer, bench/peers/jsonl)"
+
+// peerKind is the one-shot JSONL peer appending to file in the run's
+// directory, built on first use.
+func (r *run) peerKind(ctx context.Context, key, file string) (procKind, error) {
+	exe, err := r.jsonlPeer(ctx)
+	if err != nil {
+		return procKind{}, err
+	}
+	return procKind{key: key, group: "peer", name: peerName, short: "one-shot JSONL process", exe: exe,
+		args: []string{"--size", fmt.Sprint(r.cfg.MsgSize), filepath.Join(r.dir, file)}}, nil
+}
+
+// procKind is one kind of one-shot process a section times.
+type procKind struct {
+	key, group, name, short, note string
+	exe                           string
+	args                          []string
+	// env is added to the child environment; stdin is its input.
+	env   []string
+	stdin []byte
+	// setup, when set, runs before each run, untimed, and returns the
+	// run's env and stdin instead of the fields.
+	setup func(ctx context.Context) (env []string, stdin []byte, err error)
+	// after runs after each run, untimed (cleanup between runs).
+	after func(ctx context.Context) error
+}
+
+// timeKinds runs each kind runs times, interleaved so a noisy moment hurts
+// all alike, after one untimed warm-up run each (it loads the binary into
+// the page cache), and adds a row per kind with p50 as the value.
+func (r *run) timeKinds(ctx context.Context, runs int, kinds []procKind) error {
 	lat := make([][]time.Duration, len(kinds))
-	// Interleave the kinds so a noisy moment hurts all alike; one warm-up
-	// run each loads the binary into the page cache.
 	for i := -1; i < runs; i++ {
 		for k, kd := range kinds {
-			d, err := timeRun(ctx, exe, kd.args...)
+			env, stdin := kd.env, kd.stdin
+			if kd.setup != nil {
+				var err error
+				if env, stdin, err = kd.setup(ctx); err != nil {
+					return fmt.Errorf("%s: %w", kd.name, err)
+				}
+			}
+			d, err := timeProc(ctx, kd.exe, env, stdin, kd.args...)
 			if err != nil {
 				return err
 			}
 			if i >= 0 {
 				lat[k] = append(lat[k], d)
 			}
+			if kd.after != nil {
+				if err := kd.after(ctx); err != nil {
+					return fmt.Errorf("%s: %w", kd.name, err)
+				}
+			}
 		}
 	}
 	for k, kd := range kinds {
 		s := sample{n: len(lat[k]), lat: lat[k]}
 		p50, p99 := perOp(s)
-		r.res.add(Row{Group: kd.group, Key: kd.key, Name: kd.name, Short: "one-shot JSONL process", Value: p50, Unit: UnitMs, P50: p50, P99: p99, N: s.n})
-		r.cfg.Progress("  %s: p50 %.2f ms", kd.name, p50)
+		r.res.add(Row{Group: kd.group, Key: kd.key, Name: kd.name, Short: kd.short, Value: p50, Unit: UnitMs, P50: p50, P99: p99, N: s.n, Note: kd.note})
+		r.cfg.Progress("  %s: p50 %.2f ms, p99 %.2f ms", kd.name, p50, p99)
 	}
 	return nil
 }

@@ -17,6 +17,8 @@ func (r *run) compareAll() {
 		r.res.compare(keyReqAsync+sfx, keyJSONL, keyFsync)
 	}
 	r.res.compare(keyOneShot, keyJSONLOnce)
+	r.res.compare(keyHookEmpty, keyHookPeer)
+	r.res.compare(keyMCPSend, keyMCPDirect)
 	r.res.compare(keyInboxAck, keyInboxRead)
 	r.res.compare(keyClaim, keyStateClaim)
 	for _, m := range r.cfg.ResumeMembers {
@@ -50,6 +52,25 @@ func (r *run) targets() []Target {
 	ratio("one-shot `teambus send` ≤ 2.5× a one-shot JSONL append + fsync process", keyOneShot, keyJSONLOnce, 2.5, false)
 	ratio("sending into a 1,000-message inbox (team.Service.Send) ≥ 50× the inbox file", keySvcSend, keyInbox+"1000", 50, true)
 	ratio("sending into a 1,000-message inbox (Mailbox.Send) ≥ 50× the inbox file", keyMbSend, keyInbox+"1000", 50, true)
+	lat := func(text, key string, p99 bool, want float64) {
+		row := r.res.Row(key)
+		t := Target{Text: text, Skipped: row == nil || row.Skipped}
+		if !t.Skipped {
+			v, q := row.P50, "p50"
+			if p99 {
+				v, q = row.P99, "p99"
+			}
+			t.Got = fmt.Sprintf("%s ms %s", trim(v), q)
+			t.Holds = v <= want
+		}
+		out = append(out, t)
+	}
+	lat("`teambus hook PostToolBatch` with nothing to deliver: p50 ≤ 15 ms", keyHookEmpty, false, 15)
+	lat("`teambus hook PostToolBatch` with nothing to deliver: p99 ≤ 60 ms", keyHookEmpty, true, 60)
+	ratio("`teambus hook PostToolBatch` with nothing to deliver ≤ 4× a one-shot JSONL append + fsync process", keyHookEmpty, keyHookPeer, 4, false)
+	lat("`teambus hook SessionStart` with registration and sidecar spawn: p50 ≤ 60 ms", keyHookSStart, false, 60)
+	ratio("send tool call through `teambus mcp` ≤ 2× a direct in-process send", keyMCPSend, keyMCPDirect, 2, false)
+	lat("inbox tool call of 50 messages through `teambus mcp`: p50 ≤ 10 ms", keyMCPInbox50, false, 10)
 	sizes := ""
 	if r.cfg.ResumeTasks != 10000 || r.cfg.ResumeMessages != 1000000 {
 		sizes = fmt.Sprintf(" (at %d tasks, %d messages)", r.cfg.ResumeTasks, r.cfg.ResumeMessages)

@@ -75,6 +75,12 @@ type ConnectConfig struct {
 	Replicas int
 	// InProcess connects to a node in this process without TCP.
 	InProcess nats.InProcessConnProvider
+	// NoReadyCheck skips asking for the account's JetStream info after
+	// connecting (one round trip, and the decoding of a large reply): the
+	// first JetStream request then finds a JetStream that is disabled or
+	// not ready yet, as an error of that request. For one-shot callers
+	// that fail open within a short budget (the Claude Code hooks).
+	NoReadyCheck bool
 }
 
 // Conn is a connection to the bus: the NATS connection and its JetStream
@@ -187,7 +193,7 @@ func Connect(ctx context.Context, cfg ConnectConfig) (*Conn, error) {
 	// A member's account has no JetStream: it reaches its team through
 	// the team service only.
 	isMember := creds != nil || strings.HasPrefix(cfg.InboxPrefix, inboxRoot+".")
-	if isMember {
+	if isMember || cfg.NoReadyCheck {
 		if c.replicas <= 0 {
 			c.replicas = AutoReplicas(nc)
 		}

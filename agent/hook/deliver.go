@@ -45,17 +45,7 @@ func (h *hook) drainLock(ctx context.Context) bool {
 // nil when there is none.
 func (h *hook) drain(ctx context.Context, max int) (*drained, error) {
 	l, err := h.svc.Mailbox(h.b.Team).Lease(ctx, h.b.Member, bus.LeaseOptions{Max: MaxLease, Self: h.b.Member})
-	if err != nil {
-		return nil, err
-	}
-	if len(l.Messages) == 0 {
-		return nil, nil
-	}
-	m := RenderMail(h.b.Team, h.b.Member, l.Messages, h.b.Seen, max)
-	for _, s := range m.Shown {
-		h.rec.Delivered = append(h.rec.Delivered, s)
-	}
-	return &drained{lease: l, mail: m}, nil
+	return h.render(leased{lease: l, err: err}, max)
 }
 
 // settle ends a drain after the envelope was written (written) or not:
@@ -123,29 +113,81 @@ func (h *hook) logEvent(ctx context.Context, typ string, data any) {
 }
 
 // deliverEvent is UserPromptSubmit, PostToolBatch and PostToolUse: notices
-// and mail, no output when there is nothing to say.
+// and mail, no output when there is nothing to say. Under the drain lock
+// the inbox is leased while the notices are read (requests to different
+// streams, at once); the mail is rendered once the notices are known, as
+// both share the character cap.
 func (h *hook) deliverEvent(ctx context.Context, event string, notices bool) int {
 	if err := h.connect(ctx); err != nil {
 		return h.fail(err)
+	}
+	var leasing <-chan leased
+	if h.drainLock(ctx) {
+		leasing = h.leaseAsync(ctx)
+	} else {
+		h.rec.Outcome = "drain-busy"
 	}
 	var notes string
 	if notices {
 		notes = h.notices(ctx)
 		if h.b.Fenced {
+			h.dropLease(ctx, leasing)
 			return h.finish(ctx, event, notes, nil)
 		}
 	}
 	h.touch(ctx)
 	var d *drained
-	if h.drainLock(ctx) {
+	if leasing != nil {
 		var err error
-		if d, err = h.drain(ctx, h.cfg.MaxContext-Chars(notes)); err != nil {
+		if d, err = h.render(<-leasing, h.cfg.MaxContext-Chars(notes)); err != nil {
 			h.rec.Error = Clean(clipChars(err.Error(), 300))
 		}
-	} else {
-		h.rec.Outcome = "drain-busy"
 	}
 	return h.finish(ctx, event, notes, d)
+}
+
+// leased is the outcome of a lease of the member's inbox.
+type leased struct {
+	lease *bus.Lease
+	err   error
+}
+
+// leaseAsync leases up to MaxLease messages of the member's inbox in a
+// goroutine; the channel delivers the outcome once.
+func (h *hook) leaseAsync(ctx context.Context) <-chan leased {
+	ch := make(chan leased, 1)
+	mb, member := h.svc.Mailbox(h.b.Team), h.b.Member
+	go func() {
+		l, err := mb.Lease(ctx, member, bus.LeaseOptions{Max: MaxLease, Self: member})
+		ch <- leased{lease: l, err: err}
+	}()
+	return ch
+}
+
+// dropLease waits for a lease in flight and releases what it holds.
+func (h *hook) dropLease(ctx context.Context, leasing <-chan leased) {
+	if leasing == nil {
+		return
+	}
+	if r := <-leasing; r.err == nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(h.remaining(), 100*time.Millisecond))
+		_ = r.lease.Release(rctx)
+		cancel()
+	}
+}
+
+// render renders leased mail within max characters; nil when there is
+// none.
+func (h *hook) render(r leased, max int) (*drained, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	if len(r.lease.Messages) == 0 {
+		return nil, nil
+	}
+	m := RenderMail(h.b.Team, h.b.Member, r.lease.Messages, h.b.Seen, max)
+	h.rec.Delivered = append(h.rec.Delivered, m.Shown...)
+	return &drained{lease: r.lease, mail: m}, nil
 }
 
 // finish writes notes and the drained mail and settles the drain.

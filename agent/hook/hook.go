@@ -125,6 +125,9 @@ type hook struct {
 	conn   *bus.Conn
 	svc    *team.Service
 	locked *binding.Lock // <pid>.lock, held for a drain
+	// dialing is the connection started at the hook's start, taken by
+	// connect; nil once taken or when none was started.
+	dialing <-chan dialed
 	// pending are binding changes written once, by flush.
 	pending []func(*binding.Binding) bool
 }
@@ -171,6 +174,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out, errw io.WriteCloser
 	if h.conn != nil {
 		h.conn.Close()
 	}
+	h.dropDial()
 	h.log()
 	return code
 }
@@ -187,6 +191,11 @@ func (h *hook) run(ctx context.Context) int {
 		return h.fail(err)
 	}
 	h.pid, h.rec.ClaudePID = pid, pid
+	if h.cfg.Event != "wait" {
+		// Connecting takes as long as reading the payload and the binding:
+		// both at once.
+		h.dial(ctx)
+	}
 	if h.cfg.Event == "wait" && binding.PrintMode(h.cfg.Getenv, binding.Argv(pid)) {
 		// In print mode an asyncRewake Stop hook runs synchronously
 		// (verified on 2.1.330): waiting would hold every headless run.
@@ -341,8 +350,56 @@ func (h *hook) elapsed() time.Duration { return time.Since(h.t0) }
 // remaining is what is left of the budget.
 func (h *hook) remaining() time.Duration { return h.cfg.Budget - h.elapsed() }
 
-// connect opens the bus connection within ConnectTimeout, unless a failed
-// connection was remembered less than BusDownMemo ago.
+// dialed is the outcome of a connection attempt.
+type dialed struct {
+	conn *bus.Conn
+	err  error
+}
+
+// connectConfig is how a hook reaches the bus: within ConnectTimeout and
+// without the JetStream readiness round trip (the hook's first request
+// finds out, and a hook fails open either way).
+func (h *hook) connectConfig() bus.ConnectConfig {
+	cfg := h.cfg.Connect
+	cfg.Timeout = ConnectTimeout
+	cfg.Name = "teambus hook " + h.cfg.Event
+	cfg.NoReadyCheck = true
+	return cfg
+}
+
+// dial starts connecting in a goroutine; connect takes the result. A hook
+// that does not connect after all (not bound, bus remembered down) never
+// waits for it: dropDial closes it in the background.
+func (h *hook) dial(ctx context.Context) {
+	ch := make(chan dialed, 1)
+	cfg := h.connectConfig()
+	go func() {
+		cctx, cancel := context.WithTimeout(ctx, ConnectTimeout)
+		defer cancel()
+		conn, err := bus.Connect(cctx, cfg)
+		ch <- dialed{conn: conn, err: err}
+	}()
+	h.dialing = ch
+}
+
+// dropDial closes a connection started by dial and not taken, once it is
+// made.
+func (h *hook) dropDial() {
+	if h.dialing == nil {
+		return
+	}
+	ch := h.dialing
+	h.dialing = nil
+	go func() {
+		if d := <-ch; d.err == nil {
+			d.conn.Close()
+		}
+	}()
+}
+
+// connect opens the bus connection within ConnectTimeout (or takes the one
+// dial started), unless a failed connection was remembered less than
+// BusDownMemo ago.
 func (h *hook) connect(ctx context.Context) error {
 	if h.svc != nil {
 		return nil
@@ -351,12 +408,22 @@ func (h *hook) connect(ctx context.Context) error {
 	if h.b != nil && h.b.BusDownUntil != nil && now.Before(*h.b.BusDownUntil) {
 		return teambus.Unavailablef("bus unreachable (remembered until %s)", h.b.BusDownUntil.UTC().Format(time.RFC3339))
 	}
-	cfg := h.cfg.Connect
-	cfg.Timeout = ConnectTimeout
-	cfg.Name = "teambus hook " + h.cfg.Event
-	cctx, cancel := context.WithTimeout(ctx, ConnectTimeout)
-	defer cancel()
-	conn, err := bus.Connect(cctx, cfg)
+	var conn *bus.Conn
+	var err error
+	if h.dialing != nil {
+		select {
+		case d := <-h.dialing:
+			conn, err = d.conn, d.err
+		case <-ctx.Done():
+			err = teambus.Unavailablef("connect to the bus: %v", ctx.Err())
+			h.dropDial()
+		}
+		h.dialing = nil
+	} else {
+		cctx, cancel := context.WithTimeout(ctx, ConnectTimeout)
+		conn, err = bus.Connect(cctx, h.connectConfig())
+		cancel()
+	}
 	if err != nil {
 		if h.b != nil {
 			until := now.Add(BusDownMemo)

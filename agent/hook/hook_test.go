@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -252,9 +253,15 @@ func TestSessionStart_NoIdentityTheft(t *testing.T) {
 		t.Fatalf("forced: %q", c)
 	}
 	// The first session learns it was replaced, once, and then is quiet.
+	// Mail waiting then (leased beside the notices) is not shown and goes
+	// back to the inbox for the new incarnation.
+	waiting := r.send("tm2", "tm1", "for the new incarnation")
 	res = r.hook("PostToolBatch", "PostToolBatch.real-2.1.330.json", nil)
-	if c := res.context(t, "PostToolBatch"); !strings.Contains(c, "was replaced by a newer incarnation") {
+	if c := res.context(t, "PostToolBatch"); !strings.Contains(c, "was replaced by a newer incarnation") || strings.Contains(c, "for the new incarnation") {
 		t.Fatalf("fenced notice: %q", c)
+	}
+	if got := r.unread("tm1"); !slices.Contains(got, waiting) {
+		t.Fatalf("unread of tm1 after the fenced hook = %v, want %d back in the inbox", got, waiting)
 	}
 	r.send("tm2", "tm1", "for epoch 2")
 	if res := r.hook("PostToolBatch", "PostToolBatch.real-2.1.330.json", nil); res.stdout != "" {

@@ -43,7 +43,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			initCommand(),
 			briefCommand(), hookCommand(), mcpCommand(), uiCommand(),
 			demoCommand(), agentSimCommand(),
-			benchCommand(), benchJSONLOnceCommand(),
+			benchCommand(),
 			versionCommand(),
 			helpCommand(),
 		},

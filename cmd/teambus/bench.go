@@ -24,7 +24,8 @@ func benchCommand() *cli.Command {
 			"the disk's 4 KiB write+fsync loop; the file-based peers (JSONL + fsync, an inbox JSON file\n" +
 			"rewritten atomically, a state.json under flock); and teambus on an embedded node with sync\n" +
 			"always: pipelined and one-at-a-time sends, one-shot `teambus send` processes, inbox read +\n" +
-			"ack, claims by contending members, resume of large teams, failure detection by real sidecar\n" +
+			"ack, `teambus hook` processes (PostToolBatch, SessionStart) beside a standalone JSONL peer, tool calls\n" +
+			"through `teambus mcp`, claims by contending members, resume of large teams, failure detection by real sidecar\n" +
 			"processes, memory of the node and a sidecar, node CPU with many heartbeating members. Every\n" +
 			"teambus figure is printed with its ratio to the peer it replaces, and the targets are checked.\n" +
 			"A full run takes a few minutes and several GB of temporary disk; --quick takes under a minute.\n" +
@@ -38,6 +39,9 @@ func benchCommand() *cli.Command {
 			&cli.DurationFlag{Name: "duration", Usage: "length of each throughput loop (default 3s, quick 500ms)"},
 			&cli.IntFlag{Name: "msg-size", Usage: "message body size in bytes", Value: 1024},
 			&cli.IntFlag{Name: "oneshot-runs", Usage: "one-shot processes of each kind (default 40, quick 8)"},
+			&cli.IntFlag{Name: "hook-runs", Usage: "`teambus hook PostToolBatch` processes, and as many of the JSONL peer beside them (default 200, quick 20)"},
+			&cli.IntFlag{Name: "sessionstart-runs", Usage: "`teambus hook SessionStart` processes, each binding a new session (default 30, quick 5)"},
+			&cli.IntFlag{Name: "mcp-calls", Usage: "tool calls of each kind through `teambus mcp` (default 300, quick 30)"},
 			&cli.IntFlag{Name: "read-messages", Usage: "messages drained by the inbox read + ack (default 5000, quick 500)"},
 			&cli.IntFlag{Name: "claim-tasks", Usage: "tasks the contending members claim and complete (default 400, quick 80)"},
 			&cli.IntFlag{Name: "claim-members", Usage: "contending members", Value: 8},
@@ -72,6 +76,7 @@ func runBench(c *cli.Context) error {
 	cfg := bench.Config{
 		Dir: c.String("dir"), Exe: exe, Quick: c.Bool("quick"), Keep: c.Bool("keep"), Only: splitList(c.StringSlice("only")),
 		Duration: c.Duration("duration"), MsgSize: c.Int("msg-size"), OneShotRuns: c.Int("oneshot-runs"),
+		HookRuns: c.Int("hook-runs"), SessionStartRuns: c.Int("sessionstart-runs"), MCPCalls: c.Int("mcp-calls"),
 		ReadMessages: c.Int("read-messages"), ClaimTasks: c.Int("claim-tasks"), ClaimMembers: c.Int("claim-members"),
 		ResumeTasks: c.Int("resume-tasks"), ResumeMessages: c.Int("resume-messages"), ResumeRuns: c.Int("resume-runs"),
 		Trials: c.Int("trials"), Heartbeat: c.Duration("heartbeat"), MemberTimeout: c.Duration("member-timeout"),
@@ -120,22 +125,4 @@ func runBench(c *cli.Context) error {
 		}
 	}
 	return err
-}
-
-// benchJSONLOnceCommand is the hidden one-shot peer of `teambus send` that
-// `teambus bench` runs: open FILE, append one JSON line, fsync, exit.
-func benchJSONLOnceCommand() *cli.Command {
-	return &cli.Command{
-		Name:      "bench-jsonl-once",
-		Usage:     "append one JSON message line to FILE and fsync (used by teambus bench)",
-		ArgsUsage: "FILE",
-		Hidden:    true,
-		Flags:     []cli.Flag{&cli.IntFlag{Name: "size", Usage: "body size in bytes", Value: 1024}},
-		Action: func(c *cli.Context) error {
-			if err := exactArgs(c, 1); err != nil {
-				return err
-			}
-			return bench.AppendJSONLOnce(c.Args().First(), c.Int("size"))
-		},
-	}
 }

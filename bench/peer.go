@@ -1,0 +1,80 @@
+package bench
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// jsonlPeerSource is bench/peers/jsonl, the standalone one-shot peer: a
+// user's own small program, never the teambus binary re-executed.
+//
+//go:embed peers/jsonl/main.go
+var jsonlPeerSource []byte
+
+// errNoGo says the peer could not be built because there is no Go
+// toolchain; the rows that need it are skipped, not failed.
+var errNoGo = errors.New("no go toolchain to build the peer")
+
+// peerBuild builds the peer at most once per run.
+type peerBuild struct {
+	once sync.Once
+	exe  string
+	err  error
+}
+
+// jsonlPeer returns the path of the one-shot JSONL peer, built on first
+// use into the run's directory from the embedded source with the go
+// command on PATH (standard library only: no module download). The error
+// is errNoGo when there is no go command.
+func (r *run) jsonlPeer(ctx context.Context) (string, error) {
+	r.peer.once.Do(func() { r.peer.exe, r.peer.err = buildJSONLPeer(ctx, filepath.Join(r.dir, "peer-jsonl")) })
+	return r.peer.exe, r.peer.err
+}
+
+func buildJSONLPeer(ctx context.Context, dir string) (string, error) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		if root := os.Getenv("GOROOT"); root != "" {
+			goBin, err = exec.LookPath(filepath.Join(root, "bin", "go"))
+		}
+		if err != nil {
+			return "", errNoGo
+		}
+	}
+	if err := mkdir(dir); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), jsonlPeerSource, 0o600); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module jsonlpeer\n\ngo 1.22\n"), 0o600); err != nil {
+		return "", err
+	}
+	exe := filepath.Join(dir, "jsonl")
+	cmd := exec.CommandContext(ctx, goBin, "build", "-o", exe, ".")
+	cmd.Dir = dir
+	cmd.Env = append(childEnv(), "GOWORK=off", "GOFLAGS=", "GOTOOLCHAIN=local", "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build the jsonl peer: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return exe, nil
+}
+
+// skippedRow is a row of the JSONL peer that could not be measured, with
+// the reason; the teambus rows beside it are still measured, and their
+// ratios to it are not given. A peer that failed to build for another
+// reason than a missing toolchain is also a warning of the run.
+func (r *run) skippedRow(group, key, name string, err error) {
+	r.res.add(Row{Group: group, Key: key, Name: name, Unit: UnitMs, Skipped: true, Note: "skipped: " + err.Error()})
+	r.cfg.Progress("  %s: skipped: %v", name, err)
+	if !errors.Is(err, errNoGo) {
+		r.res.Warnings = append(r.res.Warnings, fmt.Sprintf("%s: %v", key, err))
+	}
+}
