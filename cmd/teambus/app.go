@@ -18,6 +18,40 @@ import (
 // one constructor per command file; prepare then gives every command the
 // same help and usage-error handling.
 func newApp(stdout, stderr io.Writer) *cli.App {
+	return newAppWith(stdout, stderr, commands)
+}
+
+// commands builds every command of the binary.
+func commands() []*cli.Command {
+	return []*cli.Command{
+		busCommand(), serveCommand(),
+		teamCommand(),
+		taskCommand(),
+		sendCommand(),
+		inboxCommand(),
+		ackCommand(),
+		replayCommand(),
+		eventsCommand(),
+		checkpointCommand(),
+		leadCommand(),
+		teammateCommand(),
+		joinCommand(),
+		initCommand(),
+		briefCommand(), hookCommand(), mcpCommand(), uiCommand(),
+		demoCommand(), agentSimCommand(),
+		benchCommand(),
+		versionCommand(),
+		helpCommand(),
+	}
+}
+
+// hookCommands is all a hook run needs: Claude Code starts `teambus hook
+// <Event>` several times a turn, and building and preparing the ~60
+// other commands cost ~3 ms of each run (bench row hook.posttoolbatch).
+func hookCommands() []*cli.Command { return []*cli.Command{hookCommand()} }
+
+// newAppWith is the app with the commands cmds builds.
+func newAppWith(stdout, stderr io.Writer, cmds func() []*cli.Command) *cli.App {
 	app := &cli.App{
 		Name:  "teambus",
 		Usage: "keep a team of agent sessions alive across crashes, timeouts and restarts",
@@ -27,26 +61,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			"illegal transition), 3 conflict (lost a race, fenced incarnation).",
 		Writer:    stdout,
 		ErrWriter: stderr,
-		Commands: []*cli.Command{
-			busCommand(), serveCommand(),
-			teamCommand(),
-			taskCommand(),
-			sendCommand(),
-			inboxCommand(),
-			ackCommand(),
-			replayCommand(),
-			eventsCommand(),
-			checkpointCommand(),
-			leadCommand(),
-			teammateCommand(),
-			joinCommand(),
-			initCommand(),
-			briefCommand(), hookCommand(), mcpCommand(), uiCommand(),
-			demoCommand(), agentSimCommand(),
-			benchCommand(),
-			versionCommand(),
-			helpCommand(),
-		},
+		Commands:  cmds(),
+
 		// Values of repeatable flags (--done "a, b") are kept whole; a
 		// command that wants a comma list splits it itself.
 		DisableSliceFlagSeparator: true,
@@ -58,7 +74,11 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 // run runs the command line args (args[0] is the program name) and returns
 // the exit code. Errors are printed as one line on stderr.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	app := newApp(stdout, stderr)
+	cmds := commands
+	if len(args) > 2 && args[1] == "hook" {
+		cmds = hookCommands
+	}
+	app := newAppWith(stdout, stderr, cmds)
 	app.Reader = stdin
 	return exit(ctx, explainDenied(app, runApp(ctx, app, args)), stderr)
 }
