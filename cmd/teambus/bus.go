@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -218,9 +220,15 @@ func busStop(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel, err := withTimeout(c)
-	if err != nil {
-		return err
+	// A node with many teams takes longer to stop than one request may
+	// take (1,000 teams: over 10 s, flushing 4,000 streams): unless
+	// --timeout says otherwise, wait up to two minutes.
+	ctx, cancel := context.WithTimeout(c.Context, 2*time.Minute)
+	if c.IsSet("timeout") {
+		cancel()
+		if ctx, cancel, err = withTimeout(c); err != nil {
+			return err
+		}
 	}
 	defer cancel()
 	if err := bus.Stop(ctx, dir); err != nil {
