@@ -140,7 +140,7 @@ func (s *Service) ExportCheckpoint(ctx context.Context, team, dir string) (*Expo
 func writeAtomic(dir, name string, fn func(io.Writer) error) error {
 	f, err := os.CreateTemp(dir, "."+name+".*")
 	if err != nil {
-		return teambus.Invalidf("export %s: %v", name, err)
+		return teambus.Invalidf("export %s: %w", name, err)
 	}
 	defer os.Remove(f.Name())
 	bw := bufio.NewWriterSize(f, 256<<10)
@@ -165,6 +165,15 @@ func writeAtomic(dir, name string, fn func(io.Writer) error) error {
 	}
 	if err := os.Rename(f.Name(), filepath.Join(dir, name)); err != nil {
 		return fmt.Errorf("export %s: %w", name, err)
+	}
+	// The rename is durable only once the directory is.
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("export %s: %w", name, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("export %s: sync %s: %w", name, dir, err)
 	}
 	return nil
 }
