@@ -116,7 +116,7 @@ func TestSecurity_MemberCredsCLI(t *testing.T) {
 		{"other team's state", []string{"team", "show", "beta"}, "only"},
 		{"other team's tasks", []string{"task", "list", "--team", "beta"}, "only"},
 		{"list teams", []string{"team", "list"}, "needs the operator's credential"},
-		{"the team's whole mailbox", []string{"replay", "--team", "alpha"}, "needs the operator's credential"},
+		{"the team's mailbox as it grows", []string{"replay", "--team", "alpha", "--follow"}, "needs the operator's credential"},
 		{"create a team", []string{"team", "create", "gamma", "--member", "x1"}, "needs the operator's credential"},
 		{"issue credentials", []string{"team", "creds", "alpha", "--member", "tm2"}, "credential"},
 	}

@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync"
 
@@ -157,9 +156,6 @@ func (b ClientBackend) Ack(ctx context.Context, a team.Actor, seqs []uint64) (bu
 	return cl.Ack(ctx, seqs)
 }
 
-// errReplayDone ends a replay early.
-var errReplayDone = errors.New("replay done")
-
 // Replay implements Backend. With Direct it reads the team's mailbox;
 // through the service it pages through the caller's own mail and applies
 // f here.
@@ -167,57 +163,11 @@ func (b ClientBackend) Replay(ctx context.Context, a team.Actor, f bus.ReplayFil
 	if b.Direct != nil {
 		return b.Direct.Mailbox(a.Team).Replay(ctx, f, fn)
 	}
-	if err := f.Validate(); err != nil {
-		return err
-	}
 	cl, err := b.actor(a)
 	if err != nil {
 		return err
 	}
-	// Without a filter of its own a page need hold no more than the limit.
-	pageMax := member.ReplayMax
-	if f.Limit > 0 && f.From == "" && f.To == "" && f.Type == "" && f.SinceTime.IsZero() {
-		pageMax = min(f.Limit, pageMax)
-	}
-	since, n := f.SinceSeq, 0
-	for {
-		page, err := cl.Replay(ctx, since, pageMax)
-		if err != nil {
-			return err
-		}
-		for _, m := range page.Messages {
-			if f.UntilSeq > 0 && m.Seq > f.UntilSeq || !f.UntilTime.IsZero() && m.TS.After(f.UntilTime) {
-				return nil
-			}
-			if !replayMatch(f, m) {
-				continue
-			}
-			if err := fn(m); err != nil {
-				return err
-			}
-			n++
-			if f.Limit > 0 && n >= f.Limit {
-				return nil
-			}
-		}
-		if page.Next == 0 || page.Next <= since {
-			return nil
-		}
-		since = page.Next
-	}
-}
-
-// replayMatch applies the filters the mailbox applies by subject or start.
-func replayMatch(f bus.ReplayFilter, m teambus.Message) bool {
-	switch {
-	case f.From != "" && m.From != f.From,
-		f.To != "" && m.To != f.To,
-		f.Type != "" && m.Type != f.Type,
-		!f.SinceTime.IsZero() && m.TS.Before(f.SinceTime),
-		m.Held && !f.IncludeHeld:
-		return false
-	}
-	return true
+	return cl.ReplayOwn(ctx, f, fn)
 }
 
 func (b ClientBackend) task(ctx context.Context, a team.Actor, req member.TaskRequest) (*teambus.Task, bool, error) {

@@ -307,7 +307,9 @@ func replayCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "replay",
 		Usage: "print the team's mailbox in seq order, for audit",
-		Flags: flags(connFlags(), []cli.Flag{teamFlag(),
+		Description: "With the node token: the team's whole mailbox. With a member credential: the member's own\n" +
+			"mail (to it, from it, broadcasts), through the team service; --follow needs the node token.",
+		Flags: flags(connFlags(), []cli.Flag{teamFlag(), sessionFlag(),
 			&cli.StringFlag{Name: "from", Usage: "only mail from this member"},
 			&cli.StringFlag{Name: "to", Usage: "only mail to this member (lead, all)"},
 			&cli.StringFlag{Name: "type", Usage: "only mail of this type"},
@@ -379,12 +381,29 @@ func replay(c *cli.Context) error {
 	}
 	ctx, cancel := watchDenied(c, c.Context, func() {}, conn)
 	defer cancel()
+	jl := newJSONLines(c.App.Writer)
+	asJSON := c.Bool("json")
+	if ct, cm, ok := conn.MemberOf(); ok {
+		// A member replays its own mail through the team service.
+		if ct != teamID {
+			return teambus.Invalidf("the credential of %s in team %s reaches only team %s, not %s", cm, ct, ct, teamID)
+		}
+		cl, err := mapi.ForConn(conn, ct, cm, c.String("session"))
+		if err != nil {
+			return err
+		}
+		return cl.ReplayOwn(ctx, f, func(m teambus.Message) error {
+			if asJSON {
+				return jl.Write(messageJSON(m))
+			}
+			printMessage(c.App.Writer, m)
+			return nil
+		})
+	}
 	svc := team.New(conn.JS, team.Config{})
 	if _, _, err := svc.Store().Team(ctx, teamID); err != nil {
 		return err
 	}
-	jl := newJSONLines(c.App.Writer)
-	asJSON := c.Bool("json")
 	// A message that can not be decoded is shown where it is and counted,
 	// never skipped silently.
 	bad := 0

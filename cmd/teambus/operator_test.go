@@ -15,7 +15,7 @@ func TestMemberCreds_OperatorCommandsRefused(t *testing.T) {
 	t.Parallel()
 	n := nodetest.NewServer(t)
 	dir := []string{"--dir", n.Dir()}
-	if r := runCLI(t, append([]string{"team", "create", "alpha", "--member", "tm1"}, dir...)...); r.code != 0 {
+	if r := runCLI(t, append([]string{"team", "create", "alpha", "--member", "tm1", "--member", "tm2"}, dir...)...); r.code != 0 {
 		t.Fatalf("team create: %d %s", r.code, r.stderr)
 	}
 	creds := filepath.Join(t.TempDir(), "tm1.creds")
@@ -28,7 +28,7 @@ func TestMemberCreds_OperatorCommandsRefused(t *testing.T) {
 		{"team", "create", "beta"},
 		{"team", "list"},
 		{"task", "add", "x", "--team", "alpha"},
-		{"replay", "--team", "alpha"},
+		{"replay", "--team", "alpha", "--follow"},
 		{"events", "export", "--team", "alpha"},
 		{"teammate", "--team", "alpha", "--member", "tm1", "--session", "s1"},
 		{"ui"},
@@ -38,7 +38,14 @@ func TestMemberCreds_OperatorCommandsRefused(t *testing.T) {
 	if r := runCLI(t, as("send", "--team", "alpha", "--member", "tm1", "--to", "lead", "hello")...); r.code != 0 {
 		t.Fatalf("send with the member credential: %d %s", r.code, r.stderr)
 	}
-	r := runCLI(t, append([]string{"team", "list", "--json"}, dir...)...)
+	// Mail tm1 is not part of, and a replay of its own mail through the
+	// service that leaves it out.
+	evOK(t, append([]string{"send", "--team", "alpha", "--member", "lead", "--to", "tm2", "not for tm1"}, dir...)...)
+	r := runCLI(t, as("replay", "--team", "alpha")...)
+	if r.code != 0 || !strings.Contains(r.stdout, "hello") || strings.Contains(r.stdout, "not for tm1") {
+		t.Fatalf("replay with the member credential: %d %q %s; want tm1's own mail only", r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(t, append([]string{"team", "list", "--json"}, dir...)...)
 	if r.code != 0 || strings.Contains(r.stdout, "beta") {
 		t.Fatalf("team list after the refusals: %d %q %s", r.code, r.stdout, r.stderr)
 	}

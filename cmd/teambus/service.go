@@ -105,7 +105,7 @@ var memberVerbs = map[string]bool{
 	"send": true, "inbox": true, "ack": true, "checkpoint": true, "join": true, "brief": true,
 	"task claim": true, "task next": true, "task complete": true, "task fail": true, "task block": true,
 	"task release": true, "task reassign": true, "task reopen": true, "task list": true, "task show": true,
-	"team show": true, "mcp": true,
+	"team show": true, "mcp": true, "replay": true,
 }
 
 // operatorOnly refuses, at once and plainly, a command a member credential
@@ -120,7 +120,7 @@ func operatorOnly(c *cli.Context, conn *bus.Conn) error {
 	if memberVerbs[name] {
 		return nil
 	}
-	return teambus.Invalidf("`teambus %s` needs the operator's credential (the node token): the credential of %s in team %s reaches only the team service (send, inbox, ack, task, checkpoint, join, brief, team show, mcp)", name, cm, ct)
+	return teambus.Invalidf("`teambus %s` needs the operator's credential (the node token): the credential of %s in team %s reaches only the team service (send, inbox, ack, task, checkpoint, join, brief, team show, replay of its own mail, mcp)", name, cm, ct)
 }
 
 // commandPath is the command's name with its parents ("team show").

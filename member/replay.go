@@ -1,0 +1,64 @@
+package member
+
+import (
+	"context"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
+)
+
+// ReplayOwn calls fn for the caller's own mail (to it, from it,
+// broadcasts) that matches f, oldest first, paging through the service's
+// replay and applying f here. Follow is not offered through the service.
+func (c *Client) ReplayOwn(ctx context.Context, f bus.ReplayFilter, fn func(teambus.Message) error) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	if f.Follow {
+		return teambus.Invalidf("replay --follow reads the team's mailbox as it grows: it needs the operator's credential (the node token), not the credential of %s in team %s", c.who.Member, c.team)
+	}
+	// Without a filter of its own a page need hold no more than the limit.
+	pageMax := ReplayMax
+	if f.Limit > 0 && f.From == "" && f.To == "" && f.Type == "" && f.SinceTime.IsZero() {
+		pageMax = min(f.Limit, pageMax)
+	}
+	since, n := f.SinceSeq, 0
+	for {
+		page, err := c.Replay(ctx, since, pageMax)
+		if err != nil {
+			return err
+		}
+		for _, m := range page.Messages {
+			if f.UntilSeq > 0 && m.Seq > f.UntilSeq || !f.UntilTime.IsZero() && m.TS.After(f.UntilTime) {
+				return nil
+			}
+			if !replayMatch(f, m) {
+				continue
+			}
+			if err := fn(m); err != nil {
+				return err
+			}
+			n++
+			if f.Limit > 0 && n >= f.Limit {
+				return nil
+			}
+		}
+		if page.Next == 0 || page.Next <= since {
+			return nil
+		}
+		since = page.Next
+	}
+}
+
+// replayMatch applies the filters the mailbox applies by subject or start.
+func replayMatch(f bus.ReplayFilter, m teambus.Message) bool {
+	switch {
+	case f.From != "" && m.From != f.From,
+		f.To != "" && m.To != f.To,
+		f.Type != "" && m.Type != f.Type,
+		!f.SinceTime.IsZero() && m.TS.Before(f.SinceTime),
+		m.Held && !f.IncludeHeld:
+		return false
+	}
+	return true
+}
