@@ -2,6 +2,7 @@ package lead_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -29,9 +30,15 @@ func TestSidecar_CleanStopShowsOffline(t *testing.T) {
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- sc.Run(rctx) }()
-	checkFor(t, pol.LeadTimeout, func() bool {
+	bustest.CheckFor(t, pol.LeadTimeout, 10*time.Millisecond, func() error {
 		v, err := svc.Show(ctx, "stop")
-		return err == nil && v.Lead.Online
+		if err != nil {
+			return err
+		}
+		if !v.Lead.Online {
+			return fmt.Errorf("lead not online yet")
+		}
+		return nil
 	})
 	stop()
 	if err := <-done; err != nil {
@@ -43,18 +50,5 @@ func TestSidecar_CleanStopShowsOffline(t *testing.T) {
 	}
 	if v.Lead.Online {
 		t.Errorf("lead online after a clean stop: %+v", v.Lead)
-	}
-}
-
-// checkFor polls cond every few milliseconds until it holds or timeout
-// passes.
-func checkFor(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
