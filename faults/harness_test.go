@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -401,38 +400,15 @@ func (l *memLogger) matching(words ...string) []string {
 	return out
 }
 
-// teambusBinary builds cmd/teambus once per test binary.
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
+// teambusBinary builds cmd/teambus once per test run.
 func teambusBinary(t testing.TB) string {
 	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "teambus-faults-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "teambus")
-		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/teambus").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("build teambus: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
+	return bustest.Binary(t)
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
+	bustest.RemoveBinary()
 	os.Exit(code)
 }
 

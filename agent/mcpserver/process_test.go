@@ -31,38 +31,15 @@ import (
 
 // These tests run the built teambus binary as the MCP server process.
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
 // teambusBin builds cmd/teambus once per test run.
 func teambusBin(t testing.TB) string {
 	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "teambus-mcp-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "teambus")
-		out, err := exec.Command("go", "build", "-o", binPath, "../../cmd/teambus").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("build teambus: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
+	return bustest.Binary(t)
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
+	bustest.RemoveBinary()
 	os.Exit(code)
 }
 
