@@ -13,15 +13,7 @@ import (
 // and changes nothing; the member verbs work.
 func TestMemberCreds_OperatorCommandsRefused(t *testing.T) {
 	t.Parallel()
-	n := nodetest.NewServer(t)
-	dir := []string{"--dir", n.Dir()}
-	if r := runCLI(t, append([]string{"team", "create", "alpha", "--member", "tm1", "--member", "tm2"}, dir...)...); r.code != 0 {
-		t.Fatalf("team create: %d %s", r.code, r.stderr)
-	}
-	creds := filepath.Join(t.TempDir(), "tm1.creds")
-	if r := runCLI(t, append([]string{"team", "creds", "alpha", "--member", "tm1", "--out", creds}, dir...)...); r.code != 0 {
-		t.Fatalf("team creds: %d %s", r.code, r.stderr)
-	}
+	dir, creds := credsTeam(t)
 	home := t.TempDir() // no node here: the credential names the bus
 	as := func(args ...string) []string { return append(args, "--dir", home, "--creds", creds) }
 	for _, args := range [][]string{
@@ -53,4 +45,21 @@ func TestMemberCreds_OperatorCommandsRefused(t *testing.T) {
 	if r.code != 0 || strings.Contains(r.stdout, `"x"`) {
 		t.Fatalf("task list after the refusals: %d %q %s", r.code, r.stdout, r.stderr)
 	}
+}
+
+// credsTeam starts a node hosting the team service with team alpha (tm1,
+// tm2) and returns the operator's --dir arguments and tm1's credential
+// file.
+func credsTeam(t *testing.T) (dir []string, creds string) {
+	t.Helper()
+	n := nodetest.NewServer(t)
+	dir = []string{"--dir", n.Dir()}
+	if r := runCLI(t, append([]string{"team", "create", "alpha", "--member", "tm1", "--member", "tm2"}, dir...)...); r.code != 0 {
+		t.Fatalf("team create: %d %s", r.code, r.stderr)
+	}
+	creds = filepath.Join(t.TempDir(), "tm1.creds")
+	if r := runCLI(t, append([]string{"team", "creds", "alpha", "--member", "tm1", "--out", creds}, dir...)...); r.code != 0 {
+		t.Fatalf("team creds: %d %s", r.code, r.stderr)
+	}
+	return dir, creds
 }
