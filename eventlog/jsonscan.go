@@ -1,4 +1,4 @@
-package teambus
+package eventlog
 
 import (
 	"bytes"
