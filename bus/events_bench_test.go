@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/eventlog"
+	"github.com/teambus/teambus/node"
+	"github.com/teambus/teambus/node/nodetest"
 )
 
 // evBenchLog is a JSONL log of n events of about 300 bytes in 50
@@ -37,8 +38,8 @@ func evBenchLog(n int) []byte {
 // with a team event log large enough for the benchmarks.
 func evBenchStream(b *testing.B) *bus.Events {
 	b.Helper()
-	n := bustest.NewServerConfig(b, bus.NodeConfig{Sync: bus.SyncModeInterval, MaxStore: 16 << 30})
-	c := bustest.Connect(b, n)
+	n := nodetest.NewBareServerConfig(b, node.NodeConfig{Sync: bus.SyncModeInterval, MaxStore: 16 << 30})
+	c := nodetest.Connect(b, n)
 	ev := bus.NewEvents(c.JS, "bench", bus.EventsConfig{MaxBytes: 4 << 30})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

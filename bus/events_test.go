@@ -14,8 +14,8 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/eventlog"
+	"github.com/teambus/teambus/node/nodetest"
 )
 
 func evCtx(t testing.TB) context.Context {
@@ -28,8 +28,8 @@ func evCtx(t testing.TB) context.Context {
 // evLog is a declared event log of team alpha on a fresh node.
 func evLog(t testing.TB, cfg bus.EventsConfig) (*bus.Events, *bus.Conn) {
 	t.Helper()
-	n := bustest.NewServer(t)
-	c := bustest.Connect(t, n)
+	n := nodetest.NewBareServer(t)
+	c := nodetest.Connect(t, n)
 	ev := bus.NewEvents(c.JS, "alpha", cfg)
 	if err := ev.Declare(evCtx(t)); err != nil {
 		t.Fatal(err)
@@ -179,8 +179,8 @@ func TestEvents_Append_Invalid(t *testing.T) {
 // append.
 func TestEvents_Append_CreatesStreamLazily(t *testing.T) {
 	t.Parallel()
-	n := bustest.NewServer(t)
-	c := bustest.Connect(t, n)
+	n := nodetest.NewBareServer(t)
+	c := nodetest.Connect(t, n)
 	ev := bus.NewEvents(c.JS, "old", bus.EventsConfig{MaxBytes: 8 << 20})
 	if got := evReplay(t, ev, bus.EventFilter{}); len(got) != 0 {
 		t.Fatalf("replay without a stream = %v", got)

@@ -12,6 +12,7 @@ import (
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/lead"
+	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
 
@@ -27,7 +28,7 @@ func (w tlog) Write(p []byte) (int, error) {
 // sidecar that acks it); the member answers the second, and is not
 // declared crashed (issue 12 item 5).
 func TestSidecar_ProbeResent(t *testing.T) {
-	node := bustest.NewServer(t)
+	node := nodetest.NewBareServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	pol := teambus.DefaultPolicy()
@@ -35,7 +36,7 @@ func TestSidecar_ProbeResent(t *testing.T) {
 	pol.MemberTimeout = 5 * time.Second
 	pol.ProbeTimeout = 4 * time.Second // room to resend (every probe-timeout/4)
 	pol.LeadTimeout = 2 * time.Second
-	svc := team.New(bustest.Connect(t, node).JS, team.Config{})
+	svc := team.New(nodetest.Connect(t, node).JS, team.Config{})
 	if _, err := svc.CreateTeam(ctx, "pr", "", []team.MemberSpec{{ID: "tm1"}}, pol); err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestSidecar_ProbeResent(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(tlog{t}, nil))
-	ld, err := lead.New(team.New(bustest.Connect(t, node).JS, team.Config{}), lead.Config{Team: "pr", Session: "L1", Logger: log})
+	ld, err := lead.New(team.New(nodetest.Connect(t, node).JS, team.Config{}), lead.Config{Team: "pr", Session: "L1", Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,14 +9,15 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/lead"
+	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
 
 // Issue 12 item 11: a lead sidecar stopped cleanly shows offline at once,
 // not online until its heartbeat expires.
 func TestSidecar_CleanStopShowsOffline(t *testing.T) {
-	n := bustest.NewServer(t)
-	svc := team.New(bustest.Connect(t, n).JS, team.Config{})
+	n := nodetest.NewBareServer(t)
+	svc := team.New(nodetest.Connect(t, n).JS, team.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pol := teambus.DefaultPolicy()

@@ -18,14 +18,15 @@ import (
 	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/lead"
+	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/teammate"
 )
 
 func evSvc(t *testing.T) *team.Service {
 	t.Helper()
-	n := bustest.NewServer(t)
-	c := bustest.Connect(t, n)
+	n := nodetest.NewBareServer(t)
+	c := nodetest.Connect(t, n)
 	return team.New(c.JS, team.Config{})
 }
 

@@ -14,6 +14,8 @@ import (
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/lead"
+	"github.com/teambus/teambus/node"
+	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/teammate"
 )
@@ -108,14 +110,14 @@ func registered(t *testing.T, svc *team.Service, teamID, member, session string)
 // meant for the successor: the check stays in the member's sidecar inbox,
 // readable at once, not after ack-wait (issue 12 item 3).
 func TestSidecar_FencedLeavesSuccessorMail(t *testing.T) {
-	node := bustest.NewServer(t)
+	nd := nodetest.NewBareServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	svc := team.New(bustest.Connect(t, node).JS, team.Config{})
+	svc := team.New(nodetest.Connect(t, nd).JS, team.Config{})
 	if _, err := svc.CreateTeam(ctx, "fe", "", []team.MemberSpec{{ID: "tm1"}}, fastPolicy()); err != nil {
 		t.Fatal(err)
 	}
-	old := start(t, team.New(bustest.Connect(t, node).JS, team.Config{}), teammate.Config{Team: "fe", Member: "tm1", Session: "s-old"})
+	old := start(t, team.New(nodetest.Connect(t, nd).JS, team.Config{}), teammate.Config{Team: "fe", Member: "tm1", Session: "s-old"})
 	registered(t, svc, "fe", "tm1", "s-old")
 
 	// A new incarnation registers (a hook or `join`), and the lead asks it
@@ -143,9 +145,9 @@ func TestSidecar_FencedLeavesSuccessorMail(t *testing.T) {
 
 // zombie starts a sidecar for tm1 in session and waits until it is in
 // zombie mode (there is no lead).
-func zombie(t *testing.T, node *bus.Node, svc *team.Service, teamID, session string) *running {
+func zombie(t *testing.T, nd *node.Node, svc *team.Service, teamID, session string) *running {
 	t.Helper()
-	r := start(t, team.New(bustest.Connect(t, node).JS, team.Config{}), teammate.Config{Team: teamID, Member: "tm1", Session: session})
+	r := start(t, team.New(nodetest.Connect(t, nd).JS, team.Config{}), teammate.Config{Team: teamID, Member: "tm1", Session: session})
 	bustest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		m, _, err := svc.Store().Member(context.Background(), teamID, "tm1")
 		if err != nil || m.Session != session || m.Status != teambus.MemberZombie {
@@ -200,9 +202,9 @@ func leadGets(t *testing.T, svc *team.Service, teamID string, bodies ...string) 
 // the sidecar itself at zombie-max (marked held_since), or the lead when
 // the sidecar is gone (issue 12 item 1).
 func TestSidecar_HeldMailNeverStranded(t *testing.T) {
-	node := bustest.NewServer(t)
+	nd := nodetest.NewBareServer(t)
 	ctx := context.Background()
-	svc := team.New(bustest.Connect(t, node).JS, team.Config{})
+	svc := team.New(nodetest.Connect(t, nd).JS, team.Config{})
 	create := func(id string, pol teambus.Policy) {
 		t.Helper()
 		if _, err := svc.CreateTeam(ctx, id, "", []team.MemberSpec{{ID: "tm1"}}, pol); err != nil {
@@ -212,11 +214,11 @@ func TestSidecar_HeldMailNeverStranded(t *testing.T) {
 
 	t.Run("next incarnation", func(t *testing.T) {
 		create("nx", fastPolicy())
-		old := zombie(t, node, svc, "nx", "s1")
+		old := zombie(t, nd, svc, "nx", "s1")
 		sendHeld(t, svc, "nx", "s1", "h1")
 		sendHeld(t, svc, "nx", "s1", "h2")
 		old.stop()
-		start(t, team.New(bustest.Connect(t, node).JS, team.Config{}), teammate.Config{Team: "nx", Member: "tm1", Session: "s2"})
+		start(t, team.New(nodetest.Connect(t, nd).JS, team.Config{}), teammate.Config{Team: "nx", Member: "tm1", Session: "s2"})
 		leadGets(t, svc, "nx", "h1", "h2")
 	})
 
@@ -224,7 +226,7 @@ func TestSidecar_HeldMailNeverStranded(t *testing.T) {
 		pol := fastPolicy()
 		pol.ZombieMax = 2 * time.Second
 		create("zm", pol)
-		r := zombie(t, node, svc, "zm", "s1")
+		r := zombie(t, nd, svc, "zm", "s1")
 		sendHeld(t, svc, "zm", "s1", "h1")
 		r.wait(t, 10*time.Second)
 		if r.out != teammate.OutcomeZombieMax {
@@ -235,10 +237,10 @@ func TestSidecar_HeldMailNeverStranded(t *testing.T) {
 
 	t.Run("lead", func(t *testing.T) {
 		create("ld", fastPolicy())
-		r := zombie(t, node, svc, "ld", "s1")
+		r := zombie(t, nd, svc, "ld", "s1")
 		sendHeld(t, svc, "ld", "s1", "h1")
 		r.stop()
-		ld, err := lead.New(team.New(bustest.Connect(t, node).JS, team.Config{}), lead.Config{Team: "ld", Session: "L1", Logger: newLog(t)})
+		ld, err := lead.New(team.New(nodetest.Connect(t, nd).JS, team.Config{}), lead.Config{Team: "ld", Session: "L1", Logger: newLog(t)})
 		if err != nil {
 			t.Fatal(err)
 		}

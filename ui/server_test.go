@@ -20,6 +20,7 @@ import (
 	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/ui"
 )
@@ -60,8 +61,8 @@ func testPolicy() teambus.Policy {
 func newFixture(t *testing.T, cfg ui.Config) *fixture {
 	t.Helper()
 	ctx := testCtx(t)
-	n := bustest.NewServer(t)
-	conn := bustest.Connect(t, n)
+	n := nodetest.NewBareServer(t)
+	conn := nodetest.Connect(t, n)
 	svc := team.New(conn.JS, team.Config{})
 	pol := testPolicy()
 	if _, err := svc.CreateTeam(ctx, teamID, "L", []team.MemberSpec{{ID: "tm1", Role: "coder"}, {ID: "tm2", Role: "reviewer"}}, pol); err != nil {
