@@ -319,7 +319,7 @@ func decodePayload(r io.Reader) (Payload, error) {
 			return
 		}
 		if err != nil {
-			ch <- res{err: teambus.Invalidf("payload is not one JSON object: %v", err)}
+			ch <- res{err: teambus.Invalidf("payload is not one JSON object: %w", err)}
 			return
 		}
 		raw = bytes.TrimSpace(raw)
@@ -329,7 +329,7 @@ func decodePayload(r io.Reader) (Payload, error) {
 		}
 		var p Payload
 		if err := json.Unmarshal(raw, &p); err != nil {
-			ch <- res{err: teambus.Invalidf("payload: %v", err)}
+			ch <- res{err: teambus.Invalidf("payload: %w", err)}
 			return
 		}
 		ch <- res{p: p}

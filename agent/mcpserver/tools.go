@@ -174,7 +174,7 @@ func (s *Server) send(ctx context.Context, _ *mcp.CallToolRequest, id Identity, 
 	if in.Data != nil {
 		b, err := json.Marshal(in.Data)
 		if err != nil {
-			return SendOut{}, "", teambus.Invalidf("invalid data: %v", err)
+			return SendOut{}, "", teambus.Invalidf("invalid data: %w", err)
 		}
 		spec.Data = b
 	}
@@ -441,7 +441,7 @@ func (s *Server) checkpoint(ctx context.Context, _ *mcp.CallToolRequest, id Iden
 	if in.Data != nil {
 		b, err := json.Marshal(in.Data)
 		if err != nil {
-			return CheckpointResult{}, "", teambus.Invalidf("invalid data: %v", err)
+			return CheckpointResult{}, "", teambus.Invalidf("invalid data: %w", err)
 		}
 		spec.Data = b
 	}

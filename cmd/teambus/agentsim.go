@@ -192,13 +192,13 @@ func (s *agentSimulator) runLead(ctx context.Context) error {
 				s.say("mail #%d from %s [%s]: %s", m.Seq, m.From, m.Type, oneLine(m.Body, 200))
 			}
 		case errors.Is(err, teambus.ErrFenced):
-			s.say("fenced: %v", err)
+			s.say("fenced: %s", err)
 			return err
 		case ctx.Err() != nil:
 			s.say("stopped")
 			return nil
 		default:
-			s.say("inbox: %v", err)
+			s.say("inbox: %s", err)
 		}
 		if sleep(ctx, 500*time.Millisecond) != nil {
 			s.say("stopped")
@@ -225,7 +225,7 @@ func (s *agentSimulator) runTeammate(ctx context.Context) error {
 			s.say("no task left in team %s: exiting", s.a.Team)
 			return nil
 		case errors.Is(err, teambus.ErrFenced), errors.Is(err, teambus.ErrNotFound), errors.Is(err, teambus.ErrInvalid):
-			s.say("giving up: %v", err)
+			s.say("giving up: %s", err)
 			return err
 		case ctx.Err() != nil:
 			s.say("stopped")
@@ -243,7 +243,7 @@ func (s *agentSimulator) runTeammate(ctx context.Context) error {
 				s.say("stopped")
 				return nil
 			}
-			s.say("giving up: %v", err)
+			s.say("giving up: %s", err)
 			return err
 		}
 	}

@@ -253,7 +253,7 @@ func (r *initRun) setup() error {
 	r.env = initclaude.Env{Cwd: cwd, Home: home, ClaudeDir: claudeDir}
 	r.target, err = initclaude.Resolve(c.Context, r.env, scope, c.String("settings"), c.String("out"))
 	if err != nil {
-		return teambus.Invalidf("init claude: %v", err)
+		return teambus.Invalidf("init claude: %w", err)
 	}
 	r.detectClaude()
 	o := initclaude.Options{
@@ -291,7 +291,7 @@ func (r *initRun) setup() error {
 	}
 	o.Bin = bin
 	if err := o.Validate(); err != nil {
-		return teambus.Invalidf("init claude: %v", err)
+		return teambus.Invalidf("init claude: %w", err)
 	}
 	r.opts = o
 	r.rep = initReport{Scope: string(scope), Settings: r.target.Settings, Warnings: r.rep.Warnings, Options: o}

@@ -276,7 +276,7 @@ func (r *initRun) checkBus(locs []checkLocation) {
 	}
 	if err := teambus.ValidateID("team", team); err != nil {
 		b.Error = err.Error()
-		r.warn("%v", err)
+		r.warn("%s", err.Error())
 		return
 	}
 	if _, _, err := s.svc.Store().Team(s.ctx, team); err != nil {

@@ -117,7 +117,7 @@ func runUI(c *cli.Context) error {
 		if errors.Is(err, http.ErrServerClosed) {
 			return nil
 		}
-		return teambus.Unavailablef("serve ui: %v", err)
+		return teambus.Unavailablef("serve ui: %w", err)
 	case <-c.Context.Done():
 	}
 	// Live streams never end on their own: close the feeds first, then
