@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/internal/atomicfile"
 )
 
 // Sync modes of a node: when the store fsyncs.
@@ -754,7 +755,7 @@ func loadToken(dir string) (string, error) {
 		return "", fmt.Errorf("generate token: %w", err)
 	}
 	tok := hex.EncodeToString(raw)
-	if err := writeAtomic(path, []byte(tok+"\n")); err != nil {
+	if err := atomicfile.Write(path, []byte(tok+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("write token file: %w", err)
 	}
 	return tok, nil
@@ -766,43 +767,7 @@ func writeFileAtomic(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(path, append(b, '\n'))
-}
-
-// writeAtomic writes a temporary file (mode 0600), fsyncs it, renames it
-// over path and fsyncs the directory.
-func writeAtomic(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after the rename
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.Write(path, append(b, '\n'), 0o600)
 }
 
 // serverLogger routes the server's log to slog. Notices and debug lines

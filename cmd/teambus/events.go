@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/internal/atomicfile"
 	"github.com/teambus/teambus/team"
 )
 
@@ -167,7 +168,7 @@ func eventsAnalyze(c *cli.Context) error {
 	if path := c.String("file"); path != "" {
 		// A file needs no bus: nothing here connects.
 		if _, err := os.Stat(path); err != nil {
-			return teambus.Invalidf("events file %s: %v", path, errorCause(err))
+			return teambus.Invalidf("events file %s: %w", path, errorCause(err))
 		}
 		source = path
 		res, err = teambus.AnalyzeJSONL(func() (io.ReadCloser, error) { return os.Open(path) }, opts)
@@ -371,7 +372,7 @@ func eventsImport(c *cli.Context) error {
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return teambus.Invalidf("events file %s: %v", path, errorCause(err))
+		return teambus.Invalidf("events file %s: %w", path, errorCause(err))
 	}
 	defer f.Close()
 	var res bus.ImportResult
@@ -422,24 +423,14 @@ func eventsExport(c *cli.Context) error {
 			_, err := ev.Export(c.Context, c.App.Writer)
 			return err
 		}
-		dir, name := filepath.Split(path)
-		if dir == "" {
-			dir = "."
-		}
-		tmp, err := os.CreateTemp(dir, "."+name+".*")
-		if err != nil {
-			return teambus.Invalidf("export to %s: %v", path, errorCause(err))
-		}
-		defer os.Remove(tmp.Name())
-		n, err := ev.Export(c.Context, tmp)
-		if err == nil {
-			err = tmp.Sync()
-		}
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(tmp.Name(), path)
+		var n int64
+		err := atomicfile.WriteFunc(path, 0o600, func(w io.Writer) error {
+			var err error
+			n, err = ev.Export(c.Context, w)
+			return err
+		})
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			return teambus.Invalidf("export events to %s: %w", path, errorCause(err))
 		}
 		if err != nil {
 			return fmt.Errorf("export events to %s: %w", path, err)

@@ -418,7 +418,7 @@ func (r *initRun) remove() error {
 // bad input (exit 2).
 func planError(err error) error {
 	if errors.Is(err, initclaude.ErrNotJSON) || errors.Is(err, initclaude.ErrForeignEntry) {
-		return teambus.Invalidf("init claude: %v; nothing was written", err)
+		return teambus.Invalidf("init claude: %w; nothing was written", err)
 	}
 	return err
 }

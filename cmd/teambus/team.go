@@ -41,7 +41,7 @@ func teamCreateCommand() *cli.Command {
 		Usage:     "create a team with its members and policy",
 		ArgsUsage: "TEAM",
 		Flags: flags(connFlags(), []cli.Flag{
-			&cli.StringFlag{Name: "lead-session", Usage: "session id of the lead (default: the first `teambus lead` attaches)", EnvVars: []string{"TEAMBUS_LEAD_SESSION"}},
+			&cli.StringFlag{Name: "lead-session", Usage: "session id of the lead (default: the first teambus lead that attaches)", EnvVars: []string{"TEAMBUS_LEAD_SESSION"}},
 			&cli.StringSliceFlag{Name: "member", Usage: "a member as ID[:ROLE[:QUANTUM]], repeatable"},
 			&cli.StringFlag{Name: "max-body", Usage: "largest message body (e.g. 256KiB)", Value: "256KiB", EnvVars: []string{"TEAMBUS_MAX_BODY"}},
 			&cli.StringFlag{Name: "mailbox-max-bytes", Usage: "size limit of the team's mailbox; a full mailbox refuses new mail, it never drops old mail; reserved on the bus's --max-store", Value: "32MiB", EnvVars: []string{"TEAMBUS_MAILBOX_MAX_BYTES"}},

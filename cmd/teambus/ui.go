@@ -87,7 +87,7 @@ func runUI(c *cli.Context) error {
 	defer srv.Close()
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
-		return teambus.Invalidf("listen on %s: %v", listen, err)
+		return teambus.Invalidf("listen on %s: %w", listen, err)
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
 	scheme := "http"
