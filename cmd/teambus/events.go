@@ -312,7 +312,7 @@ func printAnalysis(w io.Writer, source string, a *teambus.Analysis) {
 				line += " (" + t.Agent + ")"
 			}
 			if t.Error != "" {
-				line += ": " + oneLine(t.Error, 80)
+				line += ": " + teambus.OneLine(t.Error, 80)
 			}
 			fmt.Fprintln(w, line)
 		}
@@ -337,7 +337,7 @@ func printEvents(w io.Writer, title string, evs []teambus.Event, omitted int64) 
 			fmt.Fprintf(w, " %s", e.Agent)
 		}
 		if len(e.Data) > 0 {
-			fmt.Fprintf(w, " %s", oneLine(string(e.Data), 120))
+			fmt.Fprintf(w, " %s", teambus.OneLine(string(e.Data), 120))
 		}
 		fmt.Fprintln(w)
 	}
@@ -496,7 +496,7 @@ func eventsReplay(c *cli.Context) error {
 
 func printEventRecord(w io.Writer, r *bus.EventRecord) {
 	if r.Err != nil {
-		fmt.Fprintf(w, "#%d (not an event: %v) %s\n", r.StreamSeq, r.Err, oneLine(string(r.Raw), 120))
+		fmt.Fprintf(w, "#%d (not an event: %v) %s\n", r.StreamSeq, r.Err, teambus.OneLine(string(r.Raw), 120))
 		return
 	}
 	e := &r.Event
@@ -505,7 +505,7 @@ func printEventRecord(w io.Writer, r *bus.EventRecord) {
 		line += " " + e.Agent
 	}
 	if len(e.Data) > 0 {
-		line += " " + oneLine(string(e.Data), 160)
+		line += " " + teambus.OneLine(string(e.Data), 160)
 	}
 	fmt.Fprintln(w, line)
 }

@@ -557,7 +557,7 @@ func (r *initRun) print() error {
 		return printJSON(w, r.rep)
 	}
 	for _, warn := range r.rep.Warnings {
-		fmt.Fprintf(r.c.App.ErrWriter, "teambus: warning: %s\n", oneLine(warn, 400))
+		fmt.Fprintf(r.c.App.ErrWriter, "teambus: warning: %s\n", teambus.OneLine(warn, 400))
 	}
 	if r.rep.Action == "check" {
 		return r.printCheck(w)

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -12,29 +12,24 @@ import (
 
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
-	"github.com/teambus/teambus/node/nodetest"
 )
 
 // TestInterrupt_BlockedCommandSaysInterrupted presses Ctrl-C (SIGINT) on a
-// real teambus process blocked in `inbox --wait` and checks that it says
+// teambus process blocked in `inbox --wait` and checks that it says
 // "interrupted", not "timed out", and exits 1 (transient: retrying helps).
 func TestInterrupt_BlockedCommandSaysInterrupted(t *testing.T) {
-	bin := bustest.Binary(t)
-	n := nodetest.NewServer(t)
-	dir := []string{"--dir", n.Dir()}
-	if r := runCLI(t, append([]string{"team", "create", "alpha", "--member", "tm1"}, dir...)...); r.code != 0 {
-		t.Fatalf("team create: %d %s", r.code, r.stderr)
-	}
+	e := newEnv(t)
+	e.createTeam("alpha", fastPolicy(), "tm1")
 	var stderr bytes.Buffer
-	cmd := exec.CommandContext(t.Context(), bin, append([]string{"inbox", "--team", "alpha", "--member", "tm1", "--wait", "60s"}, dir...)...)
+	cmd := exec.CommandContext(t.Context(), bin, "inbox", "--team", "alpha", "--member", "tm1", "--wait", "60s", "--dir", e.node.Dir())
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	// The command is blocked once its pull request waits on tm1's inbox
 	// consumer; only then is SIGINT the user's Ctrl-C on a waiting command.
-	conn := bustest.Connect(t, n)
-	bustest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+	conn := bustest.Connect(t, e.node)
+	e.waitFor(30*time.Second, "inbox --wait to block", func() error {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
 		c, err := conn.JS.Consumer(ctx, bus.MailboxPrefix+"alpha", bus.InboxConsumer("tm1"))
@@ -54,11 +49,11 @@ func TestInterrupt_BlockedCommandSaysInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := cmd.Wait()
-	code := -1
+	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
-	} else if err == nil {
-		code = 0
+	} else if err != nil {
+		t.Fatal(err)
 	}
 	got := stderr.String()
 	if code != 1 || !strings.HasPrefix(got, "teambus: interrupted") || strings.Contains(got, "timed out") {
