@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/internal/jserr"
 )
 
 // EventsPrefix starts the name of every team's event stream.
@@ -304,11 +305,7 @@ func requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, 10*time.Second)
 }
 
-func isWrongLastSeq(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
-}
+func isWrongLastSeq(err error) bool { return jserr.WrongLastSequence(err) }
 
 func (ev *Events) publishErr(err error) error {
 	var apiErr *jetstream.APIError
@@ -316,7 +313,7 @@ func (ev *Events) publishErr(err error) error {
 		switch apiErr.ErrorCode {
 		case jetstream.JSErrCodeStreamMessageExceedsMaximum:
 			return teambus.Invalidf("event too large for the event log of team %s: nothing was stored", ev.team)
-		case 10077, 10047:
+		case jserr.StreamStoreFailed, jserr.StorageResourcesExceeded:
 			return teambus.Unavailablef("event log of team %s is full (limit %d bytes): nothing was stored; export it (`teambus events export --team %s`) and raise the limit", ev.team, ev.cfg.MaxBytes, ev.team)
 		case jetstream.JSErrCodeStreamNotFound:
 			return teambus.NotFoundf("team %s has no event log: create the team first", ev.team)

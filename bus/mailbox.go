@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/internal/jserr"
 )
 
 // MailboxPrefix starts the name of every team's mailbox stream.
@@ -284,7 +285,7 @@ func (mb *Mailbox) publishErr(err error) error {
 		switch apiErr.ErrorCode {
 		case jetstream.JSErrCodeStreamMessageExceedsMaximum:
 			return teambus.Invalidf("message too large for the mailbox of team %s: nothing was sent", mb.team)
-		case 10077, 10047:
+		case jserr.StreamStoreFailed, jserr.StorageResourcesExceeded:
 			return teambus.Unavailablef("mailbox of team %s is full (limit %d bytes): nothing was sent; export it (`teambus team checkpoint %s --export DIR`) and raise the limit", mb.team, mb.cfg.MaxBytes, mb.team)
 		case jetstream.JSErrCodeStreamNotFound:
 			return teambus.NotFoundf("team %s has no mailbox: create the team first", mb.team)
