@@ -667,7 +667,7 @@ func (ev *Events) importPass(ctx context.Context, r io.Reader, sessions map[stri
 		payload := append([]byte(nil), er.Raw()...)
 		f, err := ev.js.PublishAsync(EventSubject(ev.team, e.SID, e.Type), payload, jetstream.WithMsgID(eventMsgID(e.SID, e.Seq)))
 		if err != nil {
-			_ = drain(0)
+			_ = drain(0) // collect what is in flight; the publish error is the one to report
 			return res, ev.publishErr(err)
 		}
 		pending = append(pending, f)

@@ -388,18 +388,19 @@ func (mb *Mailbox) Inbox(ctx context.Context, member string, opts InboxOptions) 
 	for _, jm := range msgs {
 		md, err := jm.Metadata()
 		if err != nil {
-			_ = jm.Nak()
+			_ = jm.Nak() // a lost Nak only delays redelivery to the ack wait
 			continue
 		}
 		m, err := decode(jm.Data(), md.Sequence.Stream, jm.Subject())
 		if err != nil {
 			// Undecodable mail can never be processed: ack it away, it stays in
-			// the stream for replay.
+			// the stream for replay. A failed ack brings it back to be acked
+			// away again.
 			_ = jm.DoubleAck(ctx)
 			continue
 		}
 		if m.To == teambus.All && m.From == opts.Self {
-			_ = jm.DoubleAck(ctx)
+			_ = jm.DoubleAck(ctx) // as above: a repeat is acked away again
 			continue
 		}
 		if opts.Ack {
@@ -582,7 +583,7 @@ func (mb *Mailbox) Ack(ctx context.Context, member string, seqs []uint64) (AckRe
 	}
 	release := func() {
 		for _, jm := range msgs {
-			_ = jm.Nak()
+			_ = jm.Nak() // a lost Nak only delays redelivery to the ack wait
 		}
 	}
 	pending := map[uint64]jetstream.Msg{}
@@ -615,7 +616,7 @@ func (mb *Mailbox) Ack(ctx context.Context, member string, seqs []uint64) (AckRe
 			delete(want, md.Sequence.Stream)
 			continue
 		}
-		_ = jm.Nak()
+		_ = jm.Nak() // not asked for: give it back; a lost Nak only delays it to the ack wait
 	}
 	for s := range want {
 		res.Already = append(res.Already, s)

@@ -483,7 +483,7 @@ func start(ctx context.Context, p *nodePlan, lock *os.File) (*Node, error) {
 			n.stopHealth()
 			n.authStop()
 			n.authConn.Close()
-			_ = os.Remove(filepath.Join(c.Dir, DiscoveryFile))
+			_ = os.Remove(filepath.Join(c.Dir, DiscoveryFile)) // a stale discovery file is also replaced by the next start
 			return nil, fail("start bus node in %s: %w", c.Dir, err)
 		}
 		n.attached = a
@@ -603,7 +603,7 @@ func Run(ctx context.Context, cfg NodeConfig) error {
 		n.log.Info("bus node stopped", "dir", n.dir)
 		return err
 	case <-n.Done():
-		_ = n.Close()
+		_ = n.Close() // the start error is the one to report
 		return teambus.Unavailablef("bus node in %s stopped unexpectedly: see the log above", n.dir)
 	}
 }
@@ -684,7 +684,7 @@ func lockDir(dir string) (*os.File, error) {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0) // the pid in the lock file is informational (bus stop finds the node by the discovery file)
 	}
 	return f, nil
 }
@@ -699,8 +699,8 @@ func flock(f *os.File) error {
 }
 
 func unlock(f *os.File) {
-	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-	_ = f.Close()
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) // closing the file releases the lock too
+	_ = f.Close()                                   // read-only use: nothing to lose
 }
 
 // probeLock reports whether a node holds the lock of dir, and the pid
@@ -723,9 +723,9 @@ func probeLock(dir string, cleanStale bool) (held bool, pid int, err error) {
 		return false, 0, fmt.Errorf("probe lock of %s: %w", dir, err)
 	}
 	if cleanStale {
-		_ = os.Remove(filepath.Join(dir, DiscoveryFile))
+		_ = os.Remove(filepath.Join(dir, DiscoveryFile)) // a stale discovery file is also replaced by the next start
 	}
-	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) // closing the file releases the lock too
 	return false, 0, nil
 }
 
