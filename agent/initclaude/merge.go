@@ -218,7 +218,7 @@ func FindInstalled(data []byte) ([]Installed, error) {
 			}
 			matcher := ""
 			if i, _ := findKey(gm, "matcher"); i >= 0 && kind(gm[i].value) == '"' {
-				_ = json.Unmarshal(gm[i].value, &matcher)
+				_ = json.Unmarshal(gm[i].value, &matcher) // a non-string matcher stays "": it matches no teambus entry
 			}
 			hi, _ := findKey(gm, "hooks")
 			if hi < 0 || kind(gm[hi].value) != '[' {

@@ -122,7 +122,7 @@ func runUI(c *cli.Context) error {
 	}
 	// Live streams never end on their own: close the feeds first, then
 	// give requests a moment.
-	_ = srv.Close()
+	_ = srv.Close() // shutting down: the listener's error is the one to report
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = hs.Shutdown(ctx)
