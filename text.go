@@ -148,3 +148,13 @@ func hexRune(r rune) string {
 	}
 	return string(b[:])
 }
+
+// OneLine shortens text to one sanitized line of at most n runes (the
+// last an ellipsis when it was cut), for tables and narration.
+func OneLine(s string, n int) string {
+	s = SanitizeLine(strings.Join(strings.Fields(s), " "))
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

@@ -231,7 +231,7 @@ func (c *Conn) Close() {
 		return
 	}
 	if c.NC.IsConnected() {
-		_ = c.NC.FlushTimeout(c.Timeout)
+		_ = c.NC.FlushTimeout(c.Timeout) // best effort before close: nothing written here is acknowledged without its own ack
 	}
 	c.NC.Close()
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/teambus/teambus"
 )
 
@@ -112,7 +113,7 @@ func (c *Creds) Validate() error {
 
 // WriteCreds writes c to path, mode 0600, replacing what was there.
 func WriteCreds(path string, c *Creds) error {
-	if err := WriteJSONAtomic(path, c); err != nil {
+	if err := writeFileAtomic(path, c); err != nil {
 		return fmt.Errorf("write credentials %s: %w", path, err)
 	}
 	return nil

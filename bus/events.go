@@ -18,6 +18,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/eventlog"
+	"github.com/teambus/teambus/internal/jserr"
 )
 
 // EventsPrefix starts the name of every team's event stream.
@@ -305,11 +306,7 @@ func requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, 10*time.Second)
 }
 
-func isWrongLastSeq(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
-}
+func isWrongLastSeq(err error) bool { return jserr.WrongLastSequence(err) }
 
 func (ev *Events) publishErr(err error) error {
 	var apiErr *jetstream.APIError
@@ -317,7 +314,7 @@ func (ev *Events) publishErr(err error) error {
 		switch apiErr.ErrorCode {
 		case jetstream.JSErrCodeStreamMessageExceedsMaximum:
 			return teambus.Invalidf("event too large for the event log of team %s: nothing was stored", ev.team)
-		case 10077, 10047:
+		case jserr.StreamStoreFailed, jserr.StorageResourcesExceeded:
 			return teambus.Unavailablef("event log of team %s is full (limit %d bytes): nothing was stored; export it (`teambus events export --team %s`) and raise the limit", ev.team, ev.cfg.MaxBytes, ev.team)
 		case jetstream.JSErrCodeStreamNotFound:
 			return teambus.NotFoundf("team %s has no event log: create the team first", ev.team)
@@ -671,7 +668,7 @@ func (ev *Events) importPass(ctx context.Context, r io.Reader, sessions map[stri
 		payload := append([]byte(nil), er.Raw()...)
 		f, err := ev.js.PublishAsync(EventSubject(ev.team, e.SID, e.Type), payload, jetstream.WithMsgID(eventMsgID(e.SID, e.Seq)))
 		if err != nil {
-			_ = drain(0)
+			_ = drain(0) // collect what is in flight; the publish error is the one to report
 			return res, ev.publishErr(err)
 		}
 		pending = append(pending, f)

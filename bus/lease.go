@@ -66,7 +66,7 @@ func (mb *Mailbox) Lease(ctx context.Context, member string, opts LeaseOptions) 
 		if decErr != nil || (m.To == teambus.All && m.From == opts.Self) {
 			// Undecodable mail can never be processed and a sender never gets
 			// its own broadcast: ack it away, it stays in the stream for replay.
-			_ = jm.DoubleAck(ctx)
+			_ = jm.DoubleAck(ctx) // if it fails, the message comes back after the ack wait and is acked away again
 			continue
 		}
 		l.msgs[m.Seq] = jm
@@ -75,7 +75,7 @@ func (mb *Mailbox) Lease(ctx context.Context, member string, opts LeaseOptions) 
 	sort.Slice(l.Messages, func(i, j int) bool { return l.Messages[i].Seq < l.Messages[j].Seq })
 	if err != nil {
 		// What was fetched before the error is held: give it back.
-		_ = l.Release(ctx)
+		_ = l.Release(ctx) // unreleased mail comes back after the ack wait; the fetch error is the one to report
 		return nil, teambus.Unavailablef("lease inbox of %s: %w", member, err)
 	}
 	return l, nil

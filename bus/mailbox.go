@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/internal/jserr"
 )
 
 // MailboxPrefix starts the name of every team's mailbox stream.
@@ -284,7 +285,7 @@ func (mb *Mailbox) publishErr(err error) error {
 		switch apiErr.ErrorCode {
 		case jetstream.JSErrCodeStreamMessageExceedsMaximum:
 			return teambus.Invalidf("message too large for the mailbox of team %s: nothing was sent", mb.team)
-		case 10077, 10047:
+		case jserr.StreamStoreFailed, jserr.StorageResourcesExceeded:
 			return teambus.Unavailablef("mailbox of team %s is full (limit %d bytes): nothing was sent; export it (`teambus team checkpoint %s --export DIR`) and raise the limit", mb.team, mb.cfg.MaxBytes, mb.team)
 		case jetstream.JSErrCodeStreamNotFound:
 			return teambus.NotFoundf("team %s has no mailbox: create the team first", mb.team)
@@ -387,18 +388,19 @@ func (mb *Mailbox) Inbox(ctx context.Context, member string, opts InboxOptions) 
 	for _, jm := range msgs {
 		md, err := jm.Metadata()
 		if err != nil {
-			_ = jm.Nak()
+			_ = jm.Nak() // a lost Nak only delays redelivery to the ack wait
 			continue
 		}
 		m, err := decode(jm.Data(), md.Sequence.Stream, jm.Subject())
 		if err != nil {
 			// Undecodable mail can never be processed: ack it away, it stays in
-			// the stream for replay.
+			// the stream for replay. A failed ack brings it back to be acked
+			// away again.
 			_ = jm.DoubleAck(ctx)
 			continue
 		}
 		if m.To == teambus.All && m.From == opts.Self {
-			_ = jm.DoubleAck(ctx)
+			_ = jm.DoubleAck(ctx) // as above: a repeat is acked away again
 			continue
 		}
 		if opts.Ack {
@@ -581,7 +583,7 @@ func (mb *Mailbox) Ack(ctx context.Context, member string, seqs []uint64) (AckRe
 	}
 	release := func() {
 		for _, jm := range msgs {
-			_ = jm.Nak()
+			_ = jm.Nak() // a lost Nak only delays redelivery to the ack wait
 		}
 	}
 	pending := map[uint64]jetstream.Msg{}
@@ -614,7 +616,7 @@ func (mb *Mailbox) Ack(ctx context.Context, member string, seqs []uint64) (AckRe
 			delete(want, md.Sequence.Stream)
 			continue
 		}
-		_ = jm.Nak()
+		_ = jm.Nak() // not asked for: give it back; a lost Nak only delays it to the ack wait
 	}
 	for s := range want {
 		res.Already = append(res.Already, s)

@@ -26,7 +26,7 @@ func deleteOrdered(ctx context.Context, st jetstream.Stream, cons jetstream.Cons
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	_ = st.DeleteConsumer(dctx, info.Name)
+	_ = st.DeleteConsumer(dctx, info.Name) // best effort: an ordered consumer also expires by its inactive threshold
 }
 
 // readOrdered reads st through an ordered consumer made with cfg and calls

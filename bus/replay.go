@@ -242,7 +242,7 @@ func (mb *Mailbox) ReleaseHeld(ctx context.Context, member string) ([]teambus.Me
 			// stores it once.
 			res, err := mb.publish(ctx, mb.subject(&m, false), m.From+"/"+m.ID, &m, false)
 			if err != nil {
-				_ = jm.Nak()
+				_ = jm.Nak() // the held copy comes back after the ack wait; the publish error is the one to report
 				return out, err
 			}
 			m.Seq = res.Seq

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/internal/jserr"
 )
 
 // Fenced writes: the incarnation check and the write in one step.
@@ -63,10 +64,6 @@ const (
 	hdrBatchSeq    = "Nats-Batch-Sequence"
 	hdrBatchCommit = "Nats-Batch-Commit"
 )
-
-// errCodeAtomicDisabled is the server's answer to a batch on a stream
-// without AllowAtomicPublish.
-const errCodeAtomicDisabled = 10174
 
 // subject returns the subject of key in bucket.
 func subject(bucket, key string) string { return "$KV." + bucket + "." + key }
@@ -192,10 +189,9 @@ func publishBatch(ctx context.Context, nc *nats.Conn, msgs []*nats.Msg) (*jetstr
 	return &r.PubAck, nil
 }
 
-func isAtomicDisabled(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeAtomicDisabled
-}
+// isAtomicDisabled is the server's answer to a batch on a stream without
+// AllowAtomicPublish.
+func isAtomicDisabled(err error) bool { return jserr.Is(err, jserr.AtomicPublishDisabled) }
 
 // putAt writes key if its revision is still rev (0: absent) and the
 // bucket's last sequence is still seq.

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/internal/jserr"
 )
 
 // Bucket name prefixes. A team id can not contain a dot, so these never
@@ -499,11 +500,7 @@ func isConflict(err error) bool {
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
 		return true
 	}
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
-	}
-	return false
+	return jserr.WrongLastSequence(err)
 }
 
 // MaxRetries bounds Retry.

@@ -272,7 +272,7 @@ func (a *authenticator) watch(ctx context.Context, s *server.Server, created <-c
 			continue
 		}
 		a.apply(ctx, s, w)
-		_ = w.Stop()
+		_ = w.Stop() // a watcher's stop only unsubscribes
 		if ctx.Err() != nil {
 			return
 		}

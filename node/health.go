@@ -70,7 +70,7 @@ func (n *Node) serveHealth(token string) {
 	}
 	_, err = nc.Subscribe(bus.HealthSubject, func(m *nats.Msg) {
 		b, _ := json.Marshal(n.Health())
-		_ = m.Respond(b)
+		_ = m.Respond(b) // a health probe that misses its answer times out and asks again
 	})
 	if err != nil {
 		nc.Close()

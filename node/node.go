@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/internal/atomicfile"
 )
 
 // Defaults of NodeConfig.
@@ -456,7 +458,7 @@ func launch(ctx context.Context, p *nodePlan, lock *os.File) (*Node, error) {
 	if err := n.attachAuth(auth, token); err != nil {
 		return nil, fail("start bus node in %s: credential watch: %w", c.Dir, err)
 	}
-	if err := bus.WriteJSONAtomic(filepath.Join(c.Dir, bus.DiscoveryFile), n.disc); err != nil {
+	if err := writeFileAtomic(filepath.Join(c.Dir, bus.DiscoveryFile), n.disc); err != nil {
 		n.authStop()
 		n.authConn.Close()
 		s.Shutdown()
@@ -470,7 +472,7 @@ func launch(ctx context.Context, p *nodePlan, lock *os.File) (*Node, error) {
 			n.stopHealth()
 			n.authStop()
 			n.authConn.Close()
-			_ = os.Remove(filepath.Join(c.Dir, bus.DiscoveryFile))
+			_ = os.Remove(filepath.Join(c.Dir, bus.DiscoveryFile)) // a stale discovery file is also replaced by the next start
 			return nil, fail("start bus node in %s: %w", c.Dir, err)
 		}
 		n.attached = a
@@ -590,7 +592,7 @@ func Run(ctx context.Context, cfg NodeConfig) error {
 		n.log.Info("bus node stopped", "dir", n.dir)
 		return err
 	case <-n.Done():
-		_ = n.Close()
+		_ = n.Close() // the start error is the one to report
 		return teambus.Unavailablef("bus node in %s stopped unexpectedly: see the log above", n.dir)
 	}
 }
@@ -671,7 +673,7 @@ func lockDir(dir string) (*os.File, error) {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0) // the pid in the lock file is informational (bus stop finds the node by the discovery file)
 	}
 	return f, nil
 }
@@ -686,8 +688,8 @@ func flock(f *os.File) error {
 }
 
 func unlock(f *os.File) {
-	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-	_ = f.Close()
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) // closing the file releases the lock too
+	_ = f.Close()                                   // read-only use: nothing to lose
 }
 
 // probeLock reports whether a node holds the lock of dir, and the pid
@@ -710,9 +712,9 @@ func probeLock(dir string, cleanStale bool) (held bool, pid int, err error) {
 		return false, 0, fmt.Errorf("probe lock of %s: %w", dir, err)
 	}
 	if cleanStale {
-		_ = os.Remove(filepath.Join(dir, bus.DiscoveryFile))
+		_ = os.Remove(filepath.Join(dir, bus.DiscoveryFile)) // a stale discovery file is also replaced by the next start
 	}
-	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) // closing the file releases the lock too
 	return false, 0, nil
 }
 
@@ -742,10 +744,19 @@ func loadToken(dir string) (string, error) {
 		return "", fmt.Errorf("generate token: %w", err)
 	}
 	tok := hex.EncodeToString(raw)
-	if err := bus.WriteAtomic(path, []byte(tok+"\n")); err != nil {
+	if err := atomicfile.Write(path, []byte(tok+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("write token file: %w", err)
 	}
 	return tok, nil
+}
+
+// writeFileAtomic writes v as JSON to path, mode 0600, durably.
+func writeFileAtomic(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(path, append(b, '\n'), 0o600)
 }
 
 // serverLogger routes the server's log to slog. Notices and debug lines

@@ -140,7 +140,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Service, error) {
 	}
 	for _, verb := range member.Verbs {
 		if err := ms.AddEndpoint(verb, s.handler(verb, handlers[verb]), micro.WithEndpointSubject(bus.ServiceSubject("*", verb))); err != nil {
-			_ = ms.Stop()
+			_ = ms.Stop() // best effort: the endpoint error is what Start reports
 			stop()
 			return nil, fmt.Errorf("team service endpoint %s: %w", verb, err)
 		}

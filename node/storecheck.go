@@ -305,7 +305,7 @@ func (k *marksKeeper) update(ctx context.Context, js jetstream.JetStream) error 
 	if k.last != nil && reflect.DeepEqual(k.last, m) {
 		return nil
 	}
-	if err := bus.WriteJSONAtomic(filepath.Join(k.dir, MarksFile), m); err != nil {
+	if err := writeFileAtomic(filepath.Join(k.dir, MarksFile), m); err != nil {
 		return err
 	}
 	k.last = m

@@ -1,7 +1,6 @@
 package team
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/eventlog"
+	"github.com/teambus/teambus/internal/atomicfile"
 	"github.com/teambus/teambus/kv"
 )
 
@@ -93,12 +93,12 @@ func (s *Service) ExportCheckpoint(ctx context.Context, team, dir string) (*Expo
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, teambus.Invalidf("export to %s: %v", dir, err)
+		return nil, teambus.Invalidf("export to %s: %w", dir, err)
 	}
 	out := &Export{Dir: dir, CheckpointSeq: v.Team.CheckpointSeq}
 	state := CheckpointState{Team: v.Team, Members: v.Members, Tasks: append([]*teambus.Task{}, v.Tasks...), Damaged: v.Damaged}
 	sort.Slice(state.Tasks, func(i, j int) bool { return state.Tasks[i].ID < state.Tasks[j].ID })
-	err = writeAtomic(dir, StateFile, func(w io.Writer) error {
+	err = writeExport(dir, StateFile, func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
@@ -108,7 +108,7 @@ func (s *Service) ExportCheckpoint(ctx context.Context, team, dir string) (*Expo
 		return nil, err
 	}
 	out.Files = append(out.Files, filepath.Join(dir, StateFile))
-	err = writeAtomic(dir, MailboxFile, func(w io.Writer) error {
+	err = writeExport(dir, MailboxFile, func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false)
 		return s.Mailbox(team).Replay(ctx, bus.ReplayFilter{}, func(m teambus.Message) error {
@@ -125,7 +125,7 @@ func (s *Service) ExportCheckpoint(ctx context.Context, team, dir string) (*Expo
 		return nil, err
 	}
 	out.Files = append(out.Files, filepath.Join(dir, MailboxFile))
-	err = writeAtomic(dir, EventsFile, func(w io.Writer) error {
+	err = writeExport(dir, EventsFile, func(w io.Writer) error {
 		n, err := s.Events(team).Export(ctx, w)
 		out.Events = n
 		return err
@@ -137,44 +137,10 @@ func (s *Service) ExportCheckpoint(ctx context.Context, team, dir string) (*Expo
 	return out, nil
 }
 
-// writeAtomic writes dir/name through a temporary file, fsync and rename.
-func writeAtomic(dir, name string, fn func(io.Writer) error) error {
-	f, err := os.CreateTemp(dir, "."+name+".*")
-	if err != nil {
-		return teambus.Invalidf("export %s: %w", name, err)
-	}
-	defer os.Remove(f.Name())
-	bw := bufio.NewWriterSize(f, 256<<10)
-	if err := fn(bw); err != nil {
-		f.Close()
+// writeExport writes dir/name atomically and durably (mode 0644).
+func writeExport(dir, name string, fn func(io.Writer) error) error {
+	if err := atomicfile.WriteFunc(filepath.Join(dir, name), 0o644, fn); err != nil {
 		return fmt.Errorf("export %s: %w", name, err)
-	}
-	if err := bw.Flush(); err != nil {
-		f.Close()
-		return fmt.Errorf("export %s: %w", name, err)
-	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return fmt.Errorf("export %s: %w", name, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("export %s: %w", name, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("export %s: %w", name, err)
-	}
-	if err := os.Rename(f.Name(), filepath.Join(dir, name)); err != nil {
-		return fmt.Errorf("export %s: %w", name, err)
-	}
-	// The rename is durable only once the directory is.
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("export %s: %w", name, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("export %s: sync %s: %w", name, dir, err)
 	}
 	return nil
 }

@@ -86,7 +86,7 @@ func (s *Service) removeTeam(ctx context.Context, team string) error {
 func (s *Service) undoCreate(ctx context.Context, team string) {
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	_ = s.removeTeam(uctx, team)
+	_ = s.removeTeam(uctx, team) // what an undo leaves, `team delete` removes; the create's error is the one to report
 }
 
 // createErr explains a create that failed because the store can not

@@ -47,7 +47,7 @@ func (s *Service) Join(ctx context.Context, team, member, session string) (*team
 		err = s.markIncarnation(ctx, team, out)
 	}
 	if err == nil {
-		_ = s.store.Touch(ctx, team, member)
+		_ = s.store.Touch(ctx, team, member) // advisory: a lost activity stamp makes the lead probe a little early
 		s.LogEvent(ctx, team, eventlog.EvAgentSpawned, member, map[string]any{"name": member, "epoch": out.Epoch, "session": session, "role": out.Role})
 	}
 	return out, err
@@ -274,7 +274,7 @@ func (s *Service) ReconcileMember(ctx context.Context, team, member, reason stri
 			if m.Status == teambus.MemberPaused {
 				teambus.Pause(t, fmt.Sprintf("paused: %s crashed %d times (%s)", member, m.CrashCount, reason), s.Now())
 			} else {
-				_ = teambus.Requeue(t, snap.Tasks, s.Now())
+				_ = teambus.Requeue(t, snap.Tasks, s.Now()) // its only error is a task already finished: nothing to requeue
 				t.LastError = fmt.Sprintf("%s crashed: %s", member, reason)
 			}
 			if _, err := s.store.PutTask(ctx, team, t, snap.TaskRev[t.ID]); err != nil {

@@ -28,7 +28,7 @@ type SendSpec struct {
 // NewMessageID returns a random idempotency key.
 func NewMessageID() string {
 	var b [12]byte
-	_, _ = rand.Read(b[:])
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
 	return hex.EncodeToString(b[:])
 }
 

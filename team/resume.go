@@ -320,7 +320,7 @@ func (s *Service) RegisterFacts(ctx context.Context, team string, paths []string
 	for _, p := range paths {
 		sum, err := FileSHA256(p)
 		if err != nil {
-			return nil, teambus.Invalidf("facts file %s: %v", p, err)
+			return nil, teambus.Invalidf("facts file %s: %w", p, err)
 		}
 		sums[p] = sum
 	}

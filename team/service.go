@@ -277,5 +277,5 @@ func (s *Service) touch(ctx context.Context, a Actor) {
 	if a.IsLead() {
 		return
 	}
-	_ = s.store.Touch(ctx, a.Team, a.Member)
+	_ = s.store.Touch(ctx, a.Team, a.Member) // advisory: a lost activity stamp makes the lead probe a little early
 }

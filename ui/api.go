@@ -69,7 +69,7 @@ func eventItem(rec *bus.EventRecord) EventItem {
 
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(v)
+	_ = json.NewEncoder(w).Encode(v) // the client went away: nothing to tell it
 }
 
 // teamParam returns the {team} path value, checked.

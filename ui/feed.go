@@ -200,7 +200,7 @@ func (f *feed) watch(ctx context.Context, what string, open func(context.Context
 			attempt = 0
 			f.markDirty() // changes while no watch ran
 			f.drain(ctx, w)
-			_ = w.Stop()
+			_ = w.Stop() // a watcher's stop only unsubscribes
 		}
 		if ctx.Err() != nil {
 			return
@@ -367,7 +367,7 @@ func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	write := func(frames ...[]byte) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout)) // a failed deadline shows up as a failed write below
 		for _, fr := range frames {
 			if _, err := w.Write(fr); err != nil {
 				return false

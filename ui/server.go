@@ -224,7 +224,7 @@ func (s *Server) handleAsset(name string) http.HandlerFunc {
 			return
 		}
 		w.Header().Set("Content-Type", ctype)
-		_, _ = w.Write(b)
+		_, _ = w.Write(b) // the client went away: nothing to tell it
 	}
 }
 

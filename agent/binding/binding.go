@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/internal/atomicfile"
 )
 
 // Version is the binding file format.
@@ -168,7 +169,7 @@ func Load(stateDir string, pid int) (*Binding, error) {
 	}
 	var b Binding
 	if err := json.Unmarshal(raw, &b); err != nil {
-		return nil, teambus.Invalidf("binding of pid %d is damaged: %v", pid, err)
+		return nil, teambus.Invalidf("binding of pid %d is damaged: %w", pid, err)
 	}
 	if err := b.Validate(); err != nil {
 		return nil, err
@@ -187,23 +188,7 @@ func Save(stateDir string, b *Binding) error {
 	if err != nil {
 		return fmt.Errorf("encode binding: %w", err)
 	}
-	f, err := os.CreateTemp(dir, ".binding-*")
-	if err != nil {
-		return fmt.Errorf("write binding of pid %d: %w", b.ClaudePID, err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(raw)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, Path(stateDir, b.ClaudePID))
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
+	if err := atomicfile.Write(Path(stateDir, b.ClaudePID), raw, 0o600); err != nil {
 		return fmt.Errorf("write binding of pid %d: %w", b.ClaudePID, err)
 	}
 	return nil

@@ -58,7 +58,7 @@ func (h *hook) settle(ctx context.Context, d *drained, written bool) {
 	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(h.remaining(), 100*time.Millisecond))
-		_ = d.lease.Release(rctx)
+		_ = d.lease.Release(rctx) // unreleased mail comes back after the ack wait
 		cancel()
 	}()
 	if !written || h.cfg.DryRun {
@@ -67,7 +67,7 @@ func (h *hook) settle(ctx context.Context, d *drained, written bool) {
 	fault := h.cfg.Getenv("TEAMBUS_HOOK_FAULT")
 	switch fault {
 	case "crash-after-write":
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL) // fault injection for the crash tests
 	case "sleep-after-write":
 		time.Sleep(h.cfg.Budget + 10*time.Second)
 	}
@@ -91,7 +91,7 @@ func (h *hook) settle(ctx context.Context, d *drained, written bool) {
 		}
 		h.rec.Acked = append(h.rec.Acked, acked...)
 		if fault == "crash-during-ack" && i == 0 {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL) // fault injection for the crash tests
 		}
 	}
 	if len(h.rec.Acked) > 0 {
@@ -171,7 +171,7 @@ func (h *hook) dropLease(ctx context.Context, leasing <-chan leased) {
 	}
 	if r := <-leasing; r.err == nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(h.remaining(), 100*time.Millisecond))
-		_ = r.lease.Release(rctx)
+		_ = r.lease.Release(rctx) // unreleased mail comes back after the ack wait
 		cancel()
 	}
 }
@@ -218,7 +218,7 @@ func (h *hook) touch(ctx context.Context) {
 	now := h.cfg.Now()
 	if h.b.LastTouch == nil || now.Sub(*h.b.LastTouch) >= TouchEvery {
 		if !h.b.Lead() {
-			_ = h.svc.Store().Touch(ctx, h.b.Team, h.b.Member)
+			_ = h.svc.Store().Touch(ctx, h.b.Team, h.b.Member) // advisory: a lost activity stamp makes the lead probe a little early
 		}
 		h.later(func(b *binding.Binding) bool { b.LastTouch = &now; return true })
 	}

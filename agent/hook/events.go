@@ -29,7 +29,7 @@ func (h *hook) userPromptSubmit(ctx context.Context) int {
 		return true
 	})
 	if w := h.b.WaiterPID; w > 0 && isWaiter(w, h.b.WaiterStart) {
-		_ = syscall.Kill(w, syscall.SIGUSR1)
+		_ = syscall.Kill(w, syscall.SIGUSR1) // a wake-up nudge: the waiter also polls
 	}
 	return h.deliverEvent(ctx, "UserPromptSubmit", true)
 }
@@ -183,7 +183,7 @@ func carry(cp *teambus.Checkpoint) team.CheckpointSpec {
 func mergeData(cp *teambus.Checkpoint, add map[string]any) json.RawMessage {
 	data := map[string]any{}
 	if cp != nil && len(cp.Data) > 0 {
-		_ = json.Unmarshal(cp.Data, &data)
+		_ = json.Unmarshal(cp.Data, &data) // data is optional context for the brief
 		if data == nil {
 			data = map[string]any{}
 		}
@@ -290,7 +290,7 @@ func (h *hook) sessionEnd(ctx context.Context) int {
 // stopSidecar sends SIGTERM to the binding's sidecar when it still runs.
 func (h *hook) stopSidecar() {
 	if h.sidecarAlive() {
-		_ = syscall.Kill(h.b.SidecarPID, syscall.SIGTERM)
+		_ = syscall.Kill(h.b.SidecarPID, syscall.SIGTERM) // the sidecar also stops on its own when the session is gone
 	}
 }
 

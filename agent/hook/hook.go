@@ -296,7 +296,7 @@ func (h *hook) log() {
 	if err != nil {
 		return
 	}
-	_, _ = f.Write(append(line, '\n'))
+	_, _ = f.Write(append(line, '\n')) // the hook's own debug log: never fail a hook for it
 	f.Close()
 }
 
@@ -319,7 +319,7 @@ func decodePayload(r io.Reader) (Payload, error) {
 			return
 		}
 		if err != nil {
-			ch <- res{err: teambus.Invalidf("payload is not one JSON object: %v", err)}
+			ch <- res{err: teambus.Invalidf("payload is not one JSON object: %w", err)}
 			return
 		}
 		raw = bytes.TrimSpace(raw)
@@ -329,7 +329,7 @@ func decodePayload(r io.Reader) (Payload, error) {
 		}
 		var p Payload
 		if err := json.Unmarshal(raw, &p); err != nil {
-			ch <- res{err: teambus.Invalidf("payload: %v", err)}
+			ch <- res{err: teambus.Invalidf("payload: %w", err)}
 			return
 		}
 		ch <- res{p: p}
@@ -461,7 +461,7 @@ func (h *hook) emit(event, text string) error {
 	}
 	env := envelope(event, text, h.cfg.ClaudeVersion)
 	if kill := h.cfg.Getenv("TEAMBUS_HOOK_FAULT"); kill == "crash-before-write" {
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL) // fault injection for the crash tests
 	}
 	_, err := h.out.Write(env)
 	cerr := h.out.Close()
@@ -483,7 +483,7 @@ func envelope(event, text, claudeVersion string) []byte {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
+	_ = enc.Encode(v) // into a buffer: cannot fail for these types
 	return buf.Bytes()
 }
 

@@ -354,7 +354,7 @@ func (h *hook) spawnSidecar(ctx context.Context) {
 	}
 	pid := cmd.Process.Pid
 	st, _ := binding.StartTime(pid)
-	_ = cmd.Process.Release()
+	_ = cmd.Process.Release() // only frees the handle; the waiter runs on
 	h.later(func(b *binding.Binding) bool { b.SidecarPID, b.SidecarStart = pid, st; return true })
 	h.flush(ctx)
 }

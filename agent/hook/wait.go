@@ -174,7 +174,7 @@ func (h *hook) watch(ctx context.Context, found chan<- string) {
 		}
 		n := len(l.Messages)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		_ = l.Release(rctx)
+		_ = l.Release(rctx) // unreleased mail comes back after the ack wait
 		cancel()
 		if n > 0 {
 			found <- "mail"

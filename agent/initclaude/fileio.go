@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/teambus/teambus/internal/atomicfile"
 )
 
 // BackupSuffix is appended to a file's name for the copy of its bytes
@@ -91,7 +93,7 @@ func Apply(c Change) error {
 	if act != Unchanged && c.Backup && c.Old != nil {
 		bak := c.Path + BackupSuffix
 		if _, err := os.Lstat(bak); errors.Is(err, fs.ErrNotExist) {
-			if err := writeAtomic(bak, c.Old, modeOf(target)); err != nil {
+			if err := atomicfile.Write(bak, c.Old, modeOf(target)); err != nil {
 				return fmt.Errorf("back up %s: %w", c.Path, err)
 			}
 		}
@@ -101,7 +103,7 @@ func Apply(c Change) error {
 		if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("remove %s: %w", c.Path, err)
 		}
-		if err := syncDir(filepath.Dir(target)); err != nil {
+		if err := atomicfile.SyncDir(filepath.Dir(target)); err != nil {
 			return err
 		}
 		for _, d := range c.Prune {
@@ -144,53 +146,12 @@ func modeOf(path string) fs.FileMode {
 	return 0o644
 }
 
-// writeAtomic writes data to path through a temporary file in the same
-// directory: write, fsync, rename, fsync of the directory. A failure leaves
-// path as it was.
+// writeAtomic writes data to path atomically and durably with mode,
+// creating its directory first.
 func writeAtomic(path string, data []byte, mode fs.FileMode) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create directory %s: %w", dir, err)
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".teambus-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	fail := func(err error) error {
-		f.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fail(err)
-	}
-	if err := f.Chmod(mode); err != nil {
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return syncDir(dir)
-}
-
-// syncDir fsyncs a directory so a rename or removal in it is durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return nil
+	return atomicfile.Write(path, data, mode)
 }

@@ -41,7 +41,7 @@ func parseDocument(data []byte) ([]member, error) {
 	if !json.Valid(data) {
 		var v any
 		err := json.Unmarshal(data, &v)
-		return nil, fmt.Errorf("%w: %v", ErrNotJSON, err)
+		return nil, fmt.Errorf("%w: %w", ErrNotJSON, err)
 	}
 	ms, err := parseObject(data)
 	if err != nil {

@@ -61,7 +61,7 @@ func editMCP(data []byte, entry *MCPEntry, keepEmpty bool) ([]byte, error) {
 			return nil, fmt.Errorf("%w: \"mcpServers\" is not an object", ErrNotJSON)
 		}
 		if servers, err = parseObject(ms[at].value); err != nil {
-			return nil, fmt.Errorf("%w: mcpServers: %v", ErrNotJSON, err)
+			return nil, fmt.Errorf("%w: mcpServers: %w", ErrNotJSON, err)
 		}
 	}
 	si, err := findKey(servers, "teambus")

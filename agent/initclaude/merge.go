@@ -58,7 +58,7 @@ func editHooks(cur []byte, groups []EventGroup) ([]byte, bool, error) {
 		}
 		var err error
 		if events, err = parseObject(cur); err != nil {
-			return nil, false, fmt.Errorf("%w: hooks: %v", ErrNotJSON, err)
+			return nil, false, fmt.Errorf("%w: hooks: %w", ErrNotJSON, err)
 		}
 	}
 	add := map[string][]Group{}
@@ -118,7 +118,7 @@ func editHooks(cur []byte, groups []EventGroup) ([]byte, bool, error) {
 func editEvent(cur []byte, add []Group) ([]byte, bool, int, error) {
 	elems, err := parseArray(cur)
 	if err != nil {
-		return nil, false, 0, fmt.Errorf("%w: %v", ErrNotJSON, err)
+		return nil, false, 0, fmt.Errorf("%w: %w", ErrNotJSON, err)
 	}
 	changed := len(add) > 0
 	var out [][]byte
@@ -197,7 +197,7 @@ func FindInstalled(data []byte) ([]Installed, error) {
 	}
 	events, err := parseObject(ms[at].value)
 	if err != nil {
-		return nil, fmt.Errorf("%w: hooks: %v", ErrNotJSON, err)
+		return nil, fmt.Errorf("%w: hooks: %w", ErrNotJSON, err)
 	}
 	var out []Installed
 	for _, ev := range events {
@@ -218,7 +218,7 @@ func FindInstalled(data []byte) ([]Installed, error) {
 			}
 			matcher := ""
 			if i, _ := findKey(gm, "matcher"); i >= 0 && kind(gm[i].value) == '"' {
-				_ = json.Unmarshal(gm[i].value, &matcher)
+				_ = json.Unmarshal(gm[i].value, &matcher) // a non-string matcher stays "": it matches no teambus entry
 			}
 			hi, _ := findKey(gm, "hooks")
 			if hi < 0 || kind(gm[hi].value) != '[' {

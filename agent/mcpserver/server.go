@@ -68,7 +68,7 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	go func() { done <- ss.Wait() }()
 	select {
 	case <-ctx.Done():
-		_ = ss.Close()
+		_ = ss.Close() // the session ends with the context either way
 		<-done
 		return nil
 	case err := <-done:

@@ -174,7 +174,7 @@ func (s *Server) send(ctx context.Context, _ *mcp.CallToolRequest, id Identity, 
 	if in.Data != nil {
 		b, err := json.Marshal(in.Data)
 		if err != nil {
-			return SendOut{}, "", teambus.Invalidf("invalid data: %v", err)
+			return SendOut{}, "", teambus.Invalidf("invalid data: %w", err)
 		}
 		spec.Data = b
 	}
@@ -220,14 +220,14 @@ func (s *Server) inbox(ctx context.Context, req *mcp.CallToolRequest, id Identit
 	}
 	switch {
 	case ctx.Err() != nil:
-		_ = l.Release(context.WithoutCancel(ctx))
+		_ = l.Release(context.WithoutCancel(ctx)) // unreleased mail comes back after the ack wait
 		return InboxOut{}, "", teambus.Unavailablef("inbox call cancelled: nothing acked: %w", ctx.Err())
 	case !in.Ack || len(msgs) == 0:
 		if err := l.Release(ctx); err != nil {
 			s.cfg.Logger.Warn("release peeked mail", "team", id.Team, "member", id.Member, "err", err)
 		}
 	case !s.acks.hold(key, l, seqs):
-		_ = l.Release(ctx)
+		_ = l.Release(ctx) // as above: the ack wait brings it back
 		return InboxOut{}, "", teambus.Unavailablef("inbox call cancelled: nothing acked")
 	}
 	return out, inboxText(out, in.Ack), nil
@@ -441,7 +441,7 @@ func (s *Server) checkpoint(ctx context.Context, _ *mcp.CallToolRequest, id Iden
 	if in.Data != nil {
 		b, err := json.Marshal(in.Data)
 		if err != nil {
-			return CheckpointResult{}, "", teambus.Invalidf("invalid data: %v", err)
+			return CheckpointResult{}, "", teambus.Invalidf("invalid data: %w", err)
 		}
 		spec.Data = b
 	}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"reflect"
-	"regexp"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -94,129 +92,6 @@ func exit(ctx context.Context, err error, stderr io.Writer) int {
 	return exitCode(err)
 }
 
-// runApp reorders args so flags may follow positionals, turns any help
-// request into one urfave answers (`teambus help team create`,
-// `teambus team create alpha --help`) and runs the app.
-func runApp(ctx context.Context, app *cli.App, args []string) error {
-	if len(args) == 0 {
-		args = []string{app.Name}
-	}
-	inv := parseInvocation(app, args)
-	if len(inv.path) > 0 && inv.path[0] == "help" {
-		inv = parseInvocation(app, append([]string{inv.prog}, inv.pos...))
-		inv.help = true
-	}
-	if inv.help {
-		if leaf := inv.leaf(); len(inv.pos) > 0 && (leaf == nil || len(leaf.Subcommands) > 0) {
-			return unknownCommand(inv.path, inv.pos[0], app.Commands, leaf)
-		}
-		return app.RunContext(ctx, append(append([]string{inv.prog}, inv.path...), "--help"))
-	}
-	return app.RunContext(ctx, inv.args())
-}
-
-// prepare walks the tree and gives every command our own help flag (urfave's
-// shared HelpFlag and help command are package variables it writes to, which
-// races when two apps run in one process), the usage-error handler, and an
-// action for command groups. It may run again after commands were added.
-func prepare(app *cli.App) {
-	app.HideHelp = true
-	app.HideHelpCommand = true
-	app.HideVersion = true
-	if !hasFlagName(app.Flags, "help") {
-		app.Flags = append(app.Flags, helpFlag())
-	}
-	app.OnUsageError = onUsageError
-	app.ExitErrHandler = func(*cli.Context, error) {} // run prints errors and picks the exit code
-	app.Action = func(c *cli.Context) error {
-		if c.Args().Present() {
-			return unknownCommand(nil, c.Args().First(), app.Commands, nil)
-		}
-		return cli.ShowAppHelp(c)
-	}
-	walkCommands(app.Commands, nil, func(parents []string, c *cli.Command) {
-		if len(parents) > 0 {
-			c.HelpName = strings.Join(append([]string{app.Name}, append(parents, c.Name)...), " ")
-		}
-		c.HideHelp = true
-		c.HideHelpCommand = true
-		if !hasFlagName(c.Flags, "help") {
-			c.Flags = append(c.Flags, helpFlag())
-		}
-		c.OnUsageError = onUsageError
-		requireFlags(c)
-		if len(c.Subcommands) > 0 && c.Action == nil {
-			cmd := c
-			c.Action = func(c *cli.Context) error {
-				if c.Args().Present() {
-					return unknownCommand(append(parents, cmd.Name), c.Args().First(), cmd.Subcommands, cmd)
-				}
-				return cli.ShowSubcommandHelp(c)
-			}
-		}
-	})
-}
-
-// requireFlags takes over the flags of c marked Required: urfave would
-// print the whole help and return an unclassified error (exit 1). They are
-// checked before the action instead: one line, exit 2.
-func requireFlags(c *cli.Command) {
-	var required []cli.Flag
-	for _, f := range c.Flags {
-		if r, ok := f.(cli.RequiredFlag); ok && r.IsRequired() {
-			if fv := reflect.ValueOf(f); fv.Kind() == reflect.Pointer {
-				if field := fv.Elem().FieldByName("Required"); field.IsValid() && field.CanSet() && field.Kind() == reflect.Bool {
-					field.SetBool(false)
-					required = append(required, f)
-				}
-			}
-		}
-	}
-	if len(required) == 0 {
-		return
-	}
-	before := c.Before
-	c.Before = func(ctx *cli.Context) error {
-		for _, f := range required {
-			name := f.Names()[0]
-			if ctx.IsSet(name) {
-				continue
-			}
-			hint := ""
-			if d, ok := f.(cli.DocGenerationFlag); ok && len(d.GetEnvVars()) > 0 {
-				hint = " (or " + strings.Join(d.GetEnvVars(), ", ") + ")"
-			}
-			return usageError(ctx, "missing --%s%s", name, hint)
-		}
-		if before != nil {
-			return before(ctx)
-		}
-		return nil
-	}
-}
-
-// helpFlag is -h/--help. It is handled by runApp before urfave sees it.
-func helpFlag() cli.Flag {
-	return &cli.BoolFlag{Name: "help", Aliases: []string{"h"}, Usage: "show help"}
-}
-
-// helpCommand is `teambus help [COMMAND...]`; runApp turns it into
-// `teambus COMMAND... --help`.
-func helpCommand() *cli.Command {
-	return &cli.Command{
-		Name:      "help",
-		Usage:     "show the commands, or the help of one command",
-		ArgsUsage: "[COMMAND...]",
-		Action:    cli.ShowAppHelp,
-	}
-}
-
-// onUsageError turns a flag parse error of urfave (unknown flag, missing
-// value, bad value, bad environment variable) into one line, exit 2.
-func onUsageError(c *cli.Context, err error, _ bool) error {
-	return usageError(c, "%s", flagErrorText(err.Error()))
-}
-
 // usageError returns an ErrInvalid (exit 2) naming the command and its help.
 func usageError(c *cli.Context, format string, args ...any) error {
 	name := "teambus"
@@ -246,17 +121,6 @@ func unknownCommand(path []string, name string, cmds []*cli.Command, parent *cli
 	}
 	return teambus.Invalidf("unknown %s %q: one of %s (see `%s`)", where, name, strings.Join(names, ", "), help)
 }
-
-// flagErrorText rewrites the Go flag package's "-name" into "--name" for
-// long flags, as users type them.
-func flagErrorText(s string) string {
-	return goFlagRE.ReplaceAllString(s, "${1}--${2}")
-}
-
-// goFlagRE finds a long flag name in the Go flag package's errors: "flag
-// provided but not defined: -x", "flag needs an argument: -x", "invalid
-// value "v" for flag -x: ...", "invalid boolean value "v" for -x: ...".
-var goFlagRE = regexp.MustCompile(`(defined: |argument: |for flag |for )-([A-Za-z0-9][A-Za-z0-9_-]+)`)
 
 // errorLine is err as one line for stderr.
 func errorLine(ctx context.Context, err error) string {

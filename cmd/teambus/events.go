@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -17,6 +17,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/eventlog"
+	"github.com/teambus/teambus/internal/atomicfile"
 	"github.com/teambus/teambus/team"
 )
 
@@ -168,7 +169,7 @@ func eventsAnalyze(c *cli.Context) error {
 	if path := c.String("file"); path != "" {
 		// A file needs no bus: nothing here connects.
 		if _, err := os.Stat(path); err != nil {
-			return teambus.Invalidf("events file %s: %v", path, errorCause(err))
+			return teambus.Invalidf("events file %s: %w", path, errorCause(err))
 		}
 		source = path
 		res, err = eventlog.AnalyzeJSONL(func() (io.ReadCloser, error) { return os.Open(path) }, opts)
@@ -312,7 +313,7 @@ func printAnalysis(w io.Writer, source string, a *eventlog.Analysis) {
 				line += " (" + t.Agent + ")"
 			}
 			if t.Error != "" {
-				line += ": " + oneLine(t.Error, 80)
+				line += ": " + teambus.OneLine(t.Error, 80)
 			}
 			fmt.Fprintln(w, line)
 		}
@@ -337,7 +338,7 @@ func printEvents(w io.Writer, title string, evs []eventlog.Event, omitted int64)
 			fmt.Fprintf(w, " %s", e.Agent)
 		}
 		if len(e.Data) > 0 {
-			fmt.Fprintf(w, " %s", oneLine(string(e.Data), 120))
+			fmt.Fprintf(w, " %s", teambus.OneLine(string(e.Data), 120))
 		}
 		fmt.Fprintln(w)
 	}
@@ -372,7 +373,7 @@ func eventsImport(c *cli.Context) error {
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return teambus.Invalidf("events file %s: %v", path, errorCause(err))
+		return teambus.Invalidf("events file %s: %w", path, errorCause(err))
 	}
 	defer f.Close()
 	var res bus.ImportResult
@@ -423,24 +424,14 @@ func eventsExport(c *cli.Context) error {
 			_, err := ev.Export(c.Context, c.App.Writer)
 			return err
 		}
-		dir, name := filepath.Split(path)
-		if dir == "" {
-			dir = "."
-		}
-		tmp, err := os.CreateTemp(dir, "."+name+".*")
-		if err != nil {
-			return teambus.Invalidf("export to %s: %v", path, errorCause(err))
-		}
-		defer os.Remove(tmp.Name())
-		n, err := ev.Export(c.Context, tmp)
-		if err == nil {
-			err = tmp.Sync()
-		}
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(tmp.Name(), path)
+		var n int64
+		err := atomicfile.WriteFunc(path, 0o600, func(w io.Writer) error {
+			var err error
+			n, err = ev.Export(c.Context, w)
+			return err
+		})
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			return teambus.Invalidf("export events to %s: %w", path, errorCause(err))
 		}
 		if err != nil {
 			return fmt.Errorf("export events to %s: %w", path, err)
@@ -506,7 +497,7 @@ func eventsReplay(c *cli.Context) error {
 
 func printEventRecord(w io.Writer, r *bus.EventRecord) {
 	if r.Err != nil {
-		fmt.Fprintf(w, "#%d (not an event: %v) %s\n", r.StreamSeq, r.Err, oneLine(string(r.Raw), 120))
+		fmt.Fprintf(w, "#%d (not an event: %v) %s\n", r.StreamSeq, r.Err, teambus.OneLine(string(r.Raw), 120))
 		return
 	}
 	e := &r.Event
@@ -515,7 +506,7 @@ func printEventRecord(w io.Writer, r *bus.EventRecord) {
 		line += " " + e.Agent
 	}
 	if len(e.Data) > 0 {
-		line += " " + oneLine(string(e.Data), 160)
+		line += " " + teambus.OneLine(string(e.Data), 160)
 	}
 	fmt.Fprintln(w, line)
 }

@@ -68,7 +68,7 @@ func connFlags() []cli.Flag {
 	return []cli.Flag{
 		dirFlag(),
 		&cli.StringFlag{Name: "server", Usage: "NATS URL(s) of an external bus, comma separated (default: the local node found in --dir)", EnvVars: []string{"TEAMBUS_SERVER"}},
-		&cli.StringFlag{Name: "creds", Usage: "credentials file: a member's from `teambus team creds` (it also sets --team and --member), or a NATS .creds file", EnvVars: []string{"TEAMBUS_CREDS"}},
+		&cli.StringFlag{Name: "creds", Usage: "credentials `FILE`: a member's from teambus team creds (it also sets --team and --member), or a NATS .creds file", EnvVars: []string{"TEAMBUS_CREDS"}},
 		&cli.StringFlag{Name: "token", Usage: "auth token (default: the local node's, from its discovery file)", EnvVars: []string{"TEAMBUS_TOKEN"}},
 		&cli.StringFlag{Name: "user", Usage: "NATS user name", EnvVars: []string{"TEAMBUS_USER"}},
 		&cli.StringFlag{Name: "password", Usage: "NATS password", EnvVars: []string{"TEAMBUS_PASSWORD"}},

@@ -253,7 +253,7 @@ func (r *initRun) setup() error {
 	r.env = initclaude.Env{Cwd: cwd, Home: home, ClaudeDir: claudeDir}
 	r.target, err = initclaude.Resolve(c.Context, r.env, scope, c.String("settings"), c.String("out"))
 	if err != nil {
-		return teambus.Invalidf("init claude: %v", err)
+		return teambus.Invalidf("init claude: %w", err)
 	}
 	r.detectClaude()
 	o := initclaude.Options{
@@ -291,7 +291,7 @@ func (r *initRun) setup() error {
 	}
 	o.Bin = bin
 	if err := o.Validate(); err != nil {
-		return teambus.Invalidf("init claude: %v", err)
+		return teambus.Invalidf("init claude: %w", err)
 	}
 	r.opts = o
 	r.rep = initReport{Scope: string(scope), Settings: r.target.Settings, Warnings: r.rep.Warnings, Options: o}
@@ -418,7 +418,7 @@ func (r *initRun) remove() error {
 // bad input (exit 2).
 func planError(err error) error {
 	if errors.Is(err, initclaude.ErrNotJSON) || errors.Is(err, initclaude.ErrForeignEntry) {
-		return teambus.Invalidf("init claude: %v; nothing was written", err)
+		return teambus.Invalidf("init claude: %w; nothing was written", err)
 	}
 	return err
 }
@@ -557,7 +557,7 @@ func (r *initRun) print() error {
 		return printJSON(w, r.rep)
 	}
 	for _, warn := range r.rep.Warnings {
-		fmt.Fprintf(r.c.App.ErrWriter, "teambus: warning: %s\n", oneLine(warn, 400))
+		fmt.Fprintf(r.c.App.ErrWriter, "teambus: warning: %s\n", teambus.OneLine(warn, 400))
 	}
 	if r.rep.Action == "check" {
 		return r.printCheck(w)

@@ -265,7 +265,7 @@ func (r *initRun) checkBus(locs []checkLocation) {
 	r.rep.Bus = b
 	s, err := open(r.c)
 	if err != nil {
-		b.Error = oneLine(errorLine(r.c.Context, err), 300)
+		b.Error = teambus.OneLine(errorLine(r.c.Context, err), 300)
 		r.warn("the bus does not answer: %s", b.Error)
 		return
 	}
@@ -276,11 +276,11 @@ func (r *initRun) checkBus(locs []checkLocation) {
 	}
 	if err := teambus.ValidateID("team", team); err != nil {
 		b.Error = err.Error()
-		r.warn("%v", err)
+		r.warn("%s", err.Error())
 		return
 	}
 	if _, _, err := s.svc.Store().Team(s.ctx, team); err != nil {
-		b.Error = oneLine(err.Error(), 300)
+		b.Error = teambus.OneLine(err.Error(), 300)
 		r.warn("team %s: %s", team, b.Error)
 		return
 	}
@@ -290,7 +290,7 @@ func (r *initRun) checkBus(locs []checkLocation) {
 		return
 	}
 	if _, _, err := s.svc.Store().Member(s.ctx, team, member); err != nil {
-		b.Error = oneLine(err.Error(), 300)
+		b.Error = teambus.OneLine(err.Error(), 300)
 		r.warn("member %s: %s", member, b.Error)
 		return
 	}

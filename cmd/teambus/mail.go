@@ -185,7 +185,7 @@ func inbox(c *cli.Context) error {
 		if c.Bool("ack") && len(leased) > 0 {
 			_, _ = cl.Release(s.ctx, leased)
 		}
-		return teambus.Unavailablef("write inbox: %v: nothing was acked", err)
+		return teambus.Unavailablef("write inbox: %w: nothing was acked", err)
 	}
 	if c.Bool("ack") && len(leased) > 0 {
 		if _, err := cl.AckLeased(s.ctx, leased); err != nil {

@@ -134,7 +134,7 @@ func mcpBackend(ctx context.Context, conn *bus.Conn, svc *team.Service, d time.D
 		log.Info("no team service on the bus: the tools use the team state directly")
 		return mcpserver.ServiceBackend{Svc: svc}, nil
 	}
-	return nil, teambus.Unavailablef("mcp: look for the team service: %v", err)
+	return nil, teambus.Unavailablef("mcp: look for the team service: %w", err)
 }
 
 type nopWriteCloser struct{ io.Writer }

@@ -77,7 +77,7 @@ func printRepair(w io.Writer, teamID string, apply bool, steps []kv.RepairStep) 
 	fmt.Fprintf(w, "team %s: %d damaged record(s)\n", teamID, len(steps))
 	written := 0
 	for _, st := range steps {
-		what := fmt.Sprintf("%s (revision %d: %s)", oneLine(st.Key, 80), st.Revision, oneLine(st.Reason, 200))
+		what := fmt.Sprintf("%s (revision %d: %s)", teambus.OneLine(st.Key, 80), st.Revision, teambus.OneLine(st.Reason, 200))
 		var do string
 		switch {
 		case st.Action == kv.RepairNone:

@@ -41,7 +41,7 @@ func teamCreateCommand() *cli.Command {
 		Usage:     "create a team with its members and policy",
 		ArgsUsage: "TEAM",
 		Flags: flags(connFlags(), []cli.Flag{
-			&cli.StringFlag{Name: "lead-session", Usage: "session id of the lead (default: the first `teambus lead` attaches)", EnvVars: []string{"TEAMBUS_LEAD_SESSION"}},
+			&cli.StringFlag{Name: "lead-session", Usage: "session id of the lead (default: the first teambus lead that attaches)", EnvVars: []string{"TEAMBUS_LEAD_SESSION"}},
 			&cli.StringSliceFlag{Name: "member", Usage: "a member as ID[:ROLE[:QUANTUM]], repeatable"},
 			&cli.StringFlag{Name: "max-body", Usage: "largest message body (e.g. 256KiB)", Value: "256KiB", EnvVars: []string{"TEAMBUS_MAX_BODY"}},
 			&cli.StringFlag{Name: "mailbox-max-bytes", Usage: "size limit of the team's mailbox; a full mailbox refuses new mail, it never drops old mail; reserved on the bus's --max-store", Value: "32MiB", EnvVars: []string{"TEAMBUS_MAILBOX_MAX_BYTES"}},
@@ -340,7 +340,7 @@ func printDamaged(w io.Writer, teamID string, damaged []kv.DamagedRecord) error 
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tREVISION\tREASON")
 	for _, d := range damaged {
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", oneLine(d.Key, 80), d.Revision, oneLine(d.Reason, 200))
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", teambus.OneLine(d.Key, 80), d.Revision, teambus.OneLine(d.Reason, 200))
 	}
 	return tw.Flush()
 }
@@ -350,7 +350,7 @@ func printTasks(w io.Writer, tasks []*teambus.Task) error {
 	fmt.Fprintln(tw, "\nTASK\tSTATUS\tASSIGNED\tPRIO\tDEPS\tATTEMPTS\tFAILURES\tDESCRIPTION")
 	for _, t := range tasks {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\n", t.ID, t.Status, dash(t.AssignedTo), t.Priority,
-			dash(strings.Join(t.Dependencies, ",")), t.Attempts, t.Failures, oneLine(t.Description, 60))
+			dash(strings.Join(t.Dependencies, ",")), t.Attempts, t.Failures, teambus.OneLine(t.Description, 60))
 	}
 	return tw.Flush()
 }
@@ -358,16 +358,6 @@ func printTasks(w io.Writer, tasks []*teambus.Task) error {
 func dash(s string) string {
 	if s == "" {
 		return "-"
-	}
-	return s
-}
-
-// oneLine shortens text to one sanitized line of at most n runes for
-// tables.
-func oneLine(s string, n int) string {
-	s = teambus.SanitizeLine(strings.Join(strings.Fields(s), " "))
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
 	}
 	return s
 }

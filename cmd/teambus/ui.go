@@ -87,7 +87,7 @@ func runUI(c *cli.Context) error {
 	defer srv.Close()
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
-		return teambus.Invalidf("listen on %s: %v", listen, err)
+		return teambus.Invalidf("listen on %s: %w", listen, err)
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
 	scheme := "http"
@@ -117,12 +117,12 @@ func runUI(c *cli.Context) error {
 		if errors.Is(err, http.ErrServerClosed) {
 			return nil
 		}
-		return teambus.Unavailablef("serve ui: %v", err)
+		return teambus.Unavailablef("serve ui: %w", err)
 	case <-c.Context.Done():
 	}
 	// Live streams never end on their own: close the feeds first, then
 	// give requests a moment.
-	_ = srv.Close()
+	_ = srv.Close() // shutting down: the listener's error is the one to report
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = hs.Shutdown(ctx)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"runtime"
 	"runtime/debug"
 
@@ -23,16 +24,7 @@ func versionCommand() *cli.Command {
 			if err := exactArgs(c, 0); err != nil {
 				return err
 			}
-			v := struct {
-				Version    string `json:"version"`
-				NATSServer string `json:"nats_server"`
-				Go         string `json:"go"`
-			}{buildVersion(), server.VERSION, runtime.Version()}
-			if c.Bool("json") {
-				return printJSON(c.App.Writer, v)
-			}
-			_, err := fmt.Fprintf(c.App.Writer, "teambus %s (nats-server %s, %s)\n", v.Version, v.NATSServer, v.Go)
-			return err
+			return printVersion(c.App.Writer, c.Bool("json"))
 		},
 	}
 }
@@ -46,4 +38,19 @@ func buildVersion() string {
 		return bi.Main.Version
 	}
 	return "dev"
+}
+
+// printVersion prints the versions of teambus, the embedded NATS server and
+// Go, as text or as JSON.
+func printVersion(w io.Writer, asJSON bool) error {
+	v := struct {
+		Version    string `json:"version"`
+		NATSServer string `json:"nats_server"`
+		Go         string `json:"go"`
+	}{buildVersion(), server.VERSION, runtime.Version()}
+	if asJSON {
+		return printJSON(w, v)
+	}
+	_, err := fmt.Fprintf(w, "teambus %s (nats-server %s, %s)\n", v.Version, v.NATSServer, v.Go)
+	return err
 }

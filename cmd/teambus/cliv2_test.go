@@ -151,3 +151,122 @@ func TestParseInvocation_Parses(t *testing.T) {
 		t.Errorf("priority %d desc %q, want -1 %q", gotPriority, gotDesc, "a -- b")
 	}
 }
+
+// TestHelp_EveryCommandHasAnExample checks that every command of the tree
+// has examples in its help, and that each example names an existing
+// command path and only flags that command (or the root) defines.
+func TestHelp_EveryCommandHasAnExample(t *testing.T) {
+	app := newApp(io.Discard, io.Discard)
+	seen := map[string]bool{}
+	walkCommands(app.Commands, nil, func(parents []string, c *cli.Command) {
+		if len(c.Subcommands) > 0 {
+			return
+		}
+		path := strings.Join(append(append([]string{}, parents...), c.Name), " ")
+		seen[path] = true
+		if len(examples[path]) == 0 || !strings.Contains(c.Description, examplesHeader) {
+			t.Errorf("%s: no example in its help", path)
+		}
+		for _, ex := range examples[path] {
+			words := exampleWords(ex)
+			if len(words) == 0 {
+				continue // an example of another program (claude mcp add …)
+			}
+			inv := parseInvocation(app, words)
+			if got := strings.Join(inv.path, " "); got != path && !(path == "version" && len(inv.path) == 0) {
+				t.Errorf("example %q runs %q, not %q", ex, got, path)
+				continue
+			}
+			for _, f := range inv.flags {
+				if !hasFlagName(c.Flags, f.name) && !hasFlagName(app.Flags, f.name) {
+					t.Errorf("example %q: %s has no flag --%s", ex, path, f.name)
+				}
+			}
+		}
+	})
+	for path := range examples {
+		if !seen[path] {
+			t.Errorf("examples of %q: no such command", path)
+		}
+	}
+}
+
+// exampleWords splits an example shell line into the words of its teambus
+// invocation: environment assignments, a pipe before it, a redirection and
+// a comment after it are dropped; double quotes group words. It returns
+// nil when the line does not run teambus.
+func exampleWords(line string) []string {
+	if i := strings.Index(line, "#"); i >= 0 {
+		line = line[:i]
+	}
+	if i := strings.LastIndex(line, "|"); i >= 0 {
+		line = line[i+1:]
+	}
+	if i := strings.Index(line, "<"); i >= 0 {
+		line = line[:i]
+	}
+	var words []string
+	var cur strings.Builder
+	inQuote, inWord := false, false
+	for _, r := range line {
+		switch {
+		case r == '"':
+			inQuote, inWord = !inQuote, true
+		case r == ' ' && !inQuote:
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	for len(words) > 0 && strings.Contains(words[0], "=") {
+		words = words[1:]
+	}
+	if len(words) == 0 || words[0] != "teambus" {
+		return nil
+	}
+	return words
+}
+
+// TestRun_VersionFlag checks `teambus --version`.
+func TestRun_VersionFlag(t *testing.T) {
+	r := runCLI(t, "--version")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "teambus ") || !strings.Contains(r.stdout, "nats-server") {
+		t.Fatalf("teambus --version: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestHelp_NoPlaceholderGlitches checks flag usages: urfave/cli v2 renders
+// the first `quoted` text of a usage as the flag's value placeholder, so a
+// quoted command there prints as `--creds teambus team creds`. Only a
+// placeholder word in capitals may be quoted.
+func TestHelp_NoPlaceholderGlitches(t *testing.T) {
+	app := newApp(io.Discard, io.Discard)
+	check := func(where string, fs []cli.Flag) {
+		for _, f := range fs {
+			d, ok := f.(cli.DocGenerationFlag)
+			if !ok {
+				continue
+			}
+			u := d.GetUsage()
+			if strings.Count(u, "`") == 0 {
+				continue
+			}
+			parts := strings.Split(u, "`")
+			if len(parts) != 3 || strings.ToUpper(parts[1]) != parts[1] || strings.ContainsAny(parts[1], " -") {
+				t.Errorf("%s --%s: usage %q quotes more than a placeholder", where, f.Names()[0], u)
+			}
+		}
+	}
+	check("teambus", app.Flags)
+	walkCommands(app.Commands, nil, func(parents []string, c *cli.Command) {
+		check(strings.Join(append(append([]string{}, parents...), c.Name), " "), c.Flags)
+	})
+}

@@ -1,0 +1,68 @@
+package main
+
+// examples are shown under EXAMPLES in the help of each command (prepare
+// appends them to its description). Every command has at least one;
+// TestHelp_EveryCommandHasAnExample parses each against the command tree,
+// so an example cannot name a flag that does not exist.
+var examples = map[string][]string{
+	"bus start":  {"teambus bus start                          # a node in ~/.local/state/teambus, until Ctrl-C", "teambus bus start --listen 0.0.0.0:4222 --allow-remote"},
+	"bus status": {"teambus bus status", "teambus bus status --json"},
+	"bus stop":   {"teambus bus stop"},
+	"serve":      {"teambus serve --server nats://nats.example:4222 --creds ops.creds"},
+
+	"team create":      {"teambus team create alpha --member tm1:backend --member tm2:tests", "teambus team create alpha --member tm1 --lead-timeout 2m --member-timeout 1m"},
+	"team list":        {"teambus team list", "teambus team list --json"},
+	"team show":        {"teambus team show alpha", "teambus team show alpha --json"},
+	"team add-member":  {"teambus team add-member alpha tm3:docs"},
+	"team creds":       {"teambus team creds alpha --member tm1 --out tm1.creds", "teambus team creds alpha --member tm1 --revoke"},
+	"team checkpoint":  {"teambus team checkpoint alpha --label before-merge", "teambus team checkpoint alpha --export ./team-state"},
+	"team delete":      {"teambus team delete alpha"},
+	"team repair":      {"teambus team repair alpha            # shows the plan", "teambus team repair alpha --apply"},
+	"team resume":      {"teambus team resume alpha --session lead-2"},
+	"team probe":       {"teambus team probe alpha"},
+	"team review":      {"teambus team review alpha"},
+	"team consolidate": {"teambus team consolidate alpha --worktree ."},
+	"team complete":    {"teambus team complete alpha"},
+	"team abort":       {"teambus team abort alpha"},
+	"team facts":       {"teambus team facts alpha docs/design.md docs/api.md"},
+
+	"task add":      {"teambus task add schema --team alpha --desc \"Design the schema\"", "teambus task add api --team alpha --desc \"Build the API\" --dep schema --priority 2"},
+	"task list":     {"teambus task list --team alpha", "teambus task list --team alpha --status available --json"},
+	"task show":     {"teambus task show schema --team alpha"},
+	"task claim":    {"teambus task claim schema --team alpha --member tm1"},
+	"task next":     {"teambus task next --team alpha --member tm1"},
+	"task complete": {"teambus task complete schema --team alpha --member tm1 --commit 3f2a9c1"},
+	"task fail":     {"teambus task fail schema --team alpha --member tm1 --reason \"tests do not build\""},
+	"task block":    {"teambus task block api --team alpha --member tm2 --on schema"},
+	"task release":  {"teambus task release api --team alpha --member tm2"},
+	"task reassign": {"teambus task reassign api --team alpha --member lead --to tm3"},
+	"task reopen":   {"teambus task reopen schema --team alpha --member lead"},
+
+	"send":  {"teambus send --team alpha --member tm1 --to lead \"schema done, see commit 3f2a9c1\"", "echo \"long report\" | teambus send --team alpha --member tm1 --to lead --type report -"},
+	"inbox": {"teambus inbox --team alpha --member tm1", "teambus inbox --team alpha --member tm1 --wait 30s --ack"},
+	"ack":   {"teambus ack 12 13 --team alpha --member tm1"},
+	"replay": {"teambus replay --team alpha", "teambus replay --team alpha --from tm1 --type report --json",
+		"teambus replay --team alpha --follow"},
+
+	"events append":  {"teambus events append --team alpha --session s1 --type task.started --feature login"},
+	"events analyze": {"teambus events analyze --team alpha", "teambus events analyze --file events.jsonl --json"},
+	"events import":  {"teambus events import --team alpha --file events.jsonl"},
+	"events export":  {"teambus events export --team alpha --file events.jsonl"},
+	"events replay":  {"teambus events replay --team alpha --since 2026-11-24T09:00:00Z", "teambus events replay --team alpha --follow"},
+
+	"checkpoint": {"teambus checkpoint --team alpha --member tm1 --done \"schema\" --remaining \"migrations\" --last-action \"wrote orders table\""},
+	"lead":       {"teambus lead --team alpha --session lead-1 --pid $PPID"},
+	"teammate":   {"teambus teammate --team alpha --member tm1 --session s1 --pid $PPID"},
+	"join":       {"teambus join --team alpha --member tm1 --session s2"},
+	"init claude": {"teambus init claude --team alpha --member tm1            # hooks in .claude/settings.local.json",
+		"teambus init claude --team alpha --lead --mcp", "teambus init claude --check", "teambus init claude --remove"},
+	"brief":     {"teambus brief --team alpha --member tm1"},
+	"hook":      {"teambus hook PostToolBatch < payload.json   # what Claude Code runs; see `teambus init claude`"},
+	"mcp":       {"claude mcp add teambus -- teambus mcp", "TEAMBUS_TEAM=alpha TEAMBUS_MEMBER=tm3 teambus mcp --join --sidecar"},
+	"ui":        {"teambus ui", "teambus ui --listen 127.0.0.1:8080 --team alpha --open"},
+	"demo":      {"teambus demo", "teambus demo --step-time 1s --keep"},
+	"agent-sim": {"teambus agent-sim --team alpha --member tm1 --session s1"},
+	"bench":     {"teambus bench --quick", "teambus bench --only oneshot --only claim --json"},
+	"version":   {"teambus version", "teambus --version"},
+	"help":      {"teambus help team create"},
+}

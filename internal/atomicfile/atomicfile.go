@@ -1,0 +1,83 @@
+// Package atomicfile writes files so that a crash at any moment leaves
+// either the old content or the new one, never a torn file: the content
+// goes to a temporary file in the same directory, which is fsynced, given
+// its mode and renamed over the target; then the directory is fsynced so
+// the rename itself survives a power cut.
+//
+// Every file teambus writes that a later run reads (the discovery file,
+// hook bindings, Claude Code settings, checkpoint and event exports) goes
+// through here.
+package atomicfile
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// Write replaces path with data, atomically and durably, with mode.
+func Write(path string, data []byte, mode fs.FileMode) error {
+	return WriteFunc(path, mode, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteFunc replaces path with what fn writes, atomically and durably,
+// with mode. When fn or any step fails, path is unchanged and no temporary
+// file is left behind.
+func WriteFunc(path string, mode fs.FileMode, fn func(io.Writer) error) (err error) {
+	dir, name := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+			err = fmt.Errorf("write %s: %w", path, err)
+		}
+	}()
+	bw := bufio.NewWriterSize(f, 64<<10)
+	if err := fn(bw); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return SyncDir(dir)
+}
+
+// SyncDir fsyncs a directory, so that a rename, creation or removal in it
+// is durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}
