@@ -34,11 +34,14 @@ import (
 //	go-json-experiment jsontext     2.33  2.93       wall 4.53 s  user 2.68 s  max RSS 23.4 MiB
 //	encoding/json/jsontext (jsonv2) 2.53  3.03       wall 3.16 s  user 2.20 s  max RSS 23.1 MiB
 //
-// The best jsontext run keeps 69% of jscan's speed (1.62 / 2.33 s/op),
-// the toolchain's 64%; the profile puts the difference in jsontext's
-// general state machine (ReadValue, PeekKind, consumeValue), not in
-// allocation. So jscan stays, with its fuzz tests against encoding/json as
-// the guard that it is correct. Measure again when jsontext moves.
+// The best jsontext run keeps 69% of jscan's speed (1.62 / 2.33 s/op), the
+// toolchain's 64%; two more sets of interleaved runs of the binaries (user
+// time, medians: jscan 1.36 and 1.04 s, go-json-experiment 2.63 and 2.56
+// s, jsonv2 2.22 and 2.26 s) keep the same order; the profile puts the
+// difference in jsontext's general state machine (ReadValue, PeekKind,
+// consumeValue), not in allocation. So jscan stays, with its fuzz tests
+// against encoding/json as the guard that it is correct. Measure again
+// when jsontext moves.
 type jscan struct {
 	b     []byte
 	i     int
