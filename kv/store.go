@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/internal/jsbatch"
 	"github.com/teambus/teambus/internal/jserr"
 )
 
@@ -204,7 +205,7 @@ func (s *Store) CreateTeam(ctx context.Context, t *teambus.Team, members []*team
 		return unavailable("create state bucket of team "+t.ID, err)
 	}
 	// Fenced writes are atomic batches (fence.go).
-	if err := allowAtomic(ctx, s.js, "KV_"+StatePrefix+t.ID); err != nil {
+	if err := jsbatch.AllowAtomic(ctx, s.js, "KV_"+StatePrefix+t.ID); err != nil {
 		return unavailable("create state bucket of team "+t.ID, err)
 	}
 	if _, err := s.heartbeats(ctx, t.ID, true); err != nil {
