@@ -205,7 +205,7 @@ func (r *run) sendMeters(ctx context.Context, mode string) (*bus.Node, *bus.Conn
 		return nil, nil, nil, err
 	}
 	var seq atomic.Int64 // message ids stay unique across turns: no send is a duplicate
-	return node, conn, []meter{
+	return node, conn, append(batchMeters(mb, size, &seq, sfx, label, note), []meter{
 		{group: "teambus", key: keyReqSend + sfx, name: "send one at a time through the team service (member credential, one request" + label + ")",
 			run: func(ctx context.Context, d time.Duration) (sample, error) {
 				return loop(ctx, d, 1, 0, func(int) error {
@@ -239,7 +239,7 @@ func (r *run) sendMeters(ctx context.Context, mode string) (*bus.Node, *bus.Conn
 					return err
 				})
 			}},
-	}, nil
+	}...), nil
 }
 
 // serviceWindow is how many requests the pipelined service meter keeps in
