@@ -44,7 +44,7 @@ func TestSidecar_ProbeResent(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(tlog{t}, nil))
-	ld, err := lead.New(team.New(bustest.Connect(t, node).JS, team.Config{}), lead.Config{Team: "pr", Session: "L1", Logger: log})
+	ld, err := lead.New(team.New(bustest.Connect(t, node).JS, team.Config{}).SidecarAPI(), lead.Config{Team: "pr", Session: "L1", Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

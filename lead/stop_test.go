@@ -23,7 +23,7 @@ func TestSidecar_CleanStopShowsOffline(t *testing.T) {
 	if _, err := svc.CreateTeam(ctx, "stop", "L", []team.MemberSpec{{ID: "tm1"}}, pol); err != nil {
 		t.Fatal(err)
 	}
-	sc, err := lead.New(svc, lead.Config{Team: "stop", Session: "L"})
+	sc, err := lead.New(svc.SidecarAPI(), lead.Config{Team: "stop", Session: "L"})
 	if err != nil {
 		t.Fatal(err)
 	}

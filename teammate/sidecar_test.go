@@ -64,7 +64,7 @@ type running struct {
 func start(t *testing.T, svc *team.Service, cfg teammate.Config) *running {
 	t.Helper()
 	cfg.Logger = newLog(t)
-	sc, err := teammate.New(svc, cfg)
+	sc, err := teammate.New(svc.SidecarAPI(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestSidecar_HeldMailNeverStranded(t *testing.T) {
 		r := zombie(t, node, svc, "ld", "s1")
 		sendHeld(t, svc, "ld", "s1", "h1")
 		r.stop()
-		ld, err := lead.New(team.New(bustest.Connect(t, node).JS, team.Config{}), lead.Config{Team: "ld", Session: "L1", Logger: newLog(t)})
+		ld, err := lead.New(team.New(bustest.Connect(t, node).JS, team.Config{}).SidecarAPI(), lead.Config{Team: "ld", Session: "L1", Logger: newLog(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
