@@ -3,15 +3,18 @@ package clock
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 )
 
 // Fake is a clock that moves only when Advance is called. Its timers and
-// tickers fire, in deadline order, as Advance passes their deadlines; like
-// the real ones, a tick nobody took is dropped. It is safe for concurrent
-// use.
+// tickers fire as Advance passes their deadlines, in deadline order (ties
+// in the order they were made), and Advance hands each tick over: it
+// returns once the code under test has received every tick due (a tick of
+// a timer stopped meanwhile is withdrawn). So after Advance every tick but
+// the last has been handled, and none is lost to a busy receiver. Time
+// read while a tick is handled may already be that of the next tick due.
+// One goroutine advances the clock; any may read it and make timers.
 type Fake struct {
 	mu      sync.Mutex
 	now     time.Time
@@ -45,7 +48,7 @@ func (f *Fake) NewTicker(d time.Duration) Ticker {
 func (f *Fake) add(d, period time.Duration) *fakeTimer {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	t := &fakeTimer{f: f, c: make(chan time.Time, 1), period: period}
+	t := &fakeTimer{f: f, c: make(chan time.Time), period: period, stop: make(chan struct{})}
 	f.arm(t, d)
 	return t
 }
@@ -60,7 +63,8 @@ func (f *Fake) arm(t *fakeTimer, d time.Duration) {
 	f.signal()
 }
 
-// disarm stops t; f.mu is held. It reports whether t was active.
+// disarm takes t off the list of running timers; f.mu is held. It reports
+// whether t was running.
 func (f *Fake) disarm(t *fakeTimer) bool {
 	if !t.active {
 		return false
@@ -81,30 +85,40 @@ func (f *Fake) signal() {
 	f.changed = make(chan struct{})
 }
 
+// next returns the running timer due first at or before end; f.mu is held.
+func (f *Fake) next(end time.Time) *fakeTimer {
+	var first *fakeTimer
+	for _, t := range f.waiters {
+		if !t.when.After(end) && (first == nil || t.when.Before(first.when)) {
+			first = t
+		}
+	}
+	return first
+}
+
 // Advance moves the fake time forward by d, firing every timer and tick
-// whose deadline it passes, in deadline order.
+// whose deadline it passes, in deadline order, each handed to its receiver
+// before the next fires.
 func (f *Fake) Advance(d time.Duration) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	end := f.now.Add(d)
-	for {
-		sort.SliceStable(f.waiters, func(i, j int) bool { return f.waiters[i].when.Before(f.waiters[j].when) })
-		if len(f.waiters) == 0 || f.waiters[0].when.After(end) {
-			break
-		}
-		t := f.waiters[0]
-		f.now = t.when
-		select {
-		case t.c <- t.when:
-		default: // a tick nobody took is dropped
-		}
+	for t := f.next(end); t != nil; t = f.next(end) {
+		when, stop := t.when, t.stop
+		f.now = when
 		if t.period > 0 {
-			t.when = t.when.Add(t.period)
+			t.when = when.Add(t.period)
 		} else {
 			f.disarm(t)
 		}
+		f.mu.Unlock()
+		select {
+		case t.c <- when:
+		case <-stop: // stopped or reset meanwhile: the tick is withdrawn
+		}
+		f.mu.Lock()
 	}
 	f.now = end
+	f.mu.Unlock()
 }
 
 // Timers returns how many timers and tickers are running.
@@ -143,6 +157,7 @@ type fakeTimer struct {
 	when   time.Time
 	period time.Duration
 	active bool
+	stop   chan struct{} // closed by Stop and Reset: withdraws a tick being handed over
 }
 
 func (t *fakeTimer) C() <-chan time.Time { return t.c }
@@ -150,7 +165,7 @@ func (t *fakeTimer) C() <-chan time.Time { return t.c }
 func (t *fakeTimer) Stop() bool {
 	t.f.mu.Lock()
 	defer t.f.mu.Unlock()
-	t.drain()
+	t.withdraw()
 	return t.f.disarm(t)
 }
 
@@ -158,16 +173,12 @@ func (t *fakeTimer) Reset(d time.Duration) bool {
 	t.f.mu.Lock()
 	defer t.f.mu.Unlock()
 	was := t.active
-	t.drain()
+	t.withdraw()
 	t.f.arm(t, d)
 	return was
 }
 
-// drain drops a fired value not yet taken, as Go 1.23 timers do on Stop
-// and Reset.
-func (t *fakeTimer) drain() {
-	select {
-	case <-t.c:
-	default:
-	}
+func (t *fakeTimer) withdraw() {
+	close(t.stop)
+	t.stop = make(chan struct{})
 }

@@ -2,45 +2,67 @@ package clock_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/teambus/teambus/internal/clock"
 )
 
-func TestFake_TimersFireInOrder(t *testing.T) {
+// TestFake_TicksHandedOver: Advance fires timers and ticks in deadline
+// order and returns once each was received; a stopped timer's tick is
+// withdrawn.
+func TestFake_TicksHandedOver(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	f := clock.NewFake(start)
 	tm := f.NewTimer(3 * time.Second)
 	tk := f.NewTicker(time.Second)
+	got := make(chan string, 16)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case at := <-tk.C():
+				got <- "tick " + at.Sub(start).String()
+			case at := <-tm.C():
+				got <- "timer " + at.Sub(start).String()
+				tk.Stop()
+				return
+			}
+		}
+	}()
 	f.Advance(999 * time.Millisecond)
-	select {
-	case <-tk.C():
-		t.Fatal("ticker fired before its interval")
-	default:
+	if len(got) != 0 {
+		t.Fatalf("fired before the first deadline: %q", <-got)
 	}
-	f.Advance(time.Millisecond)
-	if got := <-tk.C(); !got.Equal(start.Add(time.Second)) {
-		t.Fatalf("tick at %v, want %v", got, start.Add(time.Second))
+	f.Advance(5 * time.Second)
+	<-done
+	close(got)
+	var all []string
+	for s := range got {
+		all = append(all, s)
 	}
-	f.Advance(2 * time.Second)
-	if got := <-tm.C(); !got.Equal(start.Add(3 * time.Second)) {
-		t.Fatalf("timer at %v", got)
+	// The timer was made first: at 3s it fires before the tick, and the
+	// receiver's Stop withdraws the tick.
+	want := []string{"tick 1s", "tick 2s", "timer 3s"}
+	if strings.Join(all, ",") != strings.Join(want, ",") {
+		t.Fatalf("got %q, want %q", all, want)
 	}
-	if got, want := f.Now(), start.Add(3*time.Second); !got.Equal(want) {
+	if got, want := f.Now(), start.Add(5999*time.Millisecond); !got.Equal(want) {
 		t.Fatalf("now %v, want %v", got, want)
 	}
-	if got := f.Timers(); got != 1 {
-		t.Fatalf("timers = %d, want the ticker only", got)
+	if n := f.Timers(); n != 0 {
+		t.Fatalf("timers running = %d, want 0", n)
 	}
 	if tm.Reset(time.Second) {
-		t.Fatal("reset of a fired timer reports active")
+		t.Fatal("reset of a fired timer reports it running")
 	}
-	if !tm.Stop() {
-		t.Fatal("stop of a reset timer reports inactive")
-	}
-	tk.Stop()
-	if err := f.WaitTimers(context.Background(), 0); err != nil {
+	if err := f.WaitTimers(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
+	if !tm.Stop() {
+		t.Fatal("stop of a reset timer reports it stopped")
+	}
+	f.Advance(time.Hour) // nothing running: returns at once
 }
