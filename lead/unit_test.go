@@ -134,7 +134,10 @@ func (u *unit) beatFor(d time.Duration) {
 
 func (u *unit) crashed(t *testing.T) {
 	t.Helper()
-	u.ft.Wait(t, "tm1 crashed", func() bool { m := u.member(); return m.Status == teambus.MemberCrashed || m.Status == teambus.MemberPaused })
+	u.ft.Wait(t, "tm1 crashed", func() bool {
+		m := u.member()
+		return m.Status == teambus.MemberCrashed || m.Status == teambus.MemberPaused
+	})
 }
 
 // TestUnit_Lead runs the lead sidecar's scenarios on an in-memory team and
