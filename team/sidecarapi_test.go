@@ -1,4 +1,4 @@
-package teammate_test
+package team_test
 
 import (
 	"context"
@@ -17,6 +17,10 @@ import (
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/teammate"
 )
+
+// The lead and teammate sidecars over team.SidecarAPI and a real server:
+// the integration proof of their unit tests on an in-memory team (lead/,
+// teammate/), moved here so that those run in milliseconds.
 
 // tlog logs through t until the test ends.
 type tlog struct {
@@ -53,15 +57,15 @@ func fastPolicy() teambus.Policy {
 	return pol
 }
 
-// running is a sidecar run in a goroutine.
-type running struct {
+// runningTeammate is a sidecar run in a goroutine.
+type runningTeammate struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	out    teammate.Outcome
 	err    error
 }
 
-func start(t *testing.T, svc *team.Service, cfg teammate.Config) *running {
+func startTeammate(t *testing.T, svc *team.Service, cfg teammate.Config) *runningTeammate {
 	t.Helper()
 	cfg.Logger = newLog(t)
 	sc, err := teammate.New(svc.SidecarAPI(), cfg)
@@ -69,7 +73,7 @@ func start(t *testing.T, svc *team.Service, cfg teammate.Config) *running {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{cancel: cancel, done: make(chan struct{})}
+	r := &runningTeammate{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
 		r.out, r.err = sc.Run(ctx)
@@ -78,12 +82,12 @@ func start(t *testing.T, svc *team.Service, cfg teammate.Config) *running {
 	return r
 }
 
-func (r *running) stop() {
+func (r *runningTeammate) stop() {
 	r.cancel()
 	<-r.done
 }
 
-func (r *running) wait(t *testing.T, d time.Duration) {
+func (r *runningTeammate) wait(t *testing.T, d time.Duration) {
 	t.Helper()
 	select {
 	case <-r.done:
@@ -92,7 +96,7 @@ func (r *running) wait(t *testing.T, d time.Duration) {
 	}
 }
 
-func registered(t *testing.T, svc *team.Service, teamID, member, session string) {
+func registeredAs(t *testing.T, svc *team.Service, teamID, member, session string) {
 	t.Helper()
 	bustest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		m, _, err := svc.Store().Member(context.Background(), teamID, member)
@@ -103,11 +107,11 @@ func registered(t *testing.T, svc *team.Service, teamID, member, session string)
 	})
 }
 
-// TestSidecar_FencedLeavesSuccessorMail: a teammate sidecar replaced by a
+// TestSidecarAPI_TeammateFencedLeavesSuccessorMail: a teammate sidecar replaced by a
 // new incarnation stops at once and does not take the lead's status check
 // meant for the successor: the check stays in the member's sidecar inbox,
 // readable at once, not after ack-wait (issue 12 item 3).
-func TestSidecar_FencedLeavesSuccessorMail(t *testing.T) {
+func TestSidecarAPI_TeammateFencedLeavesSuccessorMail(t *testing.T) {
 	node := bustest.NewServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -115,8 +119,8 @@ func TestSidecar_FencedLeavesSuccessorMail(t *testing.T) {
 	if _, err := svc.CreateTeam(ctx, "fe", "", []team.MemberSpec{{ID: "tm1"}}, fastPolicy()); err != nil {
 		t.Fatal(err)
 	}
-	old := start(t, team.New(bustest.Connect(t, node).JS, team.Config{}), teammate.Config{Team: "fe", Member: "tm1", Session: "s-old"})
-	registered(t, svc, "fe", "tm1", "s-old")
+	old := startTeammate(t, team.New(bustest.Connect(t, node).JS, team.Config{}), teammate.Config{Team: "fe", Member: "tm1", Session: "s-old"})
+	registeredAs(t, svc, "fe", "tm1", "s-old")
 
 	// A new incarnation registers (a hook or `join`), and the lead asks it
 	// for its status at once.
@@ -141,11 +145,11 @@ func TestSidecar_FencedLeavesSuccessorMail(t *testing.T) {
 	}
 }
 
-// zombie starts a sidecar for tm1 in session and waits until it is in
+// zombieTeammate starts a sidecar for tm1 in session and waits until it is in
 // zombie mode (there is no lead).
-func zombie(t *testing.T, node *bus.Node, svc *team.Service, teamID, session string) *running {
+func zombieTeammate(t *testing.T, node *bus.Node, svc *team.Service, teamID, session string) *runningTeammate {
 	t.Helper()
-	r := start(t, team.New(bustest.Connect(t, node).JS, team.Config{}), teammate.Config{Team: teamID, Member: "tm1", Session: session})
+	r := startTeammate(t, team.New(bustest.Connect(t, node).JS, team.Config{}), teammate.Config{Team: teamID, Member: "tm1", Session: session})
 	bustest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		m, _, err := svc.Store().Member(context.Background(), teamID, "tm1")
 		if err != nil || m.Session != session || m.Status != teambus.MemberZombie {
@@ -195,11 +199,11 @@ func leadGets(t *testing.T, svc *team.Service, teamID string, bodies ...string) 
 	})
 }
 
-// TestSidecar_HeldMailNeverStranded: mail held in zombie mode is released
+// TestSidecarAPI_HeldMailNeverStranded: mail held in zombie mode is released
 // by whoever comes next: the member's next incarnation after a shutdown,
 // the sidecar itself at zombie-max (marked held_since), or the lead when
 // the sidecar is gone (issue 12 item 1).
-func TestSidecar_HeldMailNeverStranded(t *testing.T) {
+func TestSidecarAPI_HeldMailNeverStranded(t *testing.T) {
 	node := bustest.NewServer(t)
 	ctx := context.Background()
 	svc := team.New(bustest.Connect(t, node).JS, team.Config{})
@@ -212,11 +216,11 @@ func TestSidecar_HeldMailNeverStranded(t *testing.T) {
 
 	t.Run("next incarnation", func(t *testing.T) {
 		create("nx", fastPolicy())
-		old := zombie(t, node, svc, "nx", "s1")
+		old := zombieTeammate(t, node, svc, "nx", "s1")
 		sendHeld(t, svc, "nx", "s1", "h1")
 		sendHeld(t, svc, "nx", "s1", "h2")
 		old.stop()
-		start(t, team.New(bustest.Connect(t, node).JS, team.Config{}), teammate.Config{Team: "nx", Member: "tm1", Session: "s2"})
+		startTeammate(t, team.New(bustest.Connect(t, node).JS, team.Config{}), teammate.Config{Team: "nx", Member: "tm1", Session: "s2"})
 		leadGets(t, svc, "nx", "h1", "h2")
 	})
 
@@ -224,7 +228,7 @@ func TestSidecar_HeldMailNeverStranded(t *testing.T) {
 		pol := fastPolicy()
 		pol.ZombieMax = 2 * time.Second
 		create("zm", pol)
-		r := zombie(t, node, svc, "zm", "s1")
+		r := zombieTeammate(t, node, svc, "zm", "s1")
 		sendHeld(t, svc, "zm", "s1", "h1")
 		r.wait(t, 10*time.Second)
 		if r.out != teammate.OutcomeZombieMax {
@@ -235,7 +239,7 @@ func TestSidecar_HeldMailNeverStranded(t *testing.T) {
 
 	t.Run("lead", func(t *testing.T) {
 		create("ld", fastPolicy())
-		r := zombie(t, node, svc, "ld", "s1")
+		r := zombieTeammate(t, node, svc, "ld", "s1")
 		sendHeld(t, svc, "ld", "s1", "h1")
 		r.stop()
 		ld, err := lead.New(team.New(bustest.Connect(t, node).JS, team.Config{}).SidecarAPI(), lead.Config{Team: "ld", Session: "L1", Logger: newLog(t)})
@@ -254,4 +258,130 @@ func TestSidecar_HeldMailNeverStranded(t *testing.T) {
 			return nil
 		})
 	})
+}
+
+// TestSidecarAPI_LeadProbeResent: the lead's status check is sent again until it
+// is answered. The first check is taken by someone else (a replaced
+// sidecar that acks it); the member answers the second, and is not
+// declared crashed (issue 12 item 5).
+func TestSidecarAPI_LeadProbeResent(t *testing.T) {
+	node := bustest.NewServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pol := teambus.DefaultPolicy()
+	pol.Heartbeat = 200 * time.Millisecond
+	pol.MemberTimeout = 5 * time.Second
+	pol.ProbeTimeout = 4 * time.Second // room to resend (every probe-timeout/4)
+	pol.LeadTimeout = 2 * time.Second
+	svc := team.New(bustest.Connect(t, node).JS, team.Config{})
+	if _, err := svc.CreateTeam(ctx, "pr", "", []team.MemberSpec{{ID: "tm1"}}, pol); err != nil {
+		t.Fatal(err)
+	}
+	m, err := svc.Join(ctx, "pr", "tm1", "s-tm1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := newLog(t)
+	ld, err := lead.New(team.New(bustest.Connect(t, node).JS, team.Config{}).SidecarAPI(), lead.Config{Team: "pr", Session: "L1", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- ld.Run(lctx) }()
+	defer func() { stop(); <-done }()
+
+	// The member never beats: the lead probes it after member-timeout.
+	checks := func() []teambus.Message {
+		msgs, err := svc.Mailbox("pr").Inbox(ctx, "tm1", bus.InboxOptions{Sidecar: true, Ack: true, Wait: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []teambus.Message
+		for _, msg := range msgs {
+			if msg.Type == teambus.MsgStatusCheck {
+				out = append(out, msg)
+			}
+		}
+		return out
+	}
+	var first teambus.Message
+	bustest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if got := checks(); len(got) > 0 {
+			first = got[0]
+			return nil
+		}
+		return fmt.Errorf("no status check yet")
+	})
+	// The first check was swallowed; wait for it to be sent again well
+	// within probe-timeout.
+	var again teambus.Message
+	bustest.CheckFor(t, pol.ProbeTimeout, 10*time.Millisecond, func() error {
+		if got := checks(); len(got) > 0 {
+			again = got[0]
+			return nil
+		}
+		return fmt.Errorf("status check %d was not sent again", first.Seq)
+	})
+	if again.Seq <= first.Seq {
+		t.Fatalf("resent check seq %d, first %d", again.Seq, first.Seq)
+	}
+	if _, err := svc.Notify(ctx, "pr", "tm1", m.Epoch, teambus.Lead, teambus.MsgStatus, fmt.Sprintf("status/%d", again.Seq), "tm1 alive: idle", map[string]any{"reply_to": again.Seq}); err != nil {
+		t.Fatal(err)
+	}
+	bustest.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		tm, _, err := svc.Store().Team(ctx, "pr")
+		if err != nil {
+			return err
+		}
+		if _, open := tm.Probes["tm1"]; open {
+			return fmt.Errorf("probe of tm1 still open")
+		}
+		return nil
+	})
+	if got, _, err := svc.Store().Member(ctx, "pr", "tm1"); err != nil || got.Status == teambus.MemberCrashed {
+		t.Fatalf("tm1 = %+v, %v: want not crashed after answering the resent check", got, err)
+	}
+}
+
+// TestSidecarAPI_LeadCleanStopShowsOffline: issue 12 item 11: a lead
+// sidecar stopped cleanly shows offline at once, not online until its
+// heartbeat expires.
+func TestSidecarAPI_LeadCleanStopShowsOffline(t *testing.T) {
+	n := bustest.NewServer(t)
+	svc := team.New(bustest.Connect(t, n).JS, team.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pol := teambus.DefaultPolicy()
+	if _, err := svc.CreateTeam(ctx, "stop", "L", []team.MemberSpec{{ID: "tm1"}}, pol); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := lead.New(svc.SidecarAPI(), lead.Config{Team: "stop", Session: "L"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- sc.Run(rctx) }()
+	bustest.CheckFor(t, pol.LeadTimeout, 10*time.Millisecond, func() error {
+		v, err := svc.Show(ctx, "stop")
+		if err != nil {
+			return err
+		}
+		if !v.Lead.Online {
+			return fmt.Errorf("lead not online yet")
+		}
+		return nil
+	})
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	v, err := svc.Show(ctx, "stop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Lead.Online {
+		t.Errorf("lead online after a clean stop: %+v", v.Lead)
+	}
 }
