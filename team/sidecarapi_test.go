@@ -385,3 +385,81 @@ func TestSidecarAPI_LeadCleanStopShowsOffline(t *testing.T) {
 		t.Errorf("lead online after a clean stop: %+v", v.Lead)
 	}
 }
+
+// TestSidecarAPI_Watches: the typed watches the sidecars run on. A
+// heartbeat written is an alive event with its epoch, an expired key a
+// silent one; a deleted key (a clean stop) is no event. The state watch
+// gives the team and the member's record, then the member's changes.
+func TestSidecarAPI_Watches(t *testing.T) {
+	node := bustest.NewServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	svc := team.New(bustest.Connect(t, node).JS, team.Config{})
+	if _, err := svc.CreateTeam(ctx, "wa", "", []team.MemberSpec{{ID: "tm1"}}, fastPolicy()); err != nil {
+		t.Fatal(err)
+	}
+	api := svc.SidecarAPI()
+	beats, err := api.WatchBeats(ctx, "wa", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func() teambus.BeatEvent {
+		t.Helper()
+		select {
+		case ev := <-beats:
+			return ev
+		case <-ctx.Done():
+			t.Fatal("no heartbeat event")
+			return teambus.BeatEvent{}
+		}
+	}
+	if _, err := api.Beat(ctx, "wa", &teambus.Heartbeat{Member: "tm1", Session: "s1", Epoch: 3}, time.Second, 0); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(); ev != (teambus.BeatEvent{Member: "tm1", Alive: true, Epoch: 3}) {
+		t.Fatalf("event %+v, want tm1 alive at epoch 3", ev)
+	}
+	rev, err := api.Beat(ctx, "wa", &teambus.Heartbeat{Member: teambus.Lead, Session: "L1", Epoch: 1}, time.Minute, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(); ev != (teambus.BeatEvent{Member: teambus.Lead, Alive: true, Epoch: 1}) {
+		t.Fatalf("event %+v, want the lead alive at epoch 1", ev)
+	}
+	if err := api.StopBeatAt(ctx, "wa", teambus.Lead, rev); err != nil {
+		t.Fatal(err)
+	}
+	// The lead's delete is skipped: the next event is tm1's expiry.
+	if ev := next(); ev != (teambus.BeatEvent{Member: "tm1"}) {
+		t.Fatalf("event %+v, want tm1 expired", ev)
+	}
+
+	changes, err := api.WatchState(ctx, "wa", "tm1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sawTeam, sawMember bool
+	for !sawTeam || !sawMember {
+		select {
+		case ch := <-changes:
+			sawTeam = sawTeam || (ch.Team != nil && ch.Team.ID == "wa")
+			sawMember = sawMember || (ch.Member != nil && ch.Member.ID == "tm1")
+		case <-ctx.Done():
+			t.Fatalf("state watch: team %v member %v", sawTeam, sawMember)
+		}
+	}
+	m, err := svc.Join(ctx, "wa", "tm1", "s2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case ch := <-changes:
+			if ch.Member != nil && ch.Member.Epoch == m.Epoch && ch.Member.Session == "s2" {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("no change of tm1 after a join")
+		}
+	}
+}
