@@ -167,7 +167,7 @@ func TestUnit_Teammate(t *testing.T) {
 		{
 			name: "zombie entry on lead key expiry",
 			run: func(t *testing.T, u *unit) {
-				u.ft.PushBeat(teambus.Lead, false, 0)
+				u.ft.PushBeat(t, teambus.Lead, false, 0)
 				u.waitStatus(t, teambus.MemberZombie)
 			},
 		},
@@ -176,10 +176,10 @@ func TestUnit_Teammate(t *testing.T) {
 			run: func(t *testing.T, u *unit) {
 				for range 3 {
 					u.clk.Advance(u.pol.LeadTimeout / 2)
-					u.ft.PushBeat(teambus.Lead, true, 1)
+					u.ft.PushBeat(t, teambus.Lead, true, 1)
 				}
-				u.ft.PushBeat("tm2", false, 0) // another member's expiry: not the lead
-				u.clk.Advance(u.pol.Heartbeat) // a tick after the beats: they were handled
+				u.ft.PushBeat(t, "tm2", false, 0) // another member's expiry: not the lead
+				u.clk.Advance(u.pol.Heartbeat)    // a tick after the beats: they were handled
 				if st := u.member(t).Status; st != teambus.MemberIdle {
 					t.Fatalf("tm1 %s after %s of lead heartbeats, want idle", st, 3*u.pol.LeadTimeout/2)
 				}
@@ -192,7 +192,7 @@ func TestUnit_Teammate(t *testing.T) {
 				u.ft.Hold("tm1", "h1")
 				u.ft.Hold("tm1", "h2")
 				u.clk.Advance(time.Minute)
-				u.ft.PushBeat(teambus.Lead, true, 2)
+				u.ft.PushBeat(t, teambus.Lead, true, 2)
 				u.waitStatus(t, teambus.MemberIdle)
 				u.ft.Wait(t, "unzombie notice", func() bool { return len(u.mailTo(teambus.Lead, teambus.MsgSystem)) == 1 })
 				var bodies []string
@@ -208,6 +208,7 @@ func TestUnit_Teammate(t *testing.T) {
 				if m := u.member(t); m.HeldSince != nil {
 					t.Fatalf("held mark left: %+v", m)
 				}
+				u.clk.Advance(u.pol.Heartbeat) // a tick taken: the lead's beat was handled
 				if got := u.clk.Timers(); got != sidecarTimers {
 					t.Fatalf("%d timers running after zombie exit, want %d (zombie-max stopped)", got, sidecarTimers)
 				}
@@ -217,7 +218,7 @@ func TestUnit_Teammate(t *testing.T) {
 			name: "held mail stored just after zombie exit goes out with the next heartbeat",
 			run: func(t *testing.T, u *unit) {
 				u.zombie(t)
-				u.ft.PushBeat(teambus.Lead, true, 2)
+				u.ft.PushBeat(t, teambus.Lead, true, 2)
 				u.waitStatus(t, teambus.MemberIdle)
 				u.ft.Hold("tm1", "late")
 				u.clk.Advance(u.pol.Heartbeat)
@@ -460,7 +461,7 @@ func TestUnit_Teammate(t *testing.T) {
 			},
 			run: func(t *testing.T, u *unit) {
 				u.clk.Advance(u.pol.LeadTimeout - time.Second)
-				u.ft.PushBeat(teambus.Lead, true, 1) // no zombie meanwhile
+				u.ft.PushBeat(t, teambus.Lead, true, 1) // no zombie meanwhile
 				u.clk.Advance(u.pol.BlockedTimeout/2 - u.pol.LeadTimeout + time.Second)
 				if st := u.ft.Snapshot().Tasks["t1"].Status; st != teambus.TaskBlocked {
 					t.Fatalf("t1 %s before blocked-timeout", st)
@@ -468,8 +469,13 @@ func TestUnit_Teammate(t *testing.T) {
 				u.clk.Advance(u.pol.BlockedTimeout / 2)
 				u.ft.Wait(t, "t1 requeued", func() bool { return u.ft.Snapshot().Tasks["t1"].Status == teambus.TaskAvailable })
 				u.ft.Wait(t, "lead told", func() bool {
-					n := u.mailTo(teambus.Lead, teambus.MsgSystem)
-					return len(n) == 1 && strings.HasPrefix(n[0].ID, "blocked-timeout/t1/")
+					var told int
+					for _, m := range u.mailTo(teambus.Lead, teambus.MsgSystem) {
+						if strings.HasPrefix(m.ID, "blocked-timeout/t1/") {
+							told++
+						}
+					}
+					return told == 1
 				})
 			},
 		},

@@ -9,8 +9,6 @@ package sidecartest
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -46,6 +44,7 @@ type Team struct {
 	beats    map[string]beat
 	rev      uint64
 	stopped  map[string]int // heartbeat keys removed, by member
+	stored   map[string]int // heartbeats stored, by member
 	held     map[string][]teambus.Message
 	released map[string][]teambus.Message
 	autoCP   map[string]int
@@ -76,7 +75,7 @@ func New(clk *clock.Fake, id string, pol teambus.Policy, members ...string) *Tea
 		members:  map[string]*teambus.Member{},
 		tasks:    map[string]*teambus.Task{},
 		activity: map[string]time.Time{},
-		mailIDs:  map[string]bool{}, beats: map[string]beat{}, stopped: map[string]int{},
+		mailIDs:  map[string]bool{}, beats: map[string]beat{}, stopped: map[string]int{}, stored: map[string]int{},
 		held: map[string][]teambus.Message{}, released: map[string][]teambus.Message{},
 		autoCP: map[string]int{}, calls: map[string]int{}, fail: map[string]error{},
 		stateWatch: map[string][]chan teambus.StateChange{},
@@ -456,7 +455,8 @@ func (t *Team) StartSession(_ context.Context, team, member string, epoch int64,
 	}
 }
 
-// Beat stores hb if the key's revision is rev (0: absent).
+// Beat stores hb. Like kv.Store.Beat it takes over a key another writer
+// left (rev is only a hint there).
 func (t *Team) Beat(_ context.Context, team string, hb *teambus.Heartbeat, ttl time.Duration, rev uint64) (uint64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -464,15 +464,11 @@ func (t *Team) Beat(_ context.Context, team string, hb *teambus.Heartbeat, ttl t
 	if err := t.enter("Beat"); err != nil {
 		return 0, err
 	}
-	if cur, ok := t.beats[hb.Member]; (ok && cur.rev != rev) || (!ok && rev != 0) {
-		return 0, fmt.Errorf("heartbeat %s: revision %d is not the last: %w", hb.Member, rev, errConflict)
-	}
 	t.rev++
 	t.beats[hb.Member] = beat{hb: *hb, ttl: ttl, rev: t.rev}
+	t.stored[hb.Member]++
 	return t.rev, nil
 }
-
-var errConflict = errors.New("conflict")
 
 // StopBeat removes member's heartbeat key.
 func (t *Team) StopBeat(_ context.Context, team, member string) error {
@@ -510,7 +506,8 @@ func (t *Team) WatchBeats(ctx context.Context, team string, updatesOnly bool) (<
 	if err := t.enter("WatchBeats"); err != nil {
 		return nil, err
 	}
-	ch := make(chan teambus.BeatEvent, 64)
+	// Unbuffered: PushBeat returns once the sidecar took the event.
+	ch := make(chan teambus.BeatEvent)
 	t.beatWatch = append(t.beatWatch, ch)
 	return ch, nil
 }
@@ -636,14 +633,26 @@ func (t *Team) Released(member string) []teambus.Message {
 	return slices.Clone(t.released[member])
 }
 
-// PushBeat writes a heartbeat event of member (teambus.Lead for the lead)
-// to every heartbeat watch: alive with epoch, or expired.
-func (t *Team) PushBeat(member string, alive bool, epoch int64) {
+// PushBeat hands a heartbeat event of member (teambus.Lead for the lead)
+// to every heartbeat watch: alive with epoch, or expired. It returns once
+// each watcher took it, so a clock advanced next comes after it; it fails
+// the test when a watcher does not take it within 5s (a hang).
+func (t *Team) PushBeat(tb testing.TB, member string, alive bool, epoch int64) {
+	tb.Helper()
 	t.mu.Lock()
 	ws := slices.Clone(t.beatWatch)
 	t.mu.Unlock()
+	if len(ws) == 0 {
+		tb.Fatalf("heartbeat event of %s: nobody watches", member)
+	}
+	deadline := time.NewTimer(5 * time.Second)
+	defer deadline.Stop()
 	for _, ch := range ws {
-		ch <- teambus.BeatEvent{Member: member, Alive: alive, Epoch: epoch}
+		select {
+		case ch <- teambus.BeatEvent{Member: member, Alive: alive, Epoch: epoch}:
+		case <-deadline.C:
+			tb.Fatalf("heartbeat event of %s not taken in 5s", member)
+		}
 	}
 }
 
@@ -738,6 +747,13 @@ func (t *Team) Beating(member string) (teambus.Heartbeat, bool) {
 	defer t.mu.Unlock()
 	b, ok := t.beats[member]
 	return b.hb, ok
+}
+
+// Beats returns how many heartbeats of member were stored.
+func (t *Team) Beats(member string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.stored[member]
 }
 
 // BeatStops returns how often member's heartbeat key was removed.
