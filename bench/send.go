@@ -206,7 +206,7 @@ func (r *run) sendMeters(ctx context.Context, mode string) (*node.Node, *bus.Con
 		return nil, nil, nil, err
 	}
 	var seq atomic.Int64 // message ids stay unique across turns: no send is a duplicate
-	return nd, conn, []meter{
+	return nd, conn, append(batchMeters(mb, size, &seq, sfx, label, note), []meter{
 		{group: "teambus", key: keyReqSend + sfx, name: "send one at a time through the team service (member credential, one request" + label + ")",
 			run: func(ctx context.Context, d time.Duration) (sample, error) {
 				return loop(ctx, d, 1, 0, func(int) error {
@@ -240,7 +240,7 @@ func (r *run) sendMeters(ctx context.Context, mode string) (*node.Node, *bus.Con
 					return err
 				})
 			}},
-	}, nil
+	}...), nil
 }
 
 // serviceWindow is how many requests the pipelined service meter keeps in

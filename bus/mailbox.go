@@ -109,6 +109,9 @@ func (mb *Mailbox) streamConfig() jetstream.StreamConfig {
 		// even by the operator; only deleting the team removes it.
 		DenyDelete: true,
 		DenyPurge:  true,
+		// Batch writes (SendBatch, AppendBatch): stored whole or not
+		// at all, one ack and a few fsyncs per batch.
+		AllowAtomicPublish: true,
 	}
 }
 

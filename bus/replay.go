@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/internal/jsbatch"
 )
 
 // ReplayFilter selects mailbox messages for replay. Empty fields match all.
@@ -195,10 +196,12 @@ func (mb *Mailbox) HeldPending(ctx context.Context, member string) (uint64, erro
 }
 
 // ReleaseHeld delivers the mail member sent while a zombie, in order, and
-// returns what it delivered, each marked with HeldSince. A durable consumer is the cursor: each held
-// message is acked after its delivery is stored, and the delivery's
-// idempotency key is derived from the held message, so a release cut short
-// by a crash and repeated stores each message once.
+// returns what it delivered, each marked with HeldSince. A durable
+// consumer is the cursor: held messages are fetched up to jsbatch.Max at a
+// time, their deliveries stored as one atomic batch (SendBatch), and only
+// then acked; each delivery's idempotency key is derived from the held
+// message, so a release cut short by a crash and repeated stores each
+// message once.
 func (mb *Mailbox) ReleaseHeld(ctx context.Context, member string) ([]teambus.Message, error) {
 	st, err := mb.js.Stream(ctx, mb.Stream())
 	if err != nil {
@@ -210,7 +213,7 @@ func (mb *Mailbox) ReleaseHeld(ctx context.Context, member string) ([]teambus.Me
 		FilterSubject: "tb." + mb.team + "." + kindHeld + "." + member + ".>",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       30 * time.Second,
-		MaxAckPending: 1,
+		MaxAckPending: jsbatch.Max,
 		Replicas:      mb.cfg.Replicas,
 	})
 	if err != nil {
@@ -218,38 +221,45 @@ func (mb *Mailbox) ReleaseHeld(ctx context.Context, member string) ([]teambus.Me
 	}
 	var out []teambus.Message
 	for {
-		msgs, err := mb.fetchAll(ctx, cons, 1, 0)
+		msgs, err := mb.fetchAll(ctx, cons, jsbatch.Max, 0)
 		if err != nil {
 			return out, teambus.Unavailablef("read held mail of %s: %w", member, err)
 		}
 		if len(msgs) == 0 {
 			return out, nil
 		}
-		jm := msgs[0]
-		md, err := jm.Metadata()
-		if err != nil {
-			return out, teambus.Unavailablef("read held mail of %s: %w", member, err)
-		}
-		m, err := decode(jm.Data(), md.Sequence.Stream, jm.Subject())
-		if err == nil {
+		var release []*teambus.Message
+		for _, jm := range msgs {
+			md, err := jm.Metadata()
+			if err != nil {
+				return out, teambus.Unavailablef("read held mail of %s: %w", member, err)
+			}
+			m, err := decode(jm.Data(), md.Sequence.Stream, jm.Subject())
+			if err != nil {
+				continue // undecodable: acked away below, it stays in the stream for replay
+			}
 			m.Held = false
 			if m.HeldSince == nil {
 				since := md.Timestamp.UTC()
 				m.HeldSince = &since
 			}
-			// The release has the idempotency key of a direct send: an
-			// agent that sends the same id again after leaving zombie mode
-			// stores it once.
-			res, err := mb.publish(ctx, mb.subject(&m, false), m.From+"/"+m.ID, &m, false)
-			if err != nil {
-				_ = jm.Nak() // the held copy comes back after the ack wait; the publish error is the one to report
-				return out, err
-			}
-			m.Seq = res.Seq
-			out = append(out, m)
+			release = append(release, &m)
 		}
-		if err := jm.DoubleAck(ctx); err != nil {
-			return out, teambus.Unavailablef("release held mail of %s: %w", member, err)
+		// The release has the idempotency key of a direct send: an agent
+		// that sends the same id again after leaving zombie mode stores it
+		// once. Unacked held copies come back after the ack wait.
+		res, err := mb.SendBatch(ctx, release, false)
+		for i := range res {
+			release[i].Seq = res[i].Seq
+			out = append(out, *release[i])
+		}
+		if err != nil {
+			return out, err
+		}
+		for _, jm := range msgs {
+			if err := jm.DoubleAck(ctx); err != nil {
+				return out, teambus.Unavailablef("release held mail of %s: %w", member, err)
+			}
 		}
 	}
 }

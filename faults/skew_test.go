@@ -90,7 +90,7 @@ func clockSkew(t *testing.T, leadSkew, mateSkew time.Duration) {
 	log := slog.New(slog.NewTextHandler(&tlog{t: t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
 	leadSvc := team.New(nodetest.Connect(t, node).JS, team.Config{Now: skewed(leadSkew)})
-	ld, err := lead.New(leadSvc, lead.Config{Team: "sk", Session: "L1", Logger: log})
+	ld, err := lead.New(leadSvc.SidecarAPI(), lead.Config{Team: "sk", Session: "L1", Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func clockSkew(t *testing.T, leadSkew, mateSkew time.Duration) {
 	for _, id := range []string{"tm1", "tm2"} {
 		svc := team.New(nodetest.Connect(t, node).JS, team.Config{Now: skewed(mateSkew)})
 		mates[id] = svc
-		sc, err := teammate.New(svc, teammate.Config{Team: "sk", Member: id, Session: "s-" + id, Logger: log})
+		sc, err := teammate.New(svc.SidecarAPI(), teammate.Config{Team: "sk", Member: id, Session: "s-" + id, Logger: log})
 		if err != nil {
 			t.Fatal(err)
 		}

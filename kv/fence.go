@@ -2,19 +2,15 @@ package kv
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/internal/jserr"
+	"github.com/teambus/teambus/internal/jsbatch"
 )
 
 // Fenced writes: the incarnation check and the write in one step.
@@ -57,14 +53,6 @@ import (
 // the first batch the server refuses for lack of it (Upgrade), when the
 // connection may update streams.
 
-// Headers of a JetStream atomic batch publish (nats-server 2.12+); nats.go
-// v1.55 has no helper for it.
-const (
-	hdrBatchID     = "Nats-Batch-Id"
-	hdrBatchSeq    = "Nats-Batch-Sequence"
-	hdrBatchCommit = "Nats-Batch-Commit"
-)
-
 // subject returns the subject of key in bucket.
 func subject(bucket, key string) string { return "$KV." + bucket + "." + key }
 
@@ -102,12 +90,12 @@ func (s *Store) PutTaskFenced(ctx context.Context, snap *Snapshot, t *teambus.Ta
 			jetstream.ExpectedLastSubjSeqSubjHeader: []string{subject(bucket, preMember+member)},
 		}},
 	}
-	ack, err := publishBatch(ctx, s.js.Conn(), msgs)
-	if isAtomicDisabled(err) {
+	ack, err := jsbatch.Publish(ctx, s.js.Conn(), msgs)
+	if jsbatch.Disabled(err) {
 		if uerr := s.Upgrade(ctx, team); uerr != nil {
 			return 0, teambus.Unavailablef("write task %s of team %s: its state bucket predates fenced writes and this connection can not upgrade it (%v): an operator command upgrades it (`teambus team show %s`)", t.ID, team, uerr, team)
 		}
-		ack, err = publishBatch(ctx, s.js.Conn(), msgs)
+		ack, err = jsbatch.Publish(ctx, s.js.Conn(), msgs)
 	}
 	switch {
 	case err == nil:
@@ -127,71 +115,8 @@ func (s *Store) Upgrade(ctx context.Context, team string) error {
 	if err := teambus.ValidateID("team", team); err != nil {
 		return err
 	}
-	return allowAtomic(ctx, s.js, "KV_"+StatePrefix+team)
+	return jsbatch.AllowAtomic(ctx, s.js, "KV_"+StatePrefix+team)
 }
-
-// allowAtomic turns on AllowAtomicPublish on stream name, unless it is on.
-func allowAtomic(ctx context.Context, js jetstream.JetStream, name string) error {
-	st, err := js.Stream(ctx, name)
-	if err != nil {
-		return fmt.Errorf("open stream %s: %w", name, err)
-	}
-	cfg := st.CachedInfo().Config
-	if cfg.AllowAtomicPublish {
-		return nil
-	}
-	cfg.AllowAtomicPublish = true
-	if _, err := js.UpdateStream(ctx, cfg); err != nil {
-		return fmt.Errorf("allow atomic publish on stream %s: %w", name, err)
-	}
-	return nil
-}
-
-// publishBatch publishes msgs as one atomic batch: all are stored, or
-// none. It returns the ack of the commit (the last message).
-func publishBatch(ctx context.Context, nc *nats.Conn, msgs []*nats.Msg) (*jetstream.PubAck, error) {
-	var raw [16]byte
-	_, _ = rand.Read(raw[:])
-	id := hex.EncodeToString(raw[:])
-	for i, m := range msgs {
-		m.Header.Set(hdrBatchID, id)
-		m.Header.Set(hdrBatchSeq, strconv.Itoa(i+1))
-		if i < len(msgs)-1 {
-			if err := nc.PublishMsg(m); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		m.Header.Set(hdrBatchCommit, "1")
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-	}
-	resp, err := nc.RequestMsgWithContext(ctx, msgs[len(msgs)-1])
-	if err != nil {
-		if errors.Is(err, nats.ErrNoResponders) {
-			return nil, jetstream.ErrNoStreamResponse
-		}
-		return nil, err
-	}
-	var r struct {
-		jetstream.PubAck
-		Error *jetstream.APIError `json:"error,omitempty"`
-	}
-	if err := json.Unmarshal(resp.Data, &r); err != nil {
-		return nil, fmt.Errorf("decode batch ack: %w", err)
-	}
-	if r.Error != nil {
-		return nil, r.Error
-	}
-	return &r.PubAck, nil
-}
-
-// isAtomicDisabled is the server's answer to a batch on a stream without
-// AllowAtomicPublish.
-func isAtomicDisabled(err error) bool { return jserr.Is(err, jserr.AtomicPublishDisabled) }
 
 // putAt writes key if its revision is still rev (0: absent) and the
 // bucket's last sequence is still seq.

@@ -29,16 +29,7 @@ func MemberOfKey(key string) (string, bool) {
 const markerTTL = 30 * time.Second
 
 // Heartbeat is what a sidecar publishes every heartbeat interval.
-type Heartbeat struct {
-	Member     string               `json:"member"`
-	Session    string               `json:"session"`
-	Epoch      int64                `json:"epoch"`
-	Status     teambus.MemberStatus `json:"status,omitempty"`
-	Task       string               `json:"task,omitempty"`
-	ContextPct int                  `json:"context_pct,omitempty"`
-	PID        int                  `json:"pid,omitempty"`
-	TS         time.Time            `json:"ts"`
-}
+type Heartbeat = teambus.Heartbeat
 
 // HeartbeatEntry is a heartbeat as read from the bucket.
 type HeartbeatEntry struct {

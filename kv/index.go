@@ -22,36 +22,3 @@ func (s *Snapshot) ActiveTasks() map[string][]*teambus.Task {
 	}
 	return out
 }
-
-// WorkStatusOf is WorkStatus for a member whose active tasks are known
-// already (from ActiveTasks).
-func (s *Snapshot) WorkStatusOf(member string, active []*teambus.Task) teambus.MemberStatus {
-	return workStatus(s.Members[member], func() []*teambus.Task { return active })
-}
-
-// workStatus derives a member's status as users see it: the stored
-// lifecycle status, or for a working member the status its active tasks
-// give. tasks is only called for a working member.
-func workStatus(m *teambus.Member, tasks func() []*teambus.Task) teambus.MemberStatus {
-	if m == nil {
-		return ""
-	}
-	switch m.Status {
-	case teambus.MemberSpawned, teambus.MemberIdle, teambus.MemberInProgress, teambus.MemberBlocked, teambus.MemberComplete:
-	default:
-		return m.Status
-	}
-	active := tasks()
-	for _, t := range active {
-		if t.Status == teambus.TaskInProgress {
-			return teambus.MemberInProgress
-		}
-	}
-	if len(active) > 0 {
-		return teambus.MemberBlocked
-	}
-	if m.Status == teambus.MemberSpawned {
-		return teambus.MemberSpawned
-	}
-	return teambus.MemberIdle
-}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/internal/jsbatch"
 	"github.com/teambus/teambus/internal/jserr"
 )
 
@@ -86,13 +87,12 @@ func (s *Store) JetStream() jetstream.JetStream { return s.js }
 // Snapshot is a consistent-enough read of a whole team: every record with
 // the revision it was read at.
 type Snapshot struct {
-	Team      *teambus.Team
+	// State holds the records: Team, Members, Tasks, Activity, with
+	// MemberIDs, MemberTasks and WorkStatus.
+	teambus.State
 	TeamRev   uint64
-	Members   map[string]*teambus.Member
 	MemberRev map[string]uint64
-	Tasks     map[string]*teambus.Task
 	TaskRev   map[string]uint64
-	Activity  map[string]time.Time
 	// Damaged are the records that do not decode, sorted by key
 	// (record.go): they are not in the maps above.
 	Damaged []DamagedRecord
@@ -101,16 +101,6 @@ type Snapshot struct {
 	// too large for one isolated read.
 	Seq uint64
 	id  string // the team read
-}
-
-// MemberIDs returns the member ids sorted.
-func (s *Snapshot) MemberIDs() []string {
-	ids := make([]string, 0, len(s.Members))
-	for id := range s.Members {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
 }
 
 // TaskIDs returns the task ids in creation order, then id.
@@ -153,24 +143,6 @@ func (s *Snapshot) Task(id string) (*teambus.Task, error) {
 	return t, nil
 }
 
-// MemberTasks returns the active tasks assigned to member, sorted by id.
-func (s *Snapshot) MemberTasks(member string) []*teambus.Task {
-	var out []*teambus.Task
-	for _, t := range s.Tasks {
-		if t.Active() && t.AssignedTo == member {
-			out = append(out, t)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
-}
-
-// WorkStatus is the member's status as users see it: the stored lifecycle
-// status, or for a working member the status derived from its tasks.
-func (s *Snapshot) WorkStatus(member string) teambus.MemberStatus {
-	return workStatus(s.Members[member], func() []*teambus.Task { return s.MemberTasks(member) })
-}
-
 func (s *Store) stateBucket(ctx context.Context, team string) (jetstream.KeyValue, error) {
 	if err := teambus.ValidateID("team", team); err != nil {
 		return nil, err
@@ -204,7 +176,7 @@ func (s *Store) CreateTeam(ctx context.Context, t *teambus.Team, members []*team
 		return unavailable("create state bucket of team "+t.ID, err)
 	}
 	// Fenced writes are atomic batches (fence.go).
-	if err := allowAtomic(ctx, s.js, "KV_"+StatePrefix+t.ID); err != nil {
+	if err := jsbatch.AllowAtomic(ctx, s.js, "KV_"+StatePrefix+t.ID); err != nil {
 		return unavailable("create state bucket of team "+t.ID, err)
 	}
 	if _, err := s.heartbeats(ctx, t.ID, true); err != nil {
@@ -292,10 +264,13 @@ func (s *Store) Snapshot(ctx context.Context, team string) (*Snapshot, error) {
 		return nil, err
 	}
 	snap := &Snapshot{
-		id:      team,
-		Members: map[string]*teambus.Member{}, MemberRev: map[string]uint64{},
-		Tasks: map[string]*teambus.Task{}, TaskRev: map[string]uint64{},
-		Activity: map[string]time.Time{},
+		id: team,
+		State: teambus.State{
+			Members:  map[string]*teambus.Member{},
+			Tasks:    map[string]*teambus.Task{},
+			Activity: map[string]time.Time{},
+		},
+		MemberRev: map[string]uint64{}, TaskRev: map[string]uint64{},
 	}
 	// A direct read, not a watch: it needs no consumer, so a member
 	// credential, which may not create one, can read its team (direct.go).

@@ -22,4 +22,11 @@
 // mail redelivered after a lead crash changes nothing twice. With a pid, the
 // sidecar stops heartbeating when the lead's agent exits, so the teammates
 // see the lead gone after lead-timeout.
+//
+// The sidecar is a loop over small interfaces: Team (the team service as
+// team.SidecarAPI gives it: domain values, heartbeat changes and the
+// sidecar inbox as typed channels), a clock (internal/clock) and a
+// ProcessWatcher (proc.Watcher). It imports no nats package. Its unit tests
+// run it on an in-memory team (internal/sidecartest) and a fake clock, in
+// milliseconds; team/sidecarapi_test.go runs it against a real server.
 package lead

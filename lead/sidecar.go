@@ -7,14 +7,10 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/eventlog"
-	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/internal/clock"
 	"github.com/teambus/teambus/proc"
-	"github.com/teambus/teambus/team"
 )
 
 // Config says which team the lead sidecar attaches to.
@@ -32,7 +28,11 @@ type Config struct {
 	Adopt  bool
 	Logger *slog.Logger
 	// OnAttach, if set, receives the resume report once attached.
-	OnAttach func(*team.Report)
+	OnAttach func(*teambus.Report)
+	// Clock is the sidecar's own clock; nil is the wall clock.
+	Clock clock.Clock
+	// Procs watches the lead agent process; nil is proc.Watcher.
+	Procs ProcessWatcher
 }
 
 // Validate checks the ids.
@@ -49,7 +49,8 @@ func (c Config) Validate() error {
 // Sidecar is the lead sidecar.
 type Sidecar struct {
 	cfg    Config
-	svc    *team.Service
+	svc    Team
+	clock  clock.Clock
 	log    *slog.Logger
 	epoch  int64
 	policy teambus.Policy
@@ -89,15 +90,22 @@ type seenBeat struct {
 	epoch int64
 }
 
-// New returns a lead sidecar. It does no I/O.
-func New(svc *team.Service, cfg Config) (*Sidecar, error) {
+// New returns a lead sidecar working through svc (team.SidecarAPI). It
+// does no I/O.
+func New(svc Team, cfg Config) (*Sidecar, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Sidecar{cfg: cfg, svc: svc, log: cfg.Logger.With("team", cfg.Team, "role", "lead"), seen: map[string]seenBeat{}, waits: map[string]*probeWait{}, activity: map[string]seenActivity{}}, nil
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Procs == nil {
+		cfg.Procs = proc.Watcher{}
+	}
+	return &Sidecar{cfg: cfg, svc: svc, clock: cfg.Clock, log: cfg.Logger.With("team", cfg.Team, "role", "lead"), seen: map[string]seenBeat{}, waits: map[string]*probeWait{}, activity: map[string]seenActivity{}}, nil
 }
 
 // Epoch returns the lead epoch this sidecar attached as.
@@ -112,7 +120,7 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 	}
 	s.epoch = rep.LeadEpoch
 	s.log = s.log.With("epoch", s.epoch)
-	t, _, err := s.svc.Store().Team(ctx, s.cfg.Team)
+	t, err := s.svc.Team(ctx, s.cfg.Team)
 	if err != nil {
 		return err
 	}
@@ -133,32 +141,34 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 	s.log.Info("lead attached", "decision", rep.Decision, "session", s.cfg.Session, "took", rep.Took)
 	// This run's own session in the event log; a kill -9 leaves it
 	// without session.end.
-	es := s.svc.StartSession(ctx, s.cfg.Team, teambus.Lead, s.epoch, map[string]any{"command": "lead", "mode": rep.Decision, "session": s.cfg.Session, "pid": s.cfg.PID})
+	end := s.svc.StartSession(ctx, s.cfg.Team, teambus.Lead, s.epoch, map[string]any{"command": "lead", "mode": rep.Decision, "session": s.cfg.Session, "pid": s.cfg.PID})
 	outcome := "stopped"
-	defer func() { es.End(context.WithoutCancel(ctx), outcome, err) }()
+	defer func() { end(context.WithoutCancel(ctx), outcome, err) }()
 	if s.cfg.OnAttach != nil {
 		s.cfg.OnAttach(rep)
 	}
 
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	hbCh, err := s.watchMembers(wctx)
+	hbCh, err := s.svc.WatchBeats(wctx, s.cfg.Team, false)
 	if err != nil {
 		return s.startErr(ctx, err)
 	}
-	replies, err := s.consumeReplies(wctx)
+	// The lead's sidecar inbox holds the replies to its status checks.
+	replies, stopReplies, err := s.svc.ConsumeSidecar(wctx, s.cfg.Team, teambus.Lead)
 	if err != nil {
 		return s.startErr(ctx, err)
 	}
+	defer func() { stopReplies() }()
 	var agentGone <-chan struct{}
 	if s.cfg.PID > 0 {
-		agentGone = proc.Exited(wctx, s.cfg.PID)
+		agentGone = s.cfg.Procs.Exited(wctx, s.cfg.PID)
 	}
-	tick := time.NewTicker(s.policy.Heartbeat)
+	tick := s.clock.NewTicker(s.policy.Heartbeat)
 	defer tick.Stop()
 	// Probe deadlines are checked on a finer tick than the heartbeat, so a
 	// crash is confirmed close to probe-timeout.
-	check := time.NewTicker(s.checkEvery())
+	check := s.clock.NewTicker(s.checkEvery())
 	defer check.Stop()
 	if s.reconcile(ctx) {
 		return nil
@@ -175,12 +185,14 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 			outcome = "agent_exited"
 			return nil
 		case ev := <-hbCh:
-			s.onHeartbeat(ctx, ev)
-		case jm := <-replies:
-			s.onReply(ctx, jm)
-		case <-check.C:
+			if ev.Member != teambus.Lead {
+				s.onHeartbeat(ctx, ev)
+			}
+		case d := <-replies:
+			s.onReply(ctx, d)
+		case <-check.C():
 			s.checkProbes(ctx)
-		case <-tick.C:
+		case <-tick.C():
 			if err := s.beat(ctx); err != nil {
 				if errors.Is(err, teambus.ErrFenced) {
 					s.log.Warn("lead replaced: stopping", "err", err)
@@ -208,18 +220,18 @@ func (s *Sidecar) stopBeat(ctx context.Context) {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if err := s.svc.Store().StopBeatAt(sctx, s.cfg.Team, kv.LeadKey, s.hbRev); err != nil {
+	if err := s.svc.StopBeatAt(sctx, s.cfg.Team, teambus.Lead, s.hbRev); err != nil {
 		s.log.Warn("lead heartbeat not removed", "err", err)
 	}
 }
 
 // attach runs the resume validation, or with Adopt checks that the session
 // is the team's lead and reports the team as it is.
-func (s *Sidecar) attach(ctx context.Context) (*team.Report, error) {
+func (s *Sidecar) attach(ctx context.Context) (*teambus.Report, error) {
 	if !s.cfg.Adopt {
 		return s.svc.Resume(ctx, s.cfg.Team, s.cfg.Session, s.cfg.Force, true)
 	}
-	t, _, err := s.svc.Store().Team(ctx, s.cfg.Team)
+	t, err := s.svc.Team(ctx, s.cfg.Team)
 	if err != nil {
 		return nil, fmt.Errorf("adopt lead of %s: %w", s.cfg.Team, err)
 	}
@@ -262,8 +274,8 @@ func (s *Sidecar) beat(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	hb := &kv.Heartbeat{Member: teambus.Lead, Session: s.cfg.Session, Epoch: s.epoch, PID: s.cfg.PID}
-	rev, err := s.svc.Store().Beat(ctx, s.cfg.Team, kv.LeadKey, hb, s.policy.LeadTimeout, s.hbRev)
+	hb := &teambus.Heartbeat{Member: teambus.Lead, Session: s.cfg.Session, Epoch: s.epoch, PID: s.cfg.PID}
+	rev, err := s.svc.Beat(ctx, s.cfg.Team, hb, s.policy.LeadTimeout, s.hbRev)
 	if err != nil {
 		s.hbRev = 0
 		return err
@@ -272,67 +284,15 @@ func (s *Sidecar) beat(ctx context.Context) error {
 	return nil
 }
 
-type beatEvent struct {
-	member string
-	alive  bool
-	epoch  int64
-}
-
-// watchMembers reports teammates' heartbeats and expiries.
-func (s *Sidecar) watchMembers(ctx context.Context) (<-chan beatEvent, error) {
-	w, err := s.svc.Store().WatchHeartbeats(ctx, s.cfg.Team)
-	if err != nil {
-		return nil, err
-	}
-	ch := make(chan beatEvent, 64)
-	go func() {
-		defer w.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e == nil {
-					continue
-				}
-				id, ok := kv.MemberOfKey(e.Key())
-				if !ok {
-					continue
-				}
-				ev := beatEvent{member: id}
-				switch e.Operation() {
-				case jetstream.KeyValuePut:
-					hb, ok := kv.DecodeHeartbeat(e)
-					if !ok {
-						continue
-					}
-					ev.alive, ev.epoch = true, hb.Epoch
-				case jetstream.KeyValuePurge:
-					ev.alive = false // expired: silent for member-timeout
-				default:
-					continue // deleted: a clean shutdown
-				}
-				select {
-				case ch <- ev:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}
-	}()
-	return ch, nil
-}
-
-func (s *Sidecar) onHeartbeat(ctx context.Context, ev beatEvent) {
-	if ev.alive {
-		s.seen[ev.member] = seenBeat{at: time.Now(), epoch: ev.epoch}
+// onHeartbeat notes a teammate's heartbeat, or probes a teammate whose
+// heartbeat expired.
+func (s *Sidecar) onHeartbeat(ctx context.Context, ev teambus.BeatEvent) {
+	if ev.Alive {
+		s.seen[ev.Member] = seenBeat{at: s.clock.Now(), epoch: ev.Epoch}
 		return
 	}
-	delete(s.seen, ev.member)
-	m, _, err := s.svc.Store().Member(ctx, s.cfg.Team, ev.member)
+	delete(s.seen, ev.Member)
+	m, err := s.svc.Member(ctx, s.cfg.Team, ev.Member)
 	if err != nil || !watched(m) {
 		return
 	}
@@ -389,12 +349,12 @@ func (s *Sidecar) probe(ctx context.Context, m *teambus.Member, reason string) {
 func (s *Sidecar) sendCheck(ctx context.Context, member string, w *probeWait, reason string) {
 	id := fmt.Sprintf("probe/%s/%d/%d/%d", member, w.epoch, w.sentAt.UnixNano(), w.sends)
 	body := fmt.Sprintf("status check (%s): are you still working?", reason)
-	if _, err := s.svc.Notify(ctx, s.cfg.Team, teambus.Lead, s.epoch, member, teambus.MsgStatusCheck, id, body, map[string]any{"reason": reason, "attempt": w.sends + 1}); err != nil {
+	if err := s.svc.Notify(ctx, s.cfg.Team, teambus.Lead, s.epoch, member, teambus.MsgStatusCheck, id, body, map[string]any{"reason": reason, "attempt": w.sends + 1}); err != nil {
 		s.log.Warn("send status check", "member", member, "err", err)
 		return
 	}
 	w.sends++
-	w.lastSend = time.Now()
+	w.lastSend = s.clock.Now()
 }
 
 // resendEvery is how often an unanswered status check is sent again: four
@@ -403,41 +363,19 @@ func (s *Sidecar) resendEvery() time.Duration {
 	return max(s.policy.ProbeTimeout/4, s.checkEvery())
 }
 
-// consumeReplies delivers status and shutdown replies to the lead sidecar.
-func (s *Sidecar) consumeReplies(ctx context.Context) (<-chan jetstream.Msg, error) {
-	mb := s.svc.Mailbox(s.cfg.Team)
-	cons, err := s.svc.Store().JetStream().Consumer(ctx, mb.Stream(), bus.SidecarConsumer(teambus.Lead))
-	if err != nil {
-		return nil, teambus.Unavailablef("open lead sidecar inbox: %w", err)
-	}
-	ch := make(chan jetstream.Msg, 64)
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		select {
-		case ch <- m:
-		case <-ctx.Done():
-		}
-	})
-	if err != nil {
-		return nil, teambus.Unavailablef("consume lead sidecar inbox: %w", err)
-	}
-	context.AfterFunc(ctx, cc.Stop)
-	return ch, nil
-}
-
 // onReply clears the probe of a member that answered. Handling a reply
 // twice is harmless.
-func (s *Sidecar) onReply(ctx context.Context, jm jetstream.Msg) {
-	md, err := jm.Metadata()
-	if err != nil {
-		_ = jm.Term()
+func (s *Sidecar) onReply(ctx context.Context, d teambus.Delivery) {
+	if d.Err != nil {
+		_ = d.Term(ctx)
 		return
 	}
-	msg, err := bus.DecodeMessage(jm.Data(), md.Sequence.Stream, jm.Subject())
-	if err != nil || msg.Type != teambus.MsgStatus {
-		_ = jm.DoubleAck(ctx)
+	msg := d.Msg
+	if msg.Type != teambus.MsgStatus {
+		_ = d.Ack(ctx)
 		return
 	}
-	_, err = s.svc.UpdateTeam(ctx, s.cfg.Team, func(t *teambus.Team) (bool, error) {
+	_, err := s.svc.UpdateTeam(ctx, s.cfg.Team, func(t *teambus.Team) (bool, error) {
 		p, ok := t.Probes[msg.From]
 		if !ok || p.Epoch != msg.Epoch {
 			return false, nil
@@ -446,12 +384,12 @@ func (s *Sidecar) onReply(ctx context.Context, jm jetstream.Msg) {
 		return true, nil
 	})
 	if err != nil {
-		_ = jm.Nak()
+		_ = d.Nak(ctx)
 		return
 	}
-	s.seen[msg.From] = seenBeat{at: time.Now(), epoch: msg.Epoch}
+	s.seen[msg.From] = seenBeat{at: s.clock.Now(), epoch: msg.Epoch}
 	s.log.Info("member answered status check", "member", msg.From, "body", msg.Body)
-	_ = jm.DoubleAck(ctx)
+	_ = d.Ack(ctx)
 }
 
 // checkProbes confirms the crash of every member whose probe went
@@ -462,9 +400,9 @@ func (s *Sidecar) onReply(ctx context.Context, jm jetstream.Msg) {
 // bus (or this sidecar) was stopped or stalled does not count: a member
 // cannot answer through a stopped bus.
 func (s *Sidecar) checkProbes(ctx context.Context) {
-	start := time.Now()
-	t, _, err := s.svc.Store().Team(ctx, s.cfg.Team)
-	end := time.Now()
+	start := s.clock.Now()
+	t, err := s.svc.Team(ctx, s.cfg.Team)
+	end := s.clock.Now()
 	if err != nil {
 		s.lastCheck = time.Time{}
 		return
@@ -494,7 +432,7 @@ func (s *Sidecar) checkProbes(ctx context.Context) {
 		w.waited += credit
 		if w.waited < s.policy.ProbeTimeout {
 			// Unanswered: send the check again until probe-timeout ends.
-			if w.lastSend.IsZero() || time.Since(w.lastSend) >= s.resendEvery() {
+			if w.lastSend.IsZero() || s.clock.Now().Sub(w.lastSend) >= s.resendEvery() {
 				s.sendCheck(ctx, id, w, p.Reason)
 			}
 			continue
@@ -523,7 +461,7 @@ func (s *Sidecar) confirmCrash(ctx context.Context, member string, p teambus.Pro
 		if res.Paused {
 			body = fmt.Sprintf("%s crashed (%s), crash %d: past the crash limit; its task and the member are paused", member, reason, res.Crashes)
 		}
-		_, _ = s.svc.Notify(ctx, s.cfg.Team, teambus.Lead, s.epoch, teambus.Lead, teambus.MsgSystem, fmt.Sprintf("crash/%s/%d", member, p.Epoch), body,
+		_ = s.svc.Notify(ctx, s.cfg.Team, teambus.Lead, s.epoch, teambus.Lead, teambus.MsgSystem, fmt.Sprintf("crash/%s/%d", member, p.Epoch), body,
 			map[string]any{"member": member, "epoch": p.Epoch, "tasks": res.Tasks, "crashes": res.Crashes, "paused": res.Paused})
 	}
 	_, _ = s.svc.UpdateTeam(ctx, s.cfg.Team, func(t *teambus.Team) (bool, error) {
@@ -540,7 +478,7 @@ func (s *Sidecar) confirmCrash(ctx context.Context, member string, p teambus.Pro
 // crashed members' tasks requeued, dependents of completed tasks made
 // available, pending escalations sent. Every step is idempotent.
 func (s *Sidecar) reconcile(ctx context.Context) (finished bool) {
-	snap, err := s.svc.Store().Snapshot(ctx, s.cfg.Team)
+	snap, err := s.svc.State(ctx, s.cfg.Team)
 	if err != nil {
 		s.log.Warn("read team", "err", err)
 		return false
@@ -548,7 +486,7 @@ func (s *Sidecar) reconcile(ctx context.Context) (finished bool) {
 	if snap.Team.Closed() {
 		return true
 	}
-	now := time.Now()
+	now := s.clock.Now()
 	for _, id := range snap.MemberIDs() {
 		m := snap.Members[id]
 		if m.HeldSince != nil && m.Status != teambus.MemberZombie {
@@ -606,7 +544,7 @@ func (s *Sidecar) reconcile(ctx context.Context) (finished bool) {
 // lead's inbox. The message id derives from the incarnation and the flag is
 // cleared after the send, so restarts and re-checks send it once.
 func (s *Sidecar) sendEscalations(ctx context.Context) {
-	snap, err := s.svc.Store().Snapshot(ctx, s.cfg.Team)
+	snap, err := s.svc.State(ctx, s.cfg.Team)
 	if err != nil {
 		return
 	}
@@ -616,7 +554,7 @@ func (s *Sidecar) sendEscalations(ctx context.Context) {
 			continue
 		}
 		body := fmt.Sprintf("escalation: %s crashed %d times (crash limit %d); the member and its task are paused. Decide: `teambus task reassign TASK --to MEMBER --member lead`, or `teambus task reopen TASK --member lead` after fixing the cause.", id, m.CrashCount, s.policy.CrashLimit)
-		if _, err := s.svc.Notify(ctx, s.cfg.Team, teambus.Lead, s.epoch, teambus.Lead, teambus.MsgEscalation,
+		if err := s.svc.Notify(ctx, s.cfg.Team, teambus.Lead, s.epoch, teambus.Lead, teambus.MsgEscalation,
 			fmt.Sprintf("escalation/%s/%d", id, m.CrashedEpoch), body, map[string]any{"member": id, "crashes": m.CrashCount, "epoch": m.CrashedEpoch}); err != nil {
 			s.log.Warn("send escalation", "member", id, "err", err)
 			continue

@@ -24,6 +24,13 @@ func Exited(ctx context.Context, pid int) <-chan struct{} {
 	return ch
 }
 
+// Watcher watches processes with Exited; it is what the sidecars use
+// unless a test gives them another watcher.
+type Watcher struct{}
+
+// Exited is the package's Exited.
+func (Watcher) Exited(ctx context.Context, pid int) <-chan struct{} { return Exited(ctx, pid) }
+
 // Alive reports whether a process with this pid exists.
 func Alive(pid int) bool {
 	err := syscall.Kill(pid, 0)

@@ -16,4 +16,9 @@
 // CheckpointTeam and ExportCheckpoint (checkpoint.go) record a team
 // checkpoint and write the team to a directory. Repair (repair.go) fixes
 // damaged state records (kv.Store.Repair) and logs state.repaired.
+//
+// SidecarAPI (sidecarapi.go) is the service as the lead and teammate
+// sidecars use it, with no JetStream type in sight: heartbeat and state
+// watches come through one typed pump, a sidecar inbox through
+// ConsumeSidecar, whose stop gives unhandled mail back at once.
 package team

@@ -166,12 +166,12 @@ func TestSidecars_EventSessions(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(testCtx(t))
 	leadDone := make(chan error, 1)
-	ls, err := lead.New(svc, lead.Config{Team: "sc", Session: "L1"})
+	ls, err := lead.New(svc.SidecarAPI(), lead.Config{Team: "sc", Session: "L1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { leadDone <- ls.Run(ctx) }()
-	ts, err := teammate.New(svc, teammate.Config{Team: "sc", Member: "tm1", Session: "s1"})
+	ts, err := teammate.New(svc.SidecarAPI(), teammate.Config{Team: "sc", Member: "tm1", Session: "s1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,3 +85,30 @@ func FuzzParseMemberSpec(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseImport: any input is either tasks with ids, each from a line of
+// it, or an ErrInvalid; never a panic.
+func FuzzParseImport(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"a","desc":"x","deps":["b"],"priority":1,"quantum":"api"}`,
+		"{\"id\":\"a\"}\n\n{\"id\":\"b\",\"deps\":[\"a\"],\"role\":\"db\"}\n",
+		`{"id":"a"} {"id":"b"}`, `{"id":""}`, `[]`, `{"id":"a","x":1}`, "\x00\xff", `{"id":"a","description":"\u001b[31m"}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tasks, err := team.ParseImport(strings.NewReader(s))
+		if err != nil {
+			if !errors.Is(err, teambus.ErrInvalid) {
+				t.Fatalf("ParseImport(%q) error %v is not ErrInvalid", s, err)
+			}
+			return
+		}
+		lines := strings.Count(s, "\n") + 1
+		for _, tk := range tasks {
+			if tk.ID == "" || tk.Line < 1 || tk.Line > lines {
+				t.Fatalf("ParseImport(%q) gave task %+v", s, tk)
+			}
+		}
+	})
+}

@@ -166,19 +166,8 @@ func (s *Service) UpdateTeam(ctx context.Context, team string, fn func(*teambus.
 	return out, err
 }
 
-// CrashResult says what a crash report did.
-type CrashResult struct {
-	// Counted is false when this incarnation's crash was recorded before,
-	// or the incarnation was already replaced: nothing changed.
-	Counted bool
-	// Paused is true when the crash limit was passed: the member and its
-	// task are paused and an escalation is due.
-	Paused bool
-	// Tasks are the tasks that went back to the queue (or were paused).
-	Tasks []string
-	// Crashes is the member's crash count after this crash.
-	Crashes int
-}
+// CrashResult says what a crash report did (teambus.CrashResult).
+type CrashResult = teambus.CrashResult
 
 // MarkCrashed records the crash of a member's incarnation epoch: crash count
 // +1, its tasks back to available with their checkpoints, or past the crash

@@ -19,34 +19,11 @@ import (
 	"github.com/teambus/teambus/kv"
 )
 
-// MemberState is a member's liveness at resume: online, offline or zombie,
-// or its lifecycle status when it is not running.
-type MemberState struct {
-	ID     string               `json:"id"`
-	State  string               `json:"state"`
-	Status teambus.MemberStatus `json:"status"`
-	Task   *string              `json:"task"`
-	Epoch  int64                `json:"epoch"`
-}
+// MemberState is a member's liveness at resume (teambus.MemberState).
+type MemberState = teambus.MemberState
 
-// Report is the summary of a resume or a probe (spec section 11).
-type Report struct {
-	Team        string             `json:"team"`
-	Status      teambus.TeamStatus `json:"status"`
-	Decision    string             `json:"decision"`
-	Warnings    []string           `json:"warnings"`
-	Members     []MemberState      `json:"members"`
-	Tasks       map[string]int     `json:"tasks"`
-	Progress    int                `json:"progress"`
-	MailboxTail []teambus.Message  `json:"mailbox_tail"`
-	LeadSession string             `json:"lead_session"`
-	LeadEpoch   int64              `json:"lead_epoch"`
-	// OldLead is the session replaced by a takeover.
-	OldLead string `json:"old_lead,omitempty"`
-	// LeadTimeoutDetectedAt is when teammates saw the old lead gone.
-	LeadTimeoutDetectedAt *time.Time `json:"lead_timeout_detected_at"`
-	Took                  string     `json:"took"`
-}
+// Report is the summary of a resume or a probe (teambus.Report).
+type Report = teambus.Report
 
 // Resume decisions.
 const (

@@ -26,4 +26,12 @@
 // queue with its checkpoint, or paused past the crash limit) and the lead is
 // told. A cancelled context (SIGTERM) is a clean shutdown: the task is
 // released, the member marked shutdown, the heartbeat key removed.
+//
+// The sidecar is a loop over small interfaces: Team (the team service as
+// team.SidecarAPI gives it: domain values, the lead's heartbeat, its own
+// records and its sidecar inbox as typed channels), a clock
+// (internal/clock) and a ProcessWatcher (proc.Watcher). It imports no nats
+// package. Its unit tests run it on an in-memory team (internal/sidecartest)
+// and a fake clock, in milliseconds; team/sidecarapi_test.go runs it against
+// a real server.
 package teammate

@@ -2,22 +2,16 @@ package teammate
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os/exec"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/internal/clock"
 	"github.com/teambus/teambus/proc"
-	"github.com/teambus/teambus/team"
 )
 
 // Config says which member the sidecar stands for.
@@ -35,6 +29,10 @@ type Config struct {
 	// with ErrFenced when the member's current session differs.
 	Adopt  bool
 	Logger *slog.Logger
+	// Clock is the sidecar's own clock; nil is the wall clock.
+	Clock clock.Clock
+	// Procs watches the agent process; nil is proc.Watcher.
+	Procs ProcessWatcher
 }
 
 // Validate checks the ids.
@@ -69,9 +67,10 @@ const (
 
 // Sidecar is the teammate sidecar.
 type Sidecar struct {
-	cfg Config
-	svc *team.Service
-	log *slog.Logger
+	cfg   Config
+	svc   Team
+	clock clock.Clock
+	log   *slog.Logger
 
 	epoch    int64
 	policy   teambus.Policy
@@ -83,23 +82,26 @@ type Sidecar struct {
 	stragglerBeats int
 }
 
-// New returns a sidecar. It does no I/O.
-func New(svc *team.Service, cfg Config) (*Sidecar, error) {
+// New returns a sidecar working through svc (team.SidecarAPI). It does no
+// I/O.
+func New(svc Team, cfg Config) (*Sidecar, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Sidecar{cfg: cfg, svc: svc, log: cfg.Logger.With("team", cfg.Team, "member", cfg.Member)}, nil
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Procs == nil {
+		cfg.Procs = proc.Watcher{}
+	}
+	return &Sidecar{cfg: cfg, svc: svc, clock: cfg.Clock, log: cfg.Logger.With("team", cfg.Team, "member", cfg.Member)}, nil
 }
 
 // Epoch returns the incarnation the sidecar registered.
 func (s *Sidecar) Epoch() int64 { return s.epoch }
-
-type leadEvent struct {
-	alive bool // a heartbeat was written; false: the key expired
-}
 
 // Run registers the member and runs until ctx is cancelled (a clean
 // shutdown), the agent exits, zombie-max passes, or the member is replaced.
@@ -110,13 +112,12 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 			out = OutcomeFenced
 		}
 	}()
-	store := s.svc.Store()
 	// Registration runs to its end even when the sidecar is stopped
 	// meanwhile (SIGTERM): the registered member then shuts down cleanly
 	// (startErr below), instead of the stop reading as a bus timeout.
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer rcancel()
-	t, _, err := store.Team(rctx, s.cfg.Team)
+	t, err := s.svc.Team(rctx, s.cfg.Team)
 	if err != nil {
 		return "", err
 	}
@@ -148,8 +149,8 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 	}
 	// This run's own session in the event log; a kill -9 leaves it
 	// without session.end.
-	es := s.svc.StartSession(ctx, s.cfg.Team, s.cfg.Member, s.epoch, map[string]any{"command": "teammate", "session": s.cfg.Session, "pid": s.cfg.PID})
-	defer func() { es.End(context.WithoutCancel(ctx), string(out), err) }()
+	end := s.svc.StartSession(ctx, s.cfg.Team, s.cfg.Member, s.epoch, map[string]any{"command": "teammate", "session": s.cfg.Session, "pid": s.cfg.PID})
+	defer func() { end(context.WithoutCancel(ctx), string(out), err) }()
 
 	// Background watchers feed channels; everything that changes state
 	// happens in this goroutine's select loop.
@@ -163,15 +164,19 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 		}
 		return "", err
 	}
-	leadCh, err := s.watchLead(wctx)
+	// Only heartbeats written from now on: a lead key present at start
+	// gets lead-timeout from now, as one never seen does.
+	beats, err := s.svc.WatchBeats(wctx, s.cfg.Team, true)
 	if err != nil {
 		return startErr(err)
 	}
-	teamCh, fencedCh, err := s.watchTeam(wctx)
+	// The team record (its status) and this member's record (fencing).
+	changes, err := s.svc.WatchState(wctx, s.cfg.Team, s.cfg.Member)
 	if err != nil {
 		return startErr(err)
 	}
-	ctlCh, stopControl, err := s.consumeControl(wctx)
+	// The member's sidecar inbox: status checks and shutdown requests.
+	ctlCh, stopControl, err := s.svc.ConsumeSidecar(wctx, s.cfg.Team, s.cfg.Member)
 	if err != nil {
 		return startErr(err)
 	}
@@ -181,22 +186,35 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 	defer func() { stopControl() }()
 	var agentGone <-chan struct{}
 	if s.cfg.PID > 0 {
-		agentGone = proc.Exited(wctx, s.cfg.PID)
+		agentGone = s.cfg.Procs.Exited(wctx, s.cfg.PID)
 	}
 
-	hb := time.NewTicker(s.policy.Heartbeat)
+	hb := s.clock.NewTicker(s.policy.Heartbeat)
 	defer hb.Stop()
-	cp := time.NewTicker(s.policy.CheckpointEvery)
+	cp := s.clock.NewTicker(s.policy.CheckpointEvery)
 	defer cp.Stop()
 	// A blocked task is judged against blocked-timeout (minutes by
 	// default): checking it reads the whole team, so not every heartbeat.
-	blocked := time.NewTicker(max(s.policy.Heartbeat, s.policy.BlockedTimeout/10))
+	blocked := s.clock.NewTicker(max(s.policy.Heartbeat, s.policy.BlockedTimeout/10))
 	defer blocked.Stop()
 	// The lead is judged by when this sidecar last saw it beat, on its own
 	// clock: a lead never seen gets lead-timeout from now.
-	leadTimer := time.NewTimer(s.policy.LeadTimeout)
+	leadTimer := s.clock.NewTimer(s.policy.LeadTimeout)
 	defer leadTimer.Stop()
-	var zombieMax <-chan time.Time
+	// zombieMax runs while the sidecar is a zombie.
+	var (
+		zombieTimer clock.Timer
+		zombieMax   <-chan time.Time
+	)
+	startZombieMax := func() {
+		zombieTimer = s.clock.NewTimer(s.policy.ZombieMax)
+		zombieMax = zombieTimer.C()
+	}
+	defer func() {
+		if zombieTimer != nil {
+			zombieTimer.Stop()
+		}
+	}()
 
 	for {
 		select {
@@ -204,29 +222,40 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 			return s.shutdown(context.WithoutCancel(ctx), "sidecar stopped (signal)")
 		case <-agentGone:
 			return s.agentExited(context.WithoutCancel(ctx))
-		case ev := <-leadCh:
-			if ev.alive {
-				resetTimer(leadTimer, s.policy.LeadTimeout)
+		case ev := <-beats:
+			if ev.Member != teambus.Lead {
+				continue
+			}
+			if ev.Alive {
+				leadTimer.Reset(s.policy.LeadTimeout)
 				if s.zombie {
 					s.leaveZombie(ctx)
-					zombieMax = nil
+					zombieTimer.Stop()
+					zombieTimer, zombieMax = nil, nil
 				}
 			} else if !s.zombie {
 				s.enterZombie(ctx, "lead heartbeat expired")
-				zombieMax = time.After(s.policy.ZombieMax)
+				startZombieMax()
 			}
-		case <-leadTimer.C:
+		case <-leadTimer.C():
 			if !s.zombie {
 				s.enterZombie(ctx, fmt.Sprintf("no lead heartbeat for %s", s.policy.LeadTimeout))
-				zombieMax = time.After(s.policy.ZombieMax)
+				startZombieMax()
 			}
 		case <-zombieMax:
 			return s.zombieExpired(context.WithoutCancel(ctx))
-		case err := <-fencedCh:
-			s.log.Warn("replaced: stopping", "err", err)
-			return OutcomeFenced, err
-		case st := <-teamCh:
-			if st == teambus.TeamComplete || st == teambus.TeamAborted {
+		case ch := <-changes:
+			if m := ch.Member; m != nil {
+				if err := s.fenced(m); err != nil && m.Status != teambus.MemberShutdown {
+					s.log.Warn("replaced: stopping", "err", err)
+					return OutcomeFenced, err
+				}
+				continue
+			}
+			if ch.Team == nil {
+				continue
+			}
+			if st := ch.Team.Status; st == teambus.TeamComplete || st == teambus.TeamAborted {
 				s.log.Info("team finished", "status", st)
 				out, err := s.shutdown(context.WithoutCancel(ctx), "team "+string(st))
 				if out == OutcomeShutdown {
@@ -246,7 +275,7 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 				}
 				return out, err
 			}
-		case <-hb.C:
+		case <-hb.C():
 			// A heartbeat whose request died with a bus node would hold the
 			// loop for the whole request timeout, and a status check waiting
 			// behind it could miss probe-timeout: bound it.
@@ -269,25 +298,16 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 				}
 			}
 			cancel()
-		case <-blocked.C:
+		case <-blocked.C():
 			bctx, cancel := context.WithTimeout(ctx, s.stepTimeout())
 			s.checkBlocked(bctx)
 			cancel()
-		case <-cp.C:
+		case <-cp.C():
 			if s.zombie {
 				s.autoCheckpoint(ctx)
 			}
 		}
 	}
-}
-
-func resetTimer(t *time.Timer, d time.Duration) {
-	t.Stop()
-	select {
-	case <-t.C:
-	default:
-	}
-	t.Reset(d)
 }
 
 // register registers a new incarnation, or with Adopt attaches to the one
@@ -300,7 +320,7 @@ func (s *Sidecar) register(ctx context.Context) (*teambus.Member, error) {
 		}
 		return m, nil
 	}
-	m, _, err := s.svc.Store().Member(ctx, s.cfg.Team, s.cfg.Member)
+	m, err := s.svc.Member(ctx, s.cfg.Team, s.cfg.Member)
 	if err != nil {
 		return nil, fmt.Errorf("adopt %s: %w", s.cfg.Member, err)
 	}
@@ -315,16 +335,15 @@ func (s *Sidecar) register(ctx context.Context) (*teambus.Member, error) {
 
 // beat writes a heartbeat and checks that this incarnation is current.
 func (s *Sidecar) beat(ctx context.Context) error {
-	store := s.svc.Store()
-	m, _, err := store.Member(ctx, s.cfg.Team, s.cfg.Member)
+	m, err := s.svc.Member(ctx, s.cfg.Team, s.cfg.Member)
 	if err != nil {
 		return err
 	}
 	if err := s.fenced(m); err != nil {
 		return err
 	}
-	hb := &kv.Heartbeat{Member: s.cfg.Member, Session: s.cfg.Session, Epoch: s.epoch, Status: m.Status, PID: s.cfg.PID, ContextPct: m.ContextPct}
-	rev, err := store.Beat(ctx, s.cfg.Team, kv.MemberKey(s.cfg.Member), hb, s.policy.MemberTimeout, s.hbRev)
+	hb := &teambus.Heartbeat{Member: s.cfg.Member, Session: s.cfg.Session, Epoch: s.epoch, Status: m.Status, PID: s.cfg.PID, ContextPct: m.ContextPct}
+	rev, err := s.svc.Beat(ctx, s.cfg.Team, hb, s.policy.MemberTimeout, s.hbRev)
 	if err != nil {
 		s.hbRev = 0
 		return err
@@ -350,176 +369,17 @@ func (s *Sidecar) fenced(m *teambus.Member) error {
 	return m.Fenced(s.cfg.Session)
 }
 
-// watchLead reports the lead's heartbeats and expiries.
-func (s *Sidecar) watchLead(ctx context.Context) (<-chan leadEvent, error) {
-	w, err := s.svc.Store().WatchHeartbeats(ctx, s.cfg.Team, jetstream.UpdatesOnly())
-	if err != nil {
-		return nil, err
-	}
-	ch := make(chan leadEvent, 16)
-	go func() {
-		defer w.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e == nil || e.Key() != kv.LeadKey {
-					continue
-				}
-				ev := leadEvent{alive: e.Operation() == jetstream.KeyValuePut}
-				if e.Operation() == jetstream.KeyValueDelete {
-					continue // a clean lead stop: lead-timeout still applies
-				}
-				select {
-				case ch <- ev:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}
-	}()
-	return ch, nil
-}
-
-// watchTeam reports changes of the team's status, and on the second
-// channel that this incarnation was fenced: its member record names a
-// newer incarnation, or the lead declared it crashed or paused.
-func (s *Sidecar) watchTeam(ctx context.Context) (<-chan teambus.TeamStatus, <-chan error, error) {
-	w, err := s.svc.Store().WatchState(ctx, s.cfg.Team)
-	if err != nil {
-		return nil, nil, err
-	}
-	ch := make(chan teambus.TeamStatus, 4)
-	fenced := make(chan error, 1)
-	self := kv.MemberKey(s.cfg.Member)
-	go func() {
-		defer w.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e == nil || e.Operation() != jetstream.KeyValuePut {
-					continue
-				}
-				switch e.Key() {
-				case self:
-					var m teambus.Member
-					if json.Unmarshal(e.Value(), &m) != nil {
-						continue
-					}
-					if err := s.fenced(&m); err != nil && m.Status != teambus.MemberShutdown {
-						select {
-						case fenced <- err:
-						default:
-						}
-					}
-				case "team":
-					t, _, err := s.svc.Store().Team(ctx, s.cfg.Team)
-					if err != nil {
-						continue
-					}
-					select {
-					case ch <- t.Status:
-					case <-ctx.Done():
-						return
-					}
-				}
-			}
-		}
-	}()
-	return ch, fenced, nil
-}
-
-// consumeControl delivers the member's sidecar mail (status checks,
-// shutdown requests). Each message is acked after it is handled; one not
-// acked within ack-wait is delivered again. stop ends the consumer, then
-// gives back (naks) the messages passed to it and every message fetched
-// but not handled, so another incarnation gets them at once rather than
-// after ack-wait; it is idempotent. The nak follows the end of the
-// consumer: a message given back while this consumer still pulls could be
-// delivered to it again and lost with it.
-func (s *Sidecar) consumeControl(ctx context.Context) (<-chan jetstream.Msg, func(...jetstream.Msg), error) {
-	mb := s.svc.Mailbox(s.cfg.Team)
-	cons, err := s.svc.Store().JetStream().Consumer(ctx, mb.Stream(), bus.SidecarConsumer(s.cfg.Member))
-	if err != nil {
-		return nil, nil, teambus.Unavailablef("open sidecar inbox of %s: %w", s.cfg.Member, err)
-	}
-	ch := make(chan jetstream.Msg, 16)
-	cctx, cancel := context.WithCancel(ctx)
-	var (
-		mu   sync.Mutex
-		late []jetstream.Msg
-	)
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		select {
-		case ch <- m:
-		case <-cctx.Done():
-			mu.Lock()
-			late = append(late, m)
-			mu.Unlock()
-		}
-	})
-	if err != nil {
-		cancel()
-		return nil, nil, teambus.Unavailablef("consume sidecar inbox of %s: %w", s.cfg.Member, err)
-	}
-	var once sync.Once
-	stop := func(back ...jetstream.Msg) {
-		once.Do(func() {
-			cancel()
-			// Drain, not Stop: mail the client already received is passed
-			// to the callback (which, cancelled, keeps it in late) instead
-			// of dropped, where it would wait for ack-wait.
-			cc.Drain()
-			select {
-			case <-cc.Closed():
-			case <-time.After(5 * time.Second):
-			}
-			for drained := false; !drained; {
-				select {
-				case m := <-ch:
-					back = append(back, m)
-				default:
-					drained = true
-				}
-			}
-			mu.Lock()
-			back = append(back, late...)
-			mu.Unlock()
-			for _, m := range back {
-				_ = m.Nak()
-			}
-			_ = s.svc.Store().JetStream().Conn().FlushTimeout(time.Second)
-		})
-	}
-	context.AfterFunc(ctx, func() { stop() })
-	return ch, stop, nil
-}
-
 // handleControl answers one sidecar message; done is true when the sidecar
 // must stop.
-func (s *Sidecar) handleControl(ctx context.Context, jm jetstream.Msg) (bool, Outcome, error) {
-	md, err := jm.Metadata()
-	if err != nil {
-		_ = jm.Term()
+func (s *Sidecar) handleControl(ctx context.Context, d teambus.Delivery) (bool, Outcome, error) {
+	if d.Err != nil {
+		_ = d.Term(ctx)
 		return false, "", nil
 	}
-	msg, err := bus.DecodeMessage(jm.Data(), md.Sequence.Stream, jm.Subject())
+	msg := d.Msg
+	snap, err := s.svc.State(ctx, s.cfg.Team)
 	if err != nil {
-		_ = jm.Term()
-		return false, "", nil
-	}
-	snap, err := s.svc.Store().Snapshot(ctx, s.cfg.Team)
-	if err != nil {
-		_ = jm.Nak()
+		_ = d.Nak(ctx)
 		return false, "", nil
 	}
 	if m, ok := snap.Members[s.cfg.Member]; ok {
@@ -543,34 +403,34 @@ func (s *Sidecar) handleControl(ctx context.Context, jm jetstream.Msg) (bool, Ou
 		}
 		// The reply's id derives from the check's, so a redelivered check is
 		// answered once.
-		if _, err := s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, msg.From, teambus.MsgStatus, fmt.Sprintf("status/%d", msg.Seq), body, data); err != nil {
-			_ = jm.Nak()
+		if err := s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, msg.From, teambus.MsgStatus, fmt.Sprintf("status/%d", msg.Seq), body, data); err != nil {
+			_ = d.Nak(ctx)
 			return false, "", nil
 		}
-		_ = jm.DoubleAck(ctx)
+		_ = d.Ack(ctx)
 	case teambus.MsgShutdownRequest:
 		approve := task == ""
 		body := "approve: shutting down"
 		if !approve {
 			body = fmt.Sprintf("approve:false: still working on %s", task)
 		}
-		if _, err := s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, msg.From, teambus.MsgShutdownResponse, fmt.Sprintf("shutdown/%d", msg.Seq), body, map[string]any{"approve": approve, "reply_to": msg.Seq, "task": task}); err != nil {
-			_ = jm.Nak()
+		if err := s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, msg.From, teambus.MsgShutdownResponse, fmt.Sprintf("shutdown/%d", msg.Seq), body, map[string]any{"approve": approve, "reply_to": msg.Seq, "task": task}); err != nil {
+			_ = d.Nak(ctx)
 			return false, "", nil
 		}
-		_ = jm.DoubleAck(ctx)
+		_ = d.Ack(ctx)
 		if approve {
 			out, err := s.shutdown(context.WithoutCancel(ctx), "shutdown_request approved")
 			return true, out, err
 		}
 	default:
-		_ = jm.DoubleAck(ctx)
+		_ = d.Ack(ctx)
 	}
 	return false, "", nil
 }
 
 func (s *Sidecar) enterZombie(ctx context.Context, why string) {
-	s.zombie, s.zombieAt = true, time.Now()
+	s.zombie, s.zombieAt = true, s.clock.Now()
 	s.log.Warn("zombie mode: lead gone", "why", why)
 	if err := s.svc.SetMemberStatus(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.MemberZombie); err != nil {
 		s.log.Warn("set zombie", "err", err)
@@ -589,7 +449,7 @@ func (s *Sidecar) enterZombie(ctx context.Context, why string) {
 }
 
 func (s *Sidecar) leaveZombie(ctx context.Context) {
-	zombieFor := time.Since(s.zombieAt).Round(time.Millisecond)
+	zombieFor := s.clock.Now().Sub(s.zombieAt).Round(time.Millisecond)
 	s.zombie = false
 	s.stragglerBeats = 3
 	if err := s.svc.SetMemberStatus(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.MemberIdle); err != nil {
@@ -602,7 +462,7 @@ func (s *Sidecar) leaveZombie(ctx context.Context) {
 	s.log.Info("zombie mode left: lead is back", "zombie_for", zombieFor, "released", len(released))
 	body := fmt.Sprintf("%s left zombie mode after %s: %d held message(s) released", s.cfg.Member, zombieFor, len(released))
 	id := fmt.Sprintf("unzombie/%d/%d", s.epoch, s.zombieAt.UnixNano())
-	if _, err := s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.Lead, teambus.MsgSystem, id, body, map[string]any{"released": len(released), "zombie_for": zombieFor.String()}); err != nil {
+	if err := s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.Lead, teambus.MsgSystem, id, body, map[string]any{"released": len(released), "zombie_for": zombieFor.String()}); err != nil {
 		s.log.Warn("tell lead", "err", err)
 	}
 }
@@ -610,8 +470,7 @@ func (s *Sidecar) leaveZombie(ctx context.Context) {
 // releaseStragglers delivers held mail that arrived after zombie mode was
 // left. It reads the held-mail cursor only when one exists.
 func (s *Sidecar) releaseStragglers(ctx context.Context) {
-	mb := s.svc.Mailbox(s.cfg.Team)
-	if pending, err := mb.HeldPending(ctx, s.cfg.Member); err != nil || pending == 0 {
+	if pending, err := s.svc.HeldPending(ctx, s.cfg.Team, s.cfg.Member); err != nil || pending == 0 {
 		return
 	}
 	if released, err := s.svc.ReleaseHeld(ctx, s.cfg.Team, s.cfg.Member); err == nil && len(released) > 0 {
@@ -622,8 +481,7 @@ func (s *Sidecar) releaseStragglers(ctx context.Context) {
 // autoCheckpoint keeps the member's checkpoint fresh while the lead is
 // away, adding the files git reports changed in the work tree.
 func (s *Sidecar) autoCheckpoint(ctx context.Context) {
-	a := team.Actor{Team: s.cfg.Team, Member: s.cfg.Member, Session: s.cfg.Session}
-	_, err := s.svc.Checkpoint(ctx, a, team.CheckpointSpec{Auto: true, Files: gitChangedFiles(ctx, s.cfg.WorkDir), LastAction: "automatic checkpoint in zombie mode"})
+	err := s.svc.AutoCheckpoint(ctx, s.cfg.Team, s.cfg.Member, s.cfg.Session, gitChangedFiles(ctx, s.cfg.WorkDir), "automatic checkpoint in zombie mode")
 	if err != nil && !errors.Is(err, teambus.ErrState) {
 		s.log.Warn("auto checkpoint", "err", err)
 	}
@@ -632,16 +490,15 @@ func (s *Sidecar) autoCheckpoint(ctx context.Context) {
 // checkBlocked returns the member's blocked task to the queue once it has
 // been blocked for blocked-timeout without a lead decision.
 func (s *Sidecar) checkBlocked(ctx context.Context) {
-	snap, err := s.svc.Store().Snapshot(ctx, s.cfg.Team)
+	snap, err := s.svc.State(ctx, s.cfg.Team)
 	if err != nil {
 		return
 	}
 	for _, t := range snap.MemberTasks(s.cfg.Member) {
 		if t.Status == teambus.TaskBlocked && t.BlockedAt != nil && s.svc.Now().Sub(*t.BlockedAt) >= s.policy.BlockedTimeout {
-			a := team.Actor{Team: s.cfg.Team, Member: s.cfg.Member, Session: s.cfg.Session}
-			if _, err := s.svc.Release(ctx, a, t.ID); err == nil {
+			if err := s.svc.ReleaseTask(ctx, s.cfg.Team, s.cfg.Member, s.cfg.Session, t.ID); err == nil {
 				s.log.Info("blocked task returned to the queue", "task", t.ID, "blocked_for", s.policy.BlockedTimeout)
-				_, _ = s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.Lead, teambus.MsgSystem,
+				_ = s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.Lead, teambus.MsgSystem,
 					fmt.Sprintf("blocked-timeout/%s/%d", t.ID, t.BlockedAt.UnixNano()),
 					fmt.Sprintf("task %s was blocked for %s without a decision: back in the queue", t.ID, s.policy.BlockedTimeout), nil)
 			}
@@ -652,14 +509,13 @@ func (s *Sidecar) checkBlocked(ctx context.Context) {
 // releaseTasks gives the member's tasks back to the queue with their
 // checkpoints.
 func (s *Sidecar) releaseTasks(ctx context.Context, why string) []string {
-	snap, err := s.svc.Store().Snapshot(ctx, s.cfg.Team)
+	snap, err := s.svc.State(ctx, s.cfg.Team)
 	if err != nil {
 		return nil
 	}
-	a := team.Actor{Team: s.cfg.Team, Member: s.cfg.Member, Session: s.cfg.Session}
 	var out []string
 	for _, t := range snap.MemberTasks(s.cfg.Member) {
-		if _, err := s.svc.Release(ctx, a, t.ID); err == nil {
+		if err := s.svc.ReleaseTask(ctx, s.cfg.Team, s.cfg.Member, s.cfg.Session, t.ID); err == nil {
 			out = append(out, t.ID)
 			s.log.Info("task released", "task", t.ID, "why", why)
 		}
@@ -676,12 +532,12 @@ func (s *Sidecar) shutdown(ctx context.Context, why string) (Outcome, error) {
 	if err := s.svc.SetMemberStatus(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.MemberShutdown); err != nil {
 		s.log.Warn("mark shutdown", "err", err)
 	}
-	_ = s.svc.Store().StopBeat(ctx, s.cfg.Team, kv.MemberKey(s.cfg.Member))
+	_ = s.svc.StopBeat(ctx, s.cfg.Team, s.cfg.Member)
 	body := fmt.Sprintf("%s shut down (%s)", s.cfg.Member, why)
 	if len(released) > 0 {
 		body += fmt.Sprintf(": task %s back in the queue with its checkpoint", strings.Join(released, ", "))
 	}
-	_, _ = s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.Lead, teambus.MsgSystem, fmt.Sprintf("shutdown/%d", s.epoch), body, map[string]any{"released": released})
+	_ = s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.Lead, teambus.MsgSystem, fmt.Sprintf("shutdown/%d", s.epoch), body, map[string]any{"released": released})
 	s.log.Info("teammate shut down", "why", why)
 	return OutcomeShutdown, nil
 }
@@ -691,7 +547,7 @@ func (s *Sidecar) shutdown(ctx context.Context, why string) (Outcome, error) {
 func (s *Sidecar) agentExited(ctx context.Context) (Outcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	snap, err := s.svc.Store().Snapshot(ctx, s.cfg.Team)
+	snap, err := s.svc.State(ctx, s.cfg.Team)
 	if err != nil {
 		return "", err
 	}
@@ -707,18 +563,18 @@ func (s *Sidecar) agentExited(ctx context.Context) (Outcome, error) {
 	if err != nil {
 		return "", err
 	}
-	_ = s.svc.Store().StopBeat(ctx, s.cfg.Team, kv.MemberKey(s.cfg.Member))
+	_ = s.svc.StopBeat(ctx, s.cfg.Team, s.cfg.Member)
 	s.log.Warn("agent crashed", "pid", s.cfg.PID, "tasks", res.Tasks, "crashes", res.Crashes, "paused", res.Paused)
 	if res.Counted {
 		body := CrashNotice(s.cfg.Team, s.cfg.Member, reason, res)
-		_, _ = s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.Lead, teambus.MsgSystem, fmt.Sprintf("crash/%s/%d", s.cfg.Member, s.epoch), body,
+		_ = s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.Lead, teambus.MsgSystem, fmt.Sprintf("crash/%s/%d", s.cfg.Member, s.epoch), body,
 			map[string]any{"member": s.cfg.Member, "epoch": s.epoch, "tasks": res.Tasks, "crashes": res.Crashes, "paused": res.Paused})
 	}
 	return OutcomeCrashed, nil
 }
 
 // CrashNotice is the text of a crash notice to the lead.
-func CrashNotice(teamID, member, reason string, res team.CrashResult) string {
+func CrashNotice(teamID, member, reason string, res teambus.CrashResult) string {
 	tasks := strings.Join(res.Tasks, ", ")
 	if tasks == "" {
 		tasks = "none"

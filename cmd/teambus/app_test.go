@@ -20,13 +20,24 @@ type result struct {
 // with extra commands added to the tree, and captures its output.
 func runTest(t *testing.T, extra []*cli.Command, args ...string) result {
 	t.Helper()
+	return runTestInput(t, "", extra, args...)
+}
+
+// runTestStdin is runCLI with stdin.
+func runTestStdin(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	return runTestInput(t, stdin, nil, args...)
+}
+
+func runTestInput(t *testing.T, stdin string, extra []*cli.Command, args ...string) result {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	app := newApp(&stdout, &stderr)
 	if len(extra) > 0 {
 		app.Commands = append(app.Commands, extra...)
 		prepare(app)
 	}
-	app.Reader = strings.NewReader("")
+	app.Reader = strings.NewReader(stdin)
 	ctx := t.Context()
 	code := exit(ctx, runApp(ctx, app, append([]string{"teambus"}, args...)), &stderr)
 	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}

@@ -26,7 +26,7 @@ var examples = map[string][]string{
 	"team abort":       {"teambus team abort alpha"},
 	"team facts":       {"teambus team facts alpha docs/design.md docs/api.md"},
 
-	"task add":      {"teambus task add schema --team alpha --desc \"Design the schema\"", "teambus task add api --team alpha --desc \"Build the API\" --dep schema --priority 2"},
+	"task add":      {"teambus task add schema --team alpha --desc \"Design the schema\"", "teambus task add api --team alpha --desc \"Build the API\" --dep schema --priority 2", "teambus task add --team alpha --from tasks.jsonl   # one {\"id\",\"desc\",\"deps\",\"priority\",\"quantum\"} a line"},
 	"task list":     {"teambus task list --team alpha", "teambus task list --team alpha --status available --json"},
 	"task show":     {"teambus task show schema --team alpha"},
 	"task claim":    {"teambus task claim schema --team alpha --member tm1"},

@@ -70,7 +70,7 @@ func runLead(c *cli.Context) error {
 		return err
 	}
 	defer conn.Close()
-	sc, err := lead.New(svc, lead.Config{Team: teamID, Session: session, Force: c.Bool("force"), PID: c.Int("pid"), Adopt: c.Bool("adopt"), Logger: log,
+	sc, err := lead.New(svc.SidecarAPI(), lead.Config{Team: teamID, Session: session, Force: c.Bool("force"), PID: c.Int("pid"), Adopt: c.Bool("adopt"), Logger: log,
 		OnAttach: func(r *team.Report) {
 			fmt.Fprintf(c.App.Writer, "lead attached to team %s: %s, lead epoch %d, %d%% done (took %s)\n", r.Team, r.Decision, r.LeadEpoch, r.Progress, r.Took)
 			for _, w := range r.Warnings {
@@ -124,7 +124,7 @@ func runTeammate(c *cli.Context) error {
 		return err
 	}
 	defer conn.Close()
-	sc, err := teammate.New(svc, teammate.Config{Team: teamID, Member: member, Session: session, PID: c.Int("pid"), WorkDir: c.String("workdir"), Adopt: c.Bool("adopt"), Logger: log})
+	sc, err := teammate.New(svc.SidecarAPI(), teammate.Config{Team: teamID, Member: member, Session: session, PID: c.Int("pid"), WorkDir: c.String("workdir"), Adopt: c.Bool("adopt"), Logger: log})
 	if err != nil {
 		return err
 	}

@@ -55,12 +55,13 @@ func taskCommand() *cli.Command {
 		Usage: "add, list, claim and finish tasks",
 		Subcommands: []*cli.Command{
 			{
-				Name: "add", Usage: "add a task (pending until its dependencies are complete)", ArgsUsage: "ID",
+				Name: "add", Usage: "add a task (pending until its dependencies are complete), or many with --from FILE", ArgsUsage: "ID",
 				Flags: flags(connFlags(), []cli.Flag{teamFlag(),
 					&cli.StringFlag{Name: "desc", Usage: "what the task is"},
 					&cli.StringSliceFlag{Name: "dep", Usage: "a task this one depends on, repeatable"},
 					&cli.IntFlag{Name: "priority", Usage: "higher runs first among equals"},
 					&cli.StringFlag{Name: "quantum", Usage: "the area of work; members of the same quantum prefer it"},
+					&cli.StringFlag{Name: "from", Usage: "add the tasks of this JSON Lines `FILE` (- for stdin), one {\"id\",\"desc\",\"deps\",\"priority\",\"quantum\"} a line; checked whole before anything is written"},
 					jsonFlag()}),
 				Action: taskAdd,
 			},
@@ -171,6 +172,9 @@ func taskSummary(t *teambus.Task) string {
 }
 
 func taskAdd(c *cli.Context) error {
+	if c.IsSet("from") {
+		return taskImport(c)
+	}
 	if err := exactArgs(c, 1); err != nil {
 		return err
 	}

@@ -53,3 +53,8 @@ func StoreFull(err error) bool {
 	c, ok := Code(err)
 	return ok && (c == StreamStoreFailed || c == StorageResourcesExceeded)
 }
+
+// BatchDuplicate is JSAtomicPublishContainsDuplicateMessageErr: a message
+// of an atomic batch carries a message id the stream stored before (or
+// another message of the batch carries), so the batch was refused whole.
+const BatchDuplicate jetstream.ErrorCode = 10201

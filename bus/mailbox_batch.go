@@ -1,0 +1,86 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/internal/jsbatch"
+	"github.com/teambus/teambus/internal/jserr"
+)
+
+// SendBatch stores msgs like Send, in order, in JetStream atomic batches
+// of at most jsbatch.Max: a batch is stored whole (its messages get
+// consecutive sequences) or not at all, with one acknowledgement and, on a
+// sync-always node, a few fsyncs for the whole batch instead of one per
+// message. Each message keeps its idempotency key: a batch in which any
+// message was stored before (a retry after a lost ack) is refused whole
+// by the server, and SendBatch then sends that batch's messages one at a
+// time, so the repeats come back as Duplicate and the rest are stored.
+// It returns a result for each message stored before an error; what
+// follows an error was not stored by this call (retry it with the same
+// ids).
+func (mb *Mailbox) SendBatch(ctx context.Context, msgs []*teambus.Message, held bool) ([]SendResult, error) {
+	for _, m := range msgs {
+		if err := mb.check(m); err != nil {
+			return nil, err
+		}
+	}
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	out := make([]SendResult, 0, len(msgs))
+	upgraded := false
+	for start := 0; start < len(msgs); {
+		batch := msgs[start:min(start+jsbatch.Max, len(msgs))]
+		nm := make([]*nats.Msg, len(batch))
+		for i, m := range batch {
+			if m.TS.IsZero() {
+				m.TS = time.Now().UTC()
+			}
+			payload := *m
+			payload.Seq = 0
+			payload.Held = false
+			b, err := json.Marshal(&payload)
+			if err != nil {
+				return out, fmt.Errorf("encode message: %w", err)
+			}
+			msgID := m.From + "/" + m.ID
+			if held {
+				msgID = "held/" + msgID
+			}
+			nm[i] = &nats.Msg{Subject: mb.subject(m, held), Data: b, Header: nats.Header{jetstream.MsgIDHeader: []string{msgID}}}
+		}
+		ack, err := jsbatch.Publish(ctx, mb.js.Conn(), nm)
+		switch {
+		case err == nil:
+			first := ack.Sequence - uint64(len(batch)) + 1
+			for i, m := range batch {
+				out = append(out, SendResult{Seq: first + uint64(i), ID: m.ID, Held: held})
+			}
+		case jsbatch.Disabled(err) && !upgraded:
+			upgraded = true
+			if uerr := jsbatch.AllowAtomic(ctx, mb.js, mb.Stream()); uerr != nil {
+				return out, teambus.Unavailablef("send a batch to team %s: its mailbox predates batch sends and this connection can not upgrade it: %w", mb.team, uerr)
+			}
+			continue
+		case jserr.Is(err, jserr.BatchDuplicate):
+			for _, m := range batch {
+				res, err := mb.Send(ctx, m, held)
+				if err != nil {
+					return out, err
+				}
+				out = append(out, res)
+			}
+		default:
+			return out, mb.publishErr(err)
+		}
+		start += len(batch)
+	}
+	return out, nil
+}

@@ -1,0 +1,346 @@
+package team
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/kv"
+)
+
+// SidecarAPI is the team service as the lead and teammate sidecars use it:
+// domain values in and out, watches and the sidecar inbox as typed
+// channels, so the sidecars import no nats package. It implements
+// lead.Team and teammate.Team.
+type SidecarAPI struct{ svc *Service }
+
+// SidecarAPI returns the service's API for sidecars.
+func (s *Service) SidecarAPI() *SidecarAPI { return &SidecarAPI{svc: s} }
+
+// Now returns the service clock.
+func (a *SidecarAPI) Now() time.Time { return a.svc.Now() }
+
+// Team reads the team record.
+func (a *SidecarAPI) Team(ctx context.Context, team string) (*teambus.Team, error) {
+	t, _, err := a.svc.store.Team(ctx, team)
+	return t, err
+}
+
+// Member reads a member record.
+func (a *SidecarAPI) Member(ctx context.Context, team, member string) (*teambus.Member, error) {
+	m, _, err := a.svc.store.Member(ctx, team, member)
+	return m, err
+}
+
+// State reads every record of the team.
+func (a *SidecarAPI) State(ctx context.Context, team string) (*teambus.State, error) {
+	snap, err := a.svc.store.Snapshot(ctx, team)
+	if err != nil {
+		return nil, err
+	}
+	return &snap.State, nil
+}
+
+// Resume is Service.Resume.
+func (a *SidecarAPI) Resume(ctx context.Context, team, session string, force, asLead bool) (*teambus.Report, error) {
+	return a.svc.Resume(ctx, team, session, force, asLead)
+}
+
+// Probe is Service.Probe.
+func (a *SidecarAPI) Probe(ctx context.Context, team string) (*teambus.Report, error) {
+	return a.svc.Probe(ctx, team)
+}
+
+// Join is Service.Join.
+func (a *SidecarAPI) Join(ctx context.Context, team, member, session string) (*teambus.Member, error) {
+	return a.svc.Join(ctx, team, member, session)
+}
+
+// UpdateTeam is Service.UpdateTeam.
+func (a *SidecarAPI) UpdateTeam(ctx context.Context, team string, fn func(*teambus.Team) (bool, error)) (*teambus.Team, error) {
+	return a.svc.UpdateTeam(ctx, team, fn)
+}
+
+// UpdateMember is Service.UpdateMember.
+func (a *SidecarAPI) UpdateMember(ctx context.Context, team, member string, epoch int64, fn func(*teambus.Member) bool) error {
+	return a.svc.UpdateMember(ctx, team, member, epoch, fn)
+}
+
+// SetMemberStatus is Service.SetMemberStatus.
+func (a *SidecarAPI) SetMemberStatus(ctx context.Context, team, member string, epoch int64, status teambus.MemberStatus) error {
+	return a.svc.SetMemberStatus(ctx, team, member, epoch, status)
+}
+
+// Notify is Service.Notify without the send result.
+func (a *SidecarAPI) Notify(ctx context.Context, team, from string, epoch int64, to string, typ teambus.MessageType, id, body string, data any) error {
+	_, err := a.svc.Notify(ctx, team, from, epoch, to, typ, id, body, data)
+	return err
+}
+
+// MarkCrashed is Service.MarkCrashed.
+func (a *SidecarAPI) MarkCrashed(ctx context.Context, team, member string, epoch int64, reason string) (teambus.CrashResult, error) {
+	return a.svc.MarkCrashed(ctx, team, member, epoch, reason)
+}
+
+// ReleaseHeld is Service.ReleaseHeld.
+func (a *SidecarAPI) ReleaseHeld(ctx context.Context, team, member string) ([]teambus.Message, error) {
+	return a.svc.ReleaseHeld(ctx, team, member)
+}
+
+// HeldPending returns how many held messages of member wait for release.
+func (a *SidecarAPI) HeldPending(ctx context.Context, team, member string) (uint64, error) {
+	return a.svc.Mailbox(team).HeldPending(ctx, member)
+}
+
+// ReconcileMember is Service.ReconcileMember.
+func (a *SidecarAPI) ReconcileMember(ctx context.Context, team, member, reason string) ([]string, error) {
+	return a.svc.ReconcileMember(ctx, team, member, reason)
+}
+
+// PromoteReady is Service.PromoteReady.
+func (a *SidecarAPI) PromoteReady(ctx context.Context, team string) ([]string, error) {
+	return a.svc.PromoteReady(ctx, team)
+}
+
+// LogEvent is Service.LogEvent.
+func (a *SidecarAPI) LogEvent(ctx context.Context, team, typ, agent string, data any) {
+	a.svc.LogEvent(ctx, team, typ, agent, data)
+}
+
+// StartSession starts the event log session of a sidecar run and returns
+// its end (EventSession.End).
+func (a *SidecarAPI) StartSession(ctx context.Context, team, member string, epoch int64, data map[string]any) func(ctx context.Context, outcome string, err error) {
+	return a.svc.StartSession(ctx, team, member, epoch, data).End
+}
+
+// AutoCheckpoint records an automatic checkpoint of the member's current
+// task, listing files.
+func (a *SidecarAPI) AutoCheckpoint(ctx context.Context, team, member, session string, files []string, lastAction string) error {
+	_, err := a.svc.Checkpoint(ctx, Actor{Team: team, Member: member, Session: session}, CheckpointSpec{Auto: true, Files: files, LastAction: lastAction})
+	return err
+}
+
+// ReleaseTask gives the member's task back to the queue with its
+// checkpoint.
+func (a *SidecarAPI) ReleaseTask(ctx context.Context, team, member, session, task string) error {
+	_, err := a.svc.Release(ctx, Actor{Team: team, Member: member, Session: session}, task)
+	return err
+}
+
+// beatKey is the heartbeat key of member (teambus.Lead for the lead).
+func beatKey(member string) string {
+	if member == teambus.Lead {
+		return kv.LeadKey
+	}
+	return kv.MemberKey(member)
+}
+
+// Beat writes hb as its member's heartbeat with time to live ttl, if the
+// key's last revision is rev (0: the key is new or expired); it returns the
+// new revision.
+func (a *SidecarAPI) Beat(ctx context.Context, team string, hb *teambus.Heartbeat, ttl time.Duration, rev uint64) (uint64, error) {
+	return a.svc.store.Beat(ctx, team, beatKey(hb.Member), hb, ttl, rev)
+}
+
+// StopBeat deletes member's heartbeat key, as a clean shutdown does.
+func (a *SidecarAPI) StopBeat(ctx context.Context, team, member string) error {
+	return a.svc.store.StopBeat(ctx, team, beatKey(member))
+}
+
+// StopBeatAt deletes member's heartbeat key only if its last revision is
+// rev, the writer's own last beat.
+func (a *SidecarAPI) StopBeatAt(ctx context.Context, team, member string, rev uint64) error {
+	return a.svc.store.StopBeatAt(ctx, team, beatKey(member), rev)
+}
+
+// WatchBeats reports the team's heartbeat writes and expiries (deletes, a
+// clean stop, are no events) until ctx ends; with updatesOnly it skips the
+// heartbeats present when it starts.
+func (a *SidecarAPI) WatchBeats(ctx context.Context, team string, updatesOnly bool) (<-chan teambus.BeatEvent, error) {
+	var opts []jetstream.WatchOpt
+	if updatesOnly {
+		opts = append(opts, jetstream.UpdatesOnly())
+	}
+	w, err := a.svc.store.WatchHeartbeats(ctx, team, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return pump(ctx, w.Updates(), w.Stop, 64, func(e jetstream.KeyValueEntry) (teambus.BeatEvent, bool) {
+		if e == nil {
+			return teambus.BeatEvent{}, false
+		}
+		ev := teambus.BeatEvent{Member: teambus.Lead}
+		if e.Key() != kv.LeadKey {
+			id, ok := kv.MemberOfKey(e.Key())
+			if !ok {
+				return ev, false
+			}
+			ev.Member = id
+		}
+		switch e.Operation() {
+		case jetstream.KeyValuePut:
+			ev.Alive = true
+			hb, ok := kv.DecodeHeartbeat(e)
+			if !ok && ev.Member != teambus.Lead {
+				return ev, false
+			}
+			ev.Epoch = hb.Epoch
+		case jetstream.KeyValuePurge:
+			// expired: silent for its timeout
+		default:
+			return ev, false // deleted: a clean shutdown
+		}
+		return ev, true
+	}), nil
+}
+
+// WatchState reports the team record (re-read at each change) and the
+// record of member, current values first, then changes, until ctx ends.
+func (a *SidecarAPI) WatchState(ctx context.Context, team, member string) (<-chan teambus.StateChange, error) {
+	w, err := a.svc.store.WatchState(ctx, team)
+	if err != nil {
+		return nil, err
+	}
+	self := kv.MemberKey(member)
+	return pump(ctx, w.Updates(), w.Stop, 4, func(e jetstream.KeyValueEntry) (teambus.StateChange, bool) {
+		if e == nil || e.Operation() != jetstream.KeyValuePut {
+			return teambus.StateChange{}, false
+		}
+		switch e.Key() {
+		case self:
+			var m teambus.Member
+			if json.Unmarshal(e.Value(), &m) != nil {
+				return teambus.StateChange{}, false
+			}
+			return teambus.StateChange{Member: &m}, true
+		case "team":
+			t, _, err := a.svc.store.Team(ctx, team)
+			if err != nil {
+				return teambus.StateChange{}, false
+			}
+			return teambus.StateChange{Team: t}, true
+		}
+		return teambus.StateChange{}, false
+	}), nil
+}
+
+// pump is the one goroutine between a watch and its sidecar: it passes the
+// entries conv accepts, converted, to the returned channel (of capacity
+// buf) until ctx ends or the watch closes, then stops the watch.
+func pump[T, U any](ctx context.Context, in <-chan T, stop func() error, buf int, conv func(T) (U, bool)) <-chan U {
+	out := make(chan U, buf)
+	go func() {
+		defer func() { _ = stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-in:
+				if !ok {
+					return
+				}
+				u, ok := conv(e)
+				if !ok {
+					continue
+				}
+				select {
+				case out <- u:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// ConsumeSidecar delivers member's sidecar mail (status checks, shutdown
+// requests, and for the lead the replies to them) until ctx ends or stop
+// is called. Each delivery is acked after it is handled; one not acked
+// within ack-wait is delivered again. stop ends the consumer, then gives
+// back (naks) the deliveries passed to it and every message fetched but
+// not handled, so another incarnation gets them at once rather than after
+// ack-wait; it is idempotent. The nak follows the end of the consumer: a
+// message given back while this consumer still pulls could be delivered
+// to it again and lost with it.
+func (a *SidecarAPI) ConsumeSidecar(ctx context.Context, team, member string) (<-chan teambus.Delivery, func(back ...teambus.Delivery), error) {
+	js := a.svc.store.JetStream()
+	cons, err := js.Consumer(ctx, a.svc.Mailbox(team).Stream(), bus.SidecarConsumer(member))
+	if err != nil {
+		return nil, nil, teambus.Unavailablef("open sidecar inbox of %s: %w", member, err)
+	}
+	ch := make(chan teambus.Delivery, 16)
+	cctx, cancel := context.WithCancel(ctx)
+	var (
+		mu   sync.Mutex
+		late []teambus.Delivery
+	)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		d := delivery(m)
+		select {
+		case ch <- d:
+		case <-cctx.Done():
+			mu.Lock()
+			late = append(late, d)
+			mu.Unlock()
+		}
+	})
+	if err != nil {
+		cancel()
+		return nil, nil, teambus.Unavailablef("consume sidecar inbox of %s: %w", member, err)
+	}
+	var once sync.Once
+	stop := func(back ...teambus.Delivery) {
+		once.Do(func() {
+			cancel()
+			// Drain, not Stop: mail the client already received is passed
+			// to the callback (which, cancelled, keeps it in late) instead
+			// of dropped, where it would wait for ack-wait.
+			cc.Drain()
+			select {
+			case <-cc.Closed():
+			case <-time.After(5 * time.Second):
+			}
+			for drained := false; !drained; {
+				select {
+				case d := <-ch:
+					back = append(back, d)
+				default:
+					drained = true
+				}
+			}
+			mu.Lock()
+			back = append(back, late...)
+			mu.Unlock()
+			for _, d := range back {
+				_ = d.Nak(context.Background())
+			}
+			_ = js.Conn().FlushTimeout(time.Second)
+		})
+	}
+	context.AfterFunc(ctx, func() { stop() })
+	return ch, stop, nil
+}
+
+// delivery decodes a message of a sidecar inbox.
+func delivery(m jetstream.Msg) teambus.Delivery {
+	d := teambus.Delivery{Settle: settler{m}}
+	md, err := m.Metadata()
+	if err != nil {
+		d.Err = err
+		return d
+	}
+	d.Msg, d.Err = bus.DecodeMessage(m.Data(), md.Sequence.Stream, m.Subject())
+	return d
+}
+
+type settler struct{ m jetstream.Msg }
+
+func (s settler) Ack(ctx context.Context) error { return s.m.DoubleAck(ctx) }
+func (s settler) Nak(context.Context) error     { return s.m.Nak() }
+func (s settler) Term(context.Context) error    { return s.m.Term() }
