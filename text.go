@@ -136,6 +136,8 @@ func unsafeRune(r rune) bool {
 	return false
 }
 
+const hexDigits = "0123456789abcdef"
+
 func hex2(c byte) string { return string([]byte{hexDigits[c>>4], hexDigits[c&0xf]}) }
 
 func hexRune(r rune) string {

@@ -324,13 +324,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 // node starts an embedded node in a new directory under the run's, with
 // the sync mode given, listening on a free loopback port.
-func (r *run) node(ctx context.Context, name, sync string) (*bus.Node, error) {
-	return bus.Open(ctx, bus.NodeConfig{Dir: filepath.Join(r.dir, name), Listen: "127.0.0.1:0", Sync: sync,
+func (r *run) node(ctx context.Context, name, sync string) (*node.Node, error) {
+	return node.Start(ctx, node.NodeConfig{Dir: filepath.Join(r.dir, name), Listen: "127.0.0.1:0", Sync: sync,
 		MaxStore: 1 << 40, Logger: r.log, Attach: node.Attach(node.Config{Logger: r.log})})
 }
 
 // connect opens a TCP connection to a node, as another process would.
-func connect(ctx context.Context, n *bus.Node) (*bus.Conn, error) {
+func connect(ctx context.Context, n *node.Node) (*bus.Conn, error) {
 	return bus.Connect(ctx, bus.ConnectConfig{Dir: n.Dir(), Name: "teambus bench", Timeout: 30 * time.Second})
 }
 

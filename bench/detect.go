@@ -14,6 +14,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/team"
 )
 
@@ -158,12 +159,12 @@ func (r *run) detectPolicy() teambus.Policy {
 // times heartbeat silence → crashed, agent exit → crashed and lead death →
 // zombie.
 func (r *run) detect(ctx context.Context) error {
-	node, err := r.node(ctx, "node-detect", bus.SyncModeAlways)
+	nd, err := r.node(ctx, "node-detect", bus.SyncModeAlways)
 	if err != nil {
 		return err
 	}
-	defer node.Close()
-	conn, err := connect(ctx, node)
+	defer nd.Close()
+	conn, err := connect(ctx, nd)
 	if err != nil {
 		return err
 	}
@@ -171,24 +172,24 @@ func (r *run) detect(ctx context.Context) error {
 	svc := team.New(conn.JS, team.Config{})
 	var procs children
 	defer procs.killAll()
-	if err := r.detectCrashes(ctx, node, svc, &procs); err != nil {
+	if err := r.detectCrashes(ctx, nd, svc, &procs); err != nil {
 		return err
 	}
-	return r.detectZombies(ctx, node, svc, &procs)
+	return r.detectZombies(ctx, nd, svc, &procs)
 }
 
 // sidecarArgs are the flags every sidecar child gets.
-func sidecarArgs(node *bus.Node, args ...string) []string {
-	return append(args, "--dir", node.Dir(), "--log-level", "info")
+func sidecarArgs(nd *node.Node, args ...string) []string {
+	return append(args, "--dir", nd.Dir(), "--log-level", "info")
 }
 
 // startLead starts a lead sidecar child and waits until it attached.
-func (r *run) startLead(ctx context.Context, node *bus.Node, svc *team.Service, procs *children, teamID, session string, force bool) (*child, error) {
+func (r *run) startLead(ctx context.Context, nd *node.Node, svc *team.Service, procs *children, teamID, session string, force bool) (*child, error) {
 	args := []string{"lead", "--team", teamID, "--session", session}
 	if force {
 		args = append(args, "--force")
 	}
-	c, err := start(r.logs, teamID+"-lead-"+session, r.cfg.Exe, sidecarArgs(node, args...)...)
+	c, err := start(r.logs, teamID+"-lead-"+session, r.cfg.Exe, sidecarArgs(nd, args...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -208,12 +209,12 @@ func (r *run) startLead(ctx context.Context, node *bus.Node, svc *team.Service, 
 
 // startTeammate starts a teammate sidecar child (watching pid when it is
 // not 0) and waits until the member registered with the session.
-func (r *run) startTeammate(ctx context.Context, node *bus.Node, svc *team.Service, procs *children, teamID, member, session string, pid int) (*child, error) {
+func (r *run) startTeammate(ctx context.Context, nd *node.Node, svc *team.Service, procs *children, teamID, member, session string, pid int) (*child, error) {
 	args := []string{"teammate", "--team", teamID, "--member", member, "--session", session}
 	if pid > 0 {
 		args = append(args, "--pid", fmt.Sprint(pid))
 	}
-	c, err := start(r.logs, teamID+"-"+member+"-"+session, r.cfg.Exe, sidecarArgs(node, args...)...)
+	c, err := start(r.logs, teamID+"-"+member+"-"+session, r.cfg.Exe, sidecarArgs(nd, args...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +259,7 @@ func poll(ctx context.Context, within time.Duration, cond func() (bool, error)) 
 const batch = 5
 
 // detectCrashes measures both crash paths on one team with one lead.
-func (r *run) detectCrashes(ctx context.Context, node *bus.Node, svc *team.Service, procs *children) error {
+func (r *run) detectCrashes(ctx context.Context, nd *node.Node, svc *team.Service, procs *children) error {
 	const teamID = "det"
 	trials := r.cfg.Trials
 	var specs []team.MemberSpec
@@ -285,7 +286,7 @@ func (r *run) detectCrashes(ctx context.Context, node *bus.Node, svc *team.Servi
 		return err
 	}
 	procs.add(leadAgent)
-	if _, err := r.startLead(ctx, node, svc, procs, teamID, "L1", false); err != nil {
+	if _, err := r.startLead(ctx, nd, svc, procs, teamID, "L1", false); err != nil {
 		return err
 	}
 
@@ -304,7 +305,7 @@ func (r *run) detectCrashes(ctx context.Context, node *bus.Node, svc *team.Servi
 		var vs []victim
 		for i := b; i < b+n; i++ {
 			member, session := fmt.Sprintf("s%d", i), fmt.Sprintf("S%d", i)
-			c, err := r.startTeammate(ctx, node, svc, procs, teamID, member, session, 0)
+			c, err := r.startTeammate(ctx, nd, svc, procs, teamID, member, session, 0)
 			if err != nil {
 				return err
 			}
@@ -350,7 +351,7 @@ func (r *run) detectCrashes(ctx context.Context, node *bus.Node, svc *team.Servi
 				return err
 			}
 			procs.add(agent)
-			c, err := r.startTeammate(ctx, node, svc, procs, teamID, member, session, agent.pid())
+			c, err := r.startTeammate(ctx, nd, svc, procs, teamID, member, session, agent.pid())
 			if err != nil {
 				return err
 			}
@@ -389,7 +390,7 @@ func (r *run) detectCrashes(ctx context.Context, node *bus.Node, svc *team.Servi
 
 // detectZombies kills the lead sidecar and times the teammates' zombie
 // mode, trial after trial, a new lead taking over in between.
-func (r *run) detectZombies(ctx context.Context, node *bus.Node, svc *team.Service, procs *children) error {
+func (r *run) detectZombies(ctx context.Context, nd *node.Node, svc *team.Service, procs *children) error {
 	const teamID = "dz"
 	const members = 3
 	var specs []team.MemberSpec
@@ -406,12 +407,12 @@ func (r *run) detectZombies(ctx context.Context, node *bus.Node, svc *team.Servi
 	if err != nil {
 		return err
 	}
-	lead, err := r.startLead(ctx, node, svc, procs, teamID, "Z0", false)
+	lead, err := r.startLead(ctx, nd, svc, procs, teamID, "Z0", false)
 	if err != nil {
 		return err
 	}
 	for _, s := range specs {
-		if _, err := r.startTeammate(ctx, node, svc, procs, teamID, s.ID, "sess-"+s.ID, 0); err != nil {
+		if _, err := r.startTeammate(ctx, nd, svc, procs, teamID, s.ID, "sess-"+s.ID, 0); err != nil {
 			return err
 		}
 	}
@@ -450,7 +451,7 @@ func (r *run) detectZombies(ctx context.Context, node *bus.Node, svc *team.Servi
 			last, _ := tr.lastBeat(kv.LeadKey, armed)
 			lat = append(lat, at.Sub(last)-pol.LeadTimeout)
 		}
-		if lead, err = r.startLead(ctx, node, svc, procs, teamID, fmt.Sprintf("Z%d", k), true); err != nil {
+		if lead, err = r.startLead(ctx, nd, svc, procs, teamID, fmt.Sprintf("Z%d", k), true); err != nil {
 			return err
 		}
 		if k%5 == 0 || k == r.cfg.Trials {

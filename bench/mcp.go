@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/team"
 )
 
@@ -32,12 +33,12 @@ const inbox50 = 50
 // JSON-RPC, the go-sdk client over CommandTransport) and returns the
 // client session and its close, which closes the server's stdin and waits
 // for its exit. Its stderr goes to a log file of the run.
-func (r *run) mcpClient(ctx context.Context, node *bus.Node, teamID, member string) (*mcp.ClientSession, func(), error) {
+func (r *run) mcpClient(ctx context.Context, nd *node.Node, teamID, member string) (*mcp.ClientSession, func(), error) {
 	logf, err := os.Create(filepath.Join(r.logs, "mcp-"+member+".log"))
 	if err != nil {
 		return nil, nil, err
 	}
-	cmd := exec.Command(r.cfg.Exe, "mcp", "--dir", node.Dir(), "--team", teamID, "--member", member, "--session", "s-"+member)
+	cmd := exec.Command(r.cfg.Exe, "mcp", "--dir", nd.Dir(), "--team", teamID, "--member", member, "--session", "s-"+member)
 	cmd.Env = childEnv()
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -86,12 +87,12 @@ func callTool(ctx context.Context, cs *mcp.ClientSession, name string, args map[
 // inbox tool returning 50 waiting messages (a peek: the server releases
 // them before it answers, so every call finds the same 50).
 func (r *run) mcpCalls(ctx context.Context) error {
-	node, err := r.node(ctx, "node-mcp", bus.SyncModeAlways)
+	nd, err := r.node(ctx, "node-mcp", bus.SyncModeAlways)
 	if err != nil {
 		return err
 	}
-	defer node.Close()
-	conn, err := connect(ctx, node)
+	defer nd.Close()
+	conn, err := connect(ctx, nd)
 	if err != nil {
 		return err
 	}
@@ -105,7 +106,7 @@ func (r *run) mcpCalls(ctx context.Context) error {
 	sender := actors[1]
 	size, calls := r.cfg.MsgSize, r.cfg.MCPCalls
 
-	cs, closeCS, err := r.mcpClient(ctx, node, teamID, "tm2")
+	cs, closeCS, err := r.mcpClient(ctx, nd, teamID, "tm2")
 	if err != nil {
 		return err
 	}
@@ -143,10 +144,10 @@ func (r *run) mcpCalls(ctx context.Context) error {
 
 	// inbox of 50: tm3 has 50 messages of the run's size waiting, tm4 50
 	// short ones (a status line), for comparison.
-	if err := r.inbox50(ctx, node, svc, sender, "tm3", size, calls, keyMCPInbox50); err != nil {
+	if err := r.inbox50(ctx, nd, svc, sender, "tm3", size, calls, keyMCPInbox50); err != nil {
 		return err
 	}
-	return r.inbox50(ctx, node, svc, sender, "tm4", shortBody, calls, keyMCPInbox50Short)
+	return r.inbox50(ctx, nd, svc, sender, "tm4", shortBody, calls, keyMCPInbox50Short)
 }
 
 // shortBody is the body size of the short-mail inbox row: a status line.
@@ -154,13 +155,13 @@ const shortBody = 100
 
 // inbox50 sends 50 messages of size bytes to member, then times calls of
 // the inbox tool returning them through a running `teambus mcp`.
-func (r *run) inbox50(ctx context.Context, node *bus.Node, svc *team.Service, sender team.Actor, member string, size, calls int, key string) error {
+func (r *run) inbox50(ctx context.Context, nd *node.Node, svc *team.Service, sender team.Actor, member string, size, calls int, key string) error {
 	for i := 0; i < inbox50; i++ {
 		if _, err := svc.Send(ctx, sender, team.SendSpec{To: member, Body: body(size)}); err != nil {
 			return err
 		}
 	}
-	reader, closeReader, err := r.mcpClient(ctx, node, sender.Team, member)
+	reader, closeReader, err := r.mcpClient(ctx, nd, sender.Team, member)
 	if err != nil {
 		return err
 	}

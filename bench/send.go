@@ -15,6 +15,7 @@ import (
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/member"
+	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/team"
 )
 
@@ -146,25 +147,25 @@ func (r *run) throughput(ctx context.Context) error {
 		ms = append(ms, meter{group: "peer", key: fmt.Sprint(keyInbox, n), name: fmt.Sprintf("inbox.json of %s msgs: read, append, tmp+fsync+rename+fsync dir", thousands(float64(n))),
 			short: "inbox.json@" + thousands(float64(n)), run: m})
 	}
-	node, conn, sendMs, err := r.sendMeters(ctx, bus.SyncModeAlways)
+	nd, conn, sendMs, err := r.sendMeters(ctx, bus.SyncModeAlways)
 	if err != nil {
 		return err
 	}
 	ms = append(ms, sendMs...)
 	err = r.interleave(ctx, r.rounds(), r.cfg.Duration, ms)
 	conn.Close()
-	node.Close()
+	nd.Close()
 	if err != nil {
 		return err
 	}
 	if row := r.res.Row(keyFsync); row != nil {
 		r.res.Machine.FsyncP50 = row.P50
 	}
-	node, conn, sendMs, err = r.sendMeters(ctx, bus.SyncModeInterval)
+	nd, conn, sendMs, err = r.sendMeters(ctx, bus.SyncModeInterval)
 	if err != nil {
 		return err
 	}
-	defer node.Close()
+	defer nd.Close()
 	defer conn.Close()
 	return r.interleave(ctx, r.rounds(), r.cfg.Duration, sendMs)
 }
@@ -172,21 +173,21 @@ func (r *run) throughput(ctx context.Context) error {
 // sendMeters starts a node with the sync mode and returns the meters of
 // its sends: pipelined, one at a time through the mailbox, one at a time
 // through the team service. The caller closes the node and connection.
-func (r *run) sendMeters(ctx context.Context, mode string) (*bus.Node, *bus.Conn, []meter, error) {
-	node, err := r.node(ctx, "node-send-"+mode, mode)
+func (r *run) sendMeters(ctx context.Context, mode string) (*node.Node, *bus.Conn, []meter, error) {
+	nd, err := r.node(ctx, "node-send-"+mode, mode)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	conn, err := connect(ctx, node)
+	conn, err := connect(ctx, nd)
 	if err != nil {
-		node.Close()
+		nd.Close()
 		return nil, nil, nil, err
 	}
 	svc := bigMailbox(conn.JS, 8<<30)
 	actors, err := sendTeam(ctx, svc, "send", "tm1", "tm2")
 	if err != nil {
 		conn.Close()
-		node.Close()
+		nd.Close()
 		return nil, nil, nil, err
 	}
 	from := actors[0]
@@ -198,14 +199,14 @@ func (r *run) sendMeters(ctx context.Context, mode string) (*bus.Node, *bus.Conn
 	size := r.cfg.MsgSize
 	// A member's own credential: its sends go through the team service
 	// (one request each), as every member command's do.
-	cl, err := memberClient(ctx, conn, node, from)
+	cl, err := memberClient(ctx, conn, nd, from)
 	if err != nil {
 		conn.Close()
-		node.Close()
+		nd.Close()
 		return nil, nil, nil, err
 	}
 	var seq atomic.Int64 // message ids stay unique across turns: no send is a duplicate
-	return node, conn, append(batchMeters(mb, size, &seq, sfx, label, note), []meter{
+	return nd, conn, append(batchMeters(mb, size, &seq, sfx, label, note), []meter{
 		{group: "teambus", key: keyReqSend + sfx, name: "send one at a time through the team service (member credential, one request" + label + ")",
 			run: func(ctx context.Context, d time.Duration) (sample, error) {
 				return loop(ctx, d, 1, 0, func(int) error {
@@ -249,17 +250,17 @@ const serviceWindow = 256
 // memberClient issues a credential for the actor, connects with it over
 // TCP and returns its team service client; the connection closes with
 // conn's node.
-func memberClient(ctx context.Context, conn *bus.Conn, node *bus.Node, a team.Actor) (*member.Client, error) {
-	cr, err := bus.IssueCreds(ctx, conn, a.Team, a.Member, []string{node.URL()})
+func memberClient(ctx context.Context, conn *bus.Conn, nd *node.Node, a team.Actor) (*member.Client, error) {
+	cr, err := bus.IssueCreds(ctx, conn, a.Team, a.Member, []string{nd.URL()})
 	if err != nil {
 		return nil, err
 	}
-	mc, err := bus.Connect(ctx, bus.ConnectConfig{Server: node.URL(), User: cr.User, Pass: cr.Password, InboxPrefix: cr.InboxPrefix, Name: "teambus bench member", Timeout: 30 * time.Second})
+	mc, err := bus.Connect(ctx, bus.ConnectConfig{Server: nd.URL(), User: cr.User, Pass: cr.Password, InboxPrefix: cr.InboxPrefix, Name: "teambus bench member", Timeout: 30 * time.Second})
 	if err != nil {
 		return nil, err
 	}
 	go func() {
-		<-node.Done()
+		<-nd.Done()
 		mc.Close()
 	}()
 	return member.ForConn(mc, a.Team, a.Member, a.Session)
@@ -343,12 +344,12 @@ func pipelined(ctx context.Context, conn *bus.Conn, mb *bus.Mailbox, d time.Dura
 // oneShot times one-shot processes: `teambus send` against a node of this
 // process, and beside it the standalone JSONL peer (bench/peers/jsonl).
 func (r *run) oneShot(ctx context.Context) error {
-	node, err := r.node(ctx, "node-oneshot", bus.SyncModeAlways)
+	nd, err := r.node(ctx, "node-oneshot", bus.SyncModeAlways)
 	if err != nil {
 		return err
 	}
-	defer node.Close()
-	conn, err := connect(ctx, node)
+	defer nd.Close()
+	conn, err := connect(ctx, nd)
 	if err != nil {
 		return err
 	}
@@ -367,7 +368,7 @@ func (r *run) oneShot(ctx context.Context) error {
 		kinds = append(kinds, peer)
 	}
 	kinds = append(kinds, procKind{key: keyOneShot, group: "teambus", name: "one-shot `teambus send` process (connect over TCP, checks, stored + fsynced)", exe: exe,
-		args: []string{"send", "--dir", node.Dir(), "--team", "oneshot", "--member", "tm1", "--session", "s-tm1", "--to", "tm2", body(size)}})
+		args: []string{"send", "--dir", nd.Dir(), "--team", "oneshot", "--member", "tm1", "--session", "s-tm1", "--to", "tm2", body(size)}})
 	return r.timeKinds(ctx, r.cfg.OneShotRuns, kinds)
 }
 
@@ -450,12 +451,12 @@ func (r *run) inbox(ctx context.Context) error {
 	}
 	r.rateRow("peer", keyInboxRead, "inbox.json of 1,000 msgs read + acked 100 at a time (rewrite the rest atomically)", s, "op = one message; p50/p99 per batch of 100").Short = "inbox.json read+ack"
 
-	node, err := r.node(ctx, "node-inbox", bus.SyncModeAlways)
+	nd, err := r.node(ctx, "node-inbox", bus.SyncModeAlways)
 	if err != nil {
 		return err
 	}
-	defer node.Close()
-	conn, err := connect(ctx, node)
+	defer nd.Close()
+	conn, err := connect(ctx, nd)
 	if err != nil {
 		return err
 	}
@@ -516,12 +517,12 @@ func (r *run) claims(ctx context.Context) error {
 	}
 	r.rateRow("peer", keyStateClaim, fmt.Sprintf("state.json claim + complete under flock, %d members, %d tasks", workers, tasks), s, "op = one task claimed and completed (two atomic rewrites)").Short = "state.json claims"
 
-	node, err := r.node(ctx, "node-claim", bus.SyncModeAlways)
+	nd, err := r.node(ctx, "node-claim", bus.SyncModeAlways)
 	if err != nil {
 		return err
 	}
-	defer node.Close()
-	conn, err := connect(ctx, node)
+	defer nd.Close()
+	conn, err := connect(ctx, nd)
 	if err != nil {
 		return err
 	}
@@ -551,7 +552,7 @@ func (r *run) claims(ctx context.Context) error {
 	start := time.Now()
 	for _, a := range actors {
 		// Each member has its own connection, as its own process would.
-		c, err := connect(ctx, node)
+		c, err := connect(ctx, nd)
 		if err != nil {
 			return err
 		}

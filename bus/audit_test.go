@@ -5,7 +5,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node/nodetest"
 )
 
 // TestAuditStreams_DenyDeleteAndPurge: no message of a mailbox or an event
@@ -13,8 +13,8 @@ import (
 // stream still can (team delete).
 func TestAuditStreams_DenyDeleteAndPurge(t *testing.T) {
 	t.Parallel()
-	n := bustest.NewServer(t)
-	c := bustest.Connect(t, n)
+	n := nodetest.NewBareServer(t)
+	c := nodetest.Connect(t, n)
 	ctx := testCtx(t)
 	mb := bus.NewMailbox(c.JS, "audit", bus.MailboxConfig{})
 	ev := bus.NewEvents(c.JS, "audit", bus.EventsConfig{})

@@ -16,7 +16,8 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node"
+	"github.com/teambus/teambus/node/nodetest"
 )
 
 // benchBody is the ~1 KiB body every benchmark sends.
@@ -36,8 +37,8 @@ func benchLine(b *testing.B) []byte {
 // for a few seconds of sends, and returns the mailbox and the connection.
 func benchMailbox(b *testing.B, sync string) (*bus.Mailbox, *bus.Conn) {
 	b.Helper()
-	n := bustest.NewServerConfig(b, bus.NodeConfig{Sync: sync, MaxStore: 16 << 30})
-	c := bustest.Connect(b, n)
+	n := nodetest.NewBareServerConfig(b, node.NodeConfig{Sync: sync, MaxStore: 16 << 30})
+	c := nodetest.Connect(b, n)
 	mb := bus.NewMailbox(c.JS, "bench", bus.MailboxConfig{MaxBytes: 8 << 30})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

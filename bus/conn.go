@@ -24,6 +24,18 @@ const DiscoveryFile = "bus.json"
 // MinServerVersion is the oldest NATS server teambus works with.
 const MinServerVersion = "2.11.0"
 
+// Sync modes of a node: when the store fsyncs.
+const (
+	// SyncModeAlways fsyncs every write before it is acknowledged. An
+	// acknowledged message survives a process crash, an OS crash and a
+	// power loss. This is the default.
+	SyncModeAlways = "always"
+	// SyncModeInterval writes every message to the OS before acknowledging
+	// it and fsyncs every SyncInterval. An acknowledged message survives a
+	// process crash (kill -9) but may be lost on power loss or an OS crash.
+	SyncModeInterval = "interval"
+)
+
 // Discovery is the content of the discovery file.
 type Discovery struct {
 	URL       string    `json:"url"`
@@ -132,7 +144,7 @@ func Connect(ctx context.Context, cfg ConnectConfig) (*Conn, error) {
 	}
 	if cfg.InboxPrefix == "" && cfg.User != "" {
 		// A member user name (team.member) implies its inbox prefix.
-		if team, member, ok := strings.Cut(cfg.User, "."); ok && validateCredsIDs(team, member) == nil {
+		if team, member, ok := strings.Cut(cfg.User, "."); ok && ValidateCredsIDs(team, member) == nil {
 			cfg.InboxPrefix = MemberInboxPrefix(team, member)
 		}
 	}

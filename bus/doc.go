@@ -1,80 +1,18 @@
-// Package bus owns the NATS side of teambus: the embedded bus node, the
-// connection to a bus (the embedded node or any NATS 2.11+ deployment with
-// JetStream), the stream declarations, the mailbox and the event stream.
+// Package bus is the client side of teambus: the connection to a bus (an
+// embedded node of package node, or any NATS 2.11+ deployment with
+// JetStream), the discovery file a local node writes (ReadDiscovery,
+// Connect), member credentials files and the credential store the node
+// checks (Creds, IssueCreds, RevokeCreds), the stream declarations, the
+// mailbox (send, lease, ack, replay), the event stream, ordered consumers,
+// bus status, and the health question a client asks a node after a
+// timeout (StorageTrouble). The node itself, its authentication, store
+// check and the team service are package node.
 //
-// # The node
-//
-// A node is an embedded nats-server with JetStream on a file store, run by
-// `teambus bus start` (Run) or inside another process (Open). Everything
-// it keeps lives in one directory:
-//
-//	bus.lock    flock held by the running node; holds its pid
-//	bus.json    discovery file: URL, token, pid, version, store, sync (0600)
-//	bus.token   the generated auth token, kept across restarts (0600)
-//	store/      the JetStream store (the server adds "jetstream/")
-//	bus.marks   high-water marks for the store check (0600)
-//	quarantine/ damaged consumer state the store check moved aside
-//
-// Only one node runs per directory: Open takes an exclusive, non-blocking
-// flock on bus.lock and a second node is refused (teambus.ErrState, exit
-// 2) with the pid and URL of the running one. The kernel drops the lock
-// when the process dies, so a node killed with kill -9 never blocks its
-// successor; its stale bus.json is overwritten by the next node, and Stop
-// removes it. Clients find the node through bus.json (ReadDiscovery,
-// Connect); the file is written atomically (temporary file, fsync, rename,
-// fsync of the directory) after the server accepts clients, and removed by
-// Close before the server shuts down.
-//
-// # Security
-//
-// The node listens on loopback only unless NodeConfig.AllowRemote is set,
-// and every client, in-process ones included, must present the token. The
-// token is NodeConfig.Token or, when that is empty, a random 32-byte token
-// kept in bus.token, so clients that reconnect after a node restart are
-// still let in. The monitoring endpoint (NodeConfig.HTTP, off by default)
-// has no authentication and is accepted on loopback only.
-//
-// The token is the operator's credential: every permission. A member of a
-// team gets a credential of its own (IssueCreds, auth.go): user
-// <team>.<member>, a random password and the inbox prefix
-// _TB_INBOX.<team>.<member>, written as a Creds file that Connect reads.
-// The node's authenticator (server.Options.CustomClientAuthentication)
-// checks the token, or looks the member's password hash up in the KV
-// bucket TB_AUTH at every connect, and registers the member with
-// MemberPermissions: its own mail subjects, its own consumers, its team's
-// buckets and event log, its own inbox prefix, nothing else. New
-// credentials work at once and survive a restart; RevokeCreds closes the
-// connections that use a credential. All teams share one account: the
-// isolation is the permissions. A member may not create consumers (a
-// consumer delivers to any subject it names), so whole-bucket reads use
-// the direct get API (kv), and mail is acked only from the member's own
-// consumer. A request the server refuses is never answered; Conn.Denied
-// and Conn.DeniedC report the refusal.
-//
-// # Durability
-//
-// The default sync mode, SyncModeAlways, makes the store fsync every write
-// before the server acknowledges it: an acknowledged message survives a
-// kill -9 of the node, an OS crash and a power loss. SyncModeInterval
-// writes every message to the OS before acknowledging it and fsyncs every
-// SyncInterval (default 2m): acknowledged messages still survive a process
-// crash, but up to one interval of them may be lost on power loss or an OS
-// crash. It is several times faster on slow disks. The mode is server
-// wide; streams must not set AsyncPersistMode, which acknowledges before
-// writing and loses acknowledged messages on kill -9. Node.CheckSync
-// verifies that the running JetStream uses the configured mode.
-//
-// # Clustering
-//
-// NodeConfig.ClusterListen and Routes join nodes into a NATS cluster with
-// clustered JetStream (replicated streams need three nodes). Routes are
-// authenticated with the node token, so every node of a cluster needs the
-// same NodeConfig.Token, and each a distinct server name (the default
-// name is the host name plus a hash of the directory). Conn.Replicas is 3
-// on a cluster of three nodes or more (AutoReplicas, from the client URLs
-// the cluster advertises), so a team created there keeps three copies of
-// every stream and bucket. Connect retries the JetStream check until the
-// cluster has elected a meta leader, within its timeout.
+// A request the server refuses is never answered; Conn.Denied and
+// Conn.DeniedC report the refusal. Conn.Replicas is 3 on a cluster of
+// three nodes or more (AutoReplicas, from the client URLs the cluster
+// advertises); Connect retries the JetStream check until the cluster has
+// elected a meta leader, within its timeout.
 //
 // # The event log
 //
@@ -93,40 +31,4 @@
 // well as the dedupe window, so importing a file twice stores it once.
 // Replay reads through an ordered consumer (constant memory), filtering
 // type and session on the server and agent and times on the client.
-//
-// # Store check and health
-//
-// The server recovers damaged store files by dropping what it cannot read
-// (a flipped byte loses a record; after a kill -9 it loses everything after
-// it), and skips a record whose checksum fails, without a word. So every
-// start runs a store check in the background (CheckStore): it reads every
-// message of the streams teambus never deletes from (mailboxes, event
-// logs) once and reports the sequences missing. The node also records high
-// water marks (MarksFile, bus.marks): the last sequence of those streams
-// and the acknowledged position and configuration of their durable
-// consumers, rewritten when they change while it runs and when it closes.
-// The next start compares: a tail below the mark or a stream gone is
-// reported; a durable consumer the server dropped because its state file
-// was damaged is created again from its last acknowledged position (its
-// unacknowledged mail is delivered again, none lost), its damaged state
-// moved to quarantine/. Findings are logged as errors ("store damaged") and
-// reported by Node.Health.
-//
-// A stream whose store failed to write (no space left on device) takes no
-// message until the node restarts, and the server answers its publishes
-// with nothing at all. The node answers health requests on HealthSubject
-// (Node.Health: the server's health with every stream's write error, and
-// the store check's findings); a send that timed out asks (StorageTrouble)
-// and says why instead of only "timed out".
-//
-// # nats-server behaviour worth knowing
-//
-//   - Port 0 means the default port 4222 to nats-server; NodeConfig maps
-//     port 0 to -1 (a random free port). The discovery file carries the
-//     port the server really listens on.
-//   - Start reports a failure to listen or to open the store only through
-//     Fatalf of its logger, whose default implementation exits the
-//     process. The node's logger keeps that message and Open returns it.
-//   - s.ClientURL() and an in-process connection's ConnectedUrl() are not
-//     trustworthy addresses; use Node.URL or the discovery file.
 package bus

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/internal/jserr"
 )
 
@@ -93,7 +94,7 @@ func SIDToken(sid string) string {
 
 // TypeToken is the subject token of an event type.
 func TypeToken(typ string) string {
-	if teambus.ValidEventType(typ) {
+	if eventlog.ValidType(typ) {
 		return strings.ReplaceAll(typ, ".", "-")
 	}
 	sum := sha256.Sum256([]byte(typ))
@@ -127,7 +128,7 @@ func (ev *Events) streamConfig() jetstream.StreamConfig {
 		Discard:     jetstream.DiscardNew,
 		MaxBytes:    ev.cfg.MaxBytes,
 		MaxMsgs:     -1,
-		MaxMsgSize:  int32(teambus.MaxEventSize + 4<<10),
+		MaxMsgSize:  int32(eventlog.MaxSize + 4<<10),
 		Storage:     jetstream.FileStorage,
 		Replicas:    ev.cfg.Replicas,
 		Duplicates:  ev.cfg.Duplicates,
@@ -193,15 +194,15 @@ type AppendResult struct {
 // errNoStream is a publish to a team without an event stream.
 var errNoStream = errors.New("no event stream")
 
-// Append stores e in the canonical encoding. A zero V is EventVersion and
-// a zero TS is now. When e.Seq is teambus.AutoSeq the session's next
+// Append stores e in the canonical encoding. A zero V is eventlog.Version and
+// a zero TS is now. When e.Seq is eventlog.AutoSeq the session's next
 // sequence number is assigned: one more than the last event of the
 // session in the log, written with compare-and-set on that last event, so
 // concurrent writers to one session each get their own number. e is
 // updated with what was stored.
-func (ev *Events) Append(ctx context.Context, e *teambus.Event) (AppendResult, error) {
+func (ev *Events) Append(ctx context.Context, e *eventlog.Event) (AppendResult, error) {
 	if e.V == 0 {
-		e.V = teambus.EventVersion
+		e.V = eventlog.Version
 	}
 	if e.TS.IsZero() {
 		e.TS = time.Now()
@@ -210,7 +211,7 @@ func (ev *Events) Append(ctx context.Context, e *teambus.Event) (AppendResult, e
 	if err := e.Validate(); err != nil {
 		return AppendResult{}, err
 	}
-	auto := e.Seq == teambus.AutoSeq
+	auto := e.Seq == eventlog.AutoSeq
 	var skip int64
 	for attempt := 0; ; attempt++ {
 		res, err := ev.append(ctx, e, auto, skip)
@@ -218,7 +219,7 @@ func (ev *Events) Append(ctx context.Context, e *teambus.Event) (AppendResult, e
 			// The next number after the session's last event was taken by
 			// an event written out of order: try the one after it.
 			skip++
-			e.Seq = teambus.AutoSeq
+			e.Seq = eventlog.AutoSeq
 			continue
 		}
 		if errors.Is(err, errNoStream) && attempt == 0 {
@@ -242,7 +243,7 @@ func (ev *Events) Append(ctx context.Context, e *teambus.Event) (AppendResult, e
 	}
 }
 
-func (ev *Events) append(ctx context.Context, e *teambus.Event, auto bool, skip int64) (AppendResult, error) {
+func (ev *Events) append(ctx context.Context, e *eventlog.Event, auto bool, skip int64) (AppendResult, error) {
 	subject := EventSubject(ev.team, e.SID, e.Type)
 	var opts []jetstream.PublishOpt
 	if auto {
@@ -257,7 +258,7 @@ func (ev *Events) append(ctx context.Context, e *teambus.Event, auto bool, skip 
 	ack, err := ev.js.Publish(ctx, subject, e.AppendJSON(nil), opts...)
 	if err != nil {
 		if auto {
-			e.Seq = teambus.AutoSeq
+			e.Seq = eventlog.AutoSeq
 		}
 		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 			return AppendResult{}, errNoStream
@@ -293,7 +294,7 @@ func (ev *Events) nextSeq(ctx context.Context, sid string) (int64, uint64, error
 	if err != nil {
 		return 0, 0, fmt.Errorf("read last event of session: no sequence in the answer")
 	}
-	last, err := teambus.ParseEvent(msg.Data)
+	last, err := eventlog.Parse(msg.Data)
 	if err != nil {
 		return 0, 0, teambus.Unavailablef("last event of session %q (stream seq %d) is damaged: give --seq explicitly", sid, seq)
 	}
@@ -392,7 +393,7 @@ type EventRecord struct {
 	// Raw is the line as stored; it is valid during the callback only.
 	Raw []byte
 	// Event is Raw decoded; its Data aliases Raw.
-	Event teambus.Event
+	Event eventlog.Event
 	// Err is set when Raw is not an event (written by something other
 	// than teambus); Event is then zero.
 	Err error
@@ -442,7 +443,7 @@ func (ev *Events) Replay(ctx context.Context, f EventFilter, fn func(*EventRecor
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, f.SinceSeq
 	}
 	var (
-		dec teambus.EventDecoder
+		dec eventlog.Decoder
 		rec EventRecord
 		n   int
 	)
@@ -501,21 +502,21 @@ func (ev *Events) Export(ctx context.Context, w io.Writer) (int64, error) {
 
 // Analyze runs seed 004's analysis over the team's log. Stream sequences
 // stand in for line numbers.
-func (ev *Events) Analyze(ctx context.Context, opts teambus.AnalyzeOptions) (*teambus.Analysis, error) {
+func (ev *Events) Analyze(ctx context.Context, opts eventlog.AnalyzeOptions) (*eventlog.Analysis, error) {
 	var last uint64
-	feed := func(a *teambus.Analyzer, until uint64) error {
+	feed := func(a *eventlog.Analyzer, until uint64) error {
 		return ev.Replay(ctx, EventFilter{UntilSeq: until}, func(r *EventRecord) error {
 			last = r.StreamSeq
 			a.Line()
 			if r.Err != nil {
-				a.AddDamaged(teambus.Damaged{Line: int64(r.StreamSeq), Reason: r.Err.Error()})
+				a.AddDamaged(eventlog.Damaged{Line: int64(r.StreamSeq), Reason: r.Err.Error()})
 				return nil
 			}
 			a.Add(int64(r.StreamSeq), &r.Event)
 			return nil
 		})
 	}
-	a := teambus.NewAnalyzer(opts)
+	a := eventlog.NewAnalyzer(opts)
 	if err := feed(a, 0); err != nil {
 		return nil, err
 	}
@@ -544,11 +545,11 @@ type ImportResult struct {
 	Superseded int64 `json:"superseded"`
 	// Skipped lines are not events: junk, truncated, not envelopes, too
 	// large. SkippedCount counts them all; Skipped lists the first 1000.
-	Skipped      []teambus.Damaged `json:"skipped"`
-	SkippedCount int64             `json:"skipped_count"`
+	Skipped      []eventlog.Damaged `json:"skipped"`
+	SkippedCount int64              `json:"skipped_count"`
 }
 
-func (r *ImportResult) skip(d teambus.Damaged) {
+func (r *ImportResult) skip(d eventlog.Damaged) {
 	r.SkippedCount++
 	if len(r.Skipped) < 1000 {
 		r.Skipped = append(r.Skipped, d)
@@ -558,12 +559,12 @@ func (r *ImportResult) skip(d teambus.Damaged) {
 // importSession is what the first pass of an import learns about a
 // session of the file.
 type importSession struct {
-	seqs teambus.SeqSet
+	seqs eventlog.SeqSet
 	// last is the line of the last occurrence of every seq that occurs
 	// more than once.
 	last map[int64]int64
 	// have are the seqs the log holds already.
-	have teambus.SeqSet
+	have eventlog.SeqSet
 }
 
 // Import stores the events of a JSON Lines log in file order, each line
@@ -572,9 +573,9 @@ type importSession struct {
 // an event whose sid and seq the log holds already is not stored again,
 // so importing the same file twice stores it once.
 func (ev *Events) Import(ctx context.Context, r io.ReadSeeker) (ImportResult, error) {
-	res := ImportResult{Skipped: []teambus.Damaged{}}
+	res := ImportResult{Skipped: []eventlog.Damaged{}}
 	sessions := map[string]*importSession{}
-	er := teambus.NewEventReader(r)
+	er := eventlog.NewReader(r)
 	for er.Next() {
 		e := er.Event()
 		s := sessions[e.SID]
@@ -624,7 +625,7 @@ func (ev *Events) Import(ctx context.Context, r io.ReadSeeker) (ImportResult, er
 }
 
 func (ev *Events) importPass(ctx context.Context, r io.Reader, sessions map[string]*importSession, res ImportResult) (ImportResult, error) {
-	er := teambus.NewEventReader(r)
+	er := eventlog.NewReader(r)
 	er.OnDamaged = res.skip
 	var pending []jetstream.PubAckFuture
 	wait := func(f jetstream.PubAckFuture) error {
@@ -663,8 +664,8 @@ func (ev *Events) importPass(ctx context.Context, r io.Reader, sessions map[stri
 			res.Duplicates++
 			continue
 		}
-		if len(er.Raw()) > teambus.MaxEventSize {
-			res.skip(teambus.Damaged{Line: er.Line(), Reason: fmt.Sprintf("event is %d bytes, at most %d", len(er.Raw()), teambus.MaxEventSize)})
+		if len(er.Raw()) > eventlog.MaxSize {
+			res.skip(eventlog.Damaged{Line: er.Line(), Reason: fmt.Sprintf("event is %d bytes, at most %d", len(er.Raw()), eventlog.MaxSize)})
 			continue
 		}
 		payload := append([]byte(nil), er.Raw()...)

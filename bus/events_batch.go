@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/internal/jsbatch"
 )
 
@@ -24,14 +25,14 @@ import (
 // A bulk writer (`task add --from FILE`) logs thousands of events this way
 // at the cost of a few: one round trip and one stored batch per
 // jsbatch.Max events instead of two round trips and an fsync each.
-func (ev *Events) AppendBatch(ctx context.Context, events []*teambus.Event) (int, error) {
+func (ev *Events) AppendBatch(ctx context.Context, events []*eventlog.Event) (int, error) {
 	if len(events) == 0 {
 		return 0, nil
 	}
 	sid := events[0].SID
 	for _, e := range events {
 		if e.V == 0 {
-			e.V = teambus.EventVersion
+			e.V = eventlog.Version
 		}
 		if e.TS.IsZero() {
 			e.TS = time.Now()
@@ -83,7 +84,7 @@ func (ev *Events) AppendBatch(ctx context.Context, events []*teambus.Event) (int
 		}
 		if err != nil {
 			for _, e := range batch {
-				e.Seq = teambus.AutoSeq
+				e.Seq = eventlog.AutoSeq
 			}
 			return stored, ev.publishErr(err)
 		}

@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/eventlog"
+	"github.com/teambus/teambus/node"
+	"github.com/teambus/teambus/node/nodetest"
 )
 
 // evBenchLog is a JSONL log of n events of about 300 bytes in 50
@@ -20,7 +21,7 @@ func evBenchLog(n int) []byte {
 	t0 := time.Date(2026, 2, 14, 10, 0, 0, 0, time.UTC)
 	var line []byte
 	for i := 0; i < n; i++ {
-		e := teambus.Event{V: 1, TS: t0.Add(time.Duration(i) * time.Millisecond), SID: fmt.Sprintf("bench-%02d", i%50), Seq: int64(i / 50),
+		e := eventlog.Event{V: 1, TS: t0.Add(time.Duration(i) * time.Millisecond), SID: fmt.Sprintf("bench-%02d", i%50), Seq: int64(i / 50),
 			Type: "task.started", Feature: "auth-system", Agent: "service-eng",
 			Data: json.RawMessage(fmt.Sprintf(`{"taskId":"%d","summary":"Build API part %d","agent":"service-eng","files":["src/api/service.ts","src/api/p%d.ts"]}`, i/10, i/10, i))}
 		if i%100 == 0 {
@@ -37,8 +38,8 @@ func evBenchLog(n int) []byte {
 // with a team event log large enough for the benchmarks.
 func evBenchStream(b *testing.B) *bus.Events {
 	b.Helper()
-	n := bustest.NewServerConfig(b, bus.NodeConfig{Sync: bus.SyncModeInterval, MaxStore: 16 << 30})
-	c := bustest.Connect(b, n)
+	n := nodetest.NewBareServerConfig(b, node.NodeConfig{Sync: bus.SyncModeInterval, MaxStore: 16 << 30})
+	c := nodetest.Connect(b, n)
 	ev := bus.NewEvents(c.JS, "bench", bus.EventsConfig{MaxBytes: 4 << 30})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -105,7 +106,7 @@ func BenchmarkEvents_Analyze(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		a, err := ev.Analyze(ctx, teambus.AnalyzeOptions{})
+		a, err := ev.Analyze(ctx, eventlog.AnalyzeOptions{})
 		if err != nil || a.Events != n || len(a.Sessions) != 50 {
 			b.Fatalf("analyze: %v", err)
 		}

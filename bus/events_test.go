@@ -14,7 +14,8 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/eventlog"
+	"github.com/teambus/teambus/node/nodetest"
 )
 
 func evCtx(t testing.TB) context.Context {
@@ -27,8 +28,8 @@ func evCtx(t testing.TB) context.Context {
 // evLog is a declared event log of team alpha on a fresh node.
 func evLog(t testing.TB, cfg bus.EventsConfig) (*bus.Events, *bus.Conn) {
 	t.Helper()
-	n := bustest.NewServer(t)
-	c := bustest.Connect(t, n)
+	n := nodetest.NewBareServer(t)
+	c := nodetest.Connect(t, n)
 	ev := bus.NewEvents(c.JS, "alpha", cfg)
 	if err := ev.Declare(evCtx(t)); err != nil {
 		t.Fatal(err)
@@ -36,7 +37,7 @@ func evLog(t testing.TB, cfg bus.EventsConfig) (*bus.Events, *bus.Conn) {
 	return ev, c
 }
 
-func evAppend(t testing.TB, ev *bus.Events, e teambus.Event) bus.AppendResult {
+func evAppend(t testing.TB, ev *bus.Events, e eventlog.Event) bus.AppendResult {
 	t.Helper()
 	res, err := ev.Append(evCtx(t), &e)
 	if err != nil {
@@ -45,9 +46,9 @@ func evAppend(t testing.TB, ev *bus.Events, e teambus.Event) bus.AppendResult {
 	return res
 }
 
-func evReplay(t testing.TB, ev *bus.Events, f bus.EventFilter) []teambus.Event {
+func evReplay(t testing.TB, ev *bus.Events, f bus.EventFilter) []eventlog.Event {
 	t.Helper()
-	var out []teambus.Event
+	var out []eventlog.Event
 	err := ev.Replay(evCtx(t), f, func(r *bus.EventRecord) error {
 		if r.Err != nil {
 			return fmt.Errorf("stream seq %d: %w", r.StreamSeq, r.Err)
@@ -61,12 +62,12 @@ func evReplay(t testing.TB, ev *bus.Events, f bus.EventFilter) []teambus.Event {
 	return out
 }
 
-func copyEv(e teambus.Event) teambus.Event {
+func copyEv(e eventlog.Event) eventlog.Event {
 	e.Data = append([]byte(nil), e.Data...)
 	return e
 }
 
-func evKeys(evs []teambus.Event) []string {
+func evKeys(evs []eventlog.Event) []string {
 	var out []string
 	for _, e := range evs {
 		out = append(out, fmt.Sprintf("%s/%d/%s", e.SID, e.Seq, e.Type))
@@ -78,31 +79,31 @@ func TestEvents_Append_AutoSeq(t *testing.T) {
 	t.Parallel()
 	ev, _ := evLog(t, bus.EventsConfig{})
 	for i := 0; i < 3; i++ {
-		res := evAppend(t, ev, teambus.Event{SID: "s1", Seq: teambus.AutoSeq, Type: "task.started", Data: []byte(`{"taskId":"1"}`)})
+		res := evAppend(t, ev, eventlog.Event{SID: "s1", Seq: eventlog.AutoSeq, Type: "task.started", Data: []byte(`{"taskId":"1"}`)})
 		if res.Seq != int64(i) || res.Duplicate || res.StreamSeq != uint64(i+1) {
 			t.Fatalf("append %d = %+v", i, res)
 		}
 	}
 	// Another session counts from 0; an explicit seq is kept.
-	if res := evAppend(t, ev, teambus.Event{SID: "s2", Seq: teambus.AutoSeq, Type: "checkpoint"}); res.Seq != 0 {
+	if res := evAppend(t, ev, eventlog.Event{SID: "s2", Seq: eventlog.AutoSeq, Type: "checkpoint"}); res.Seq != 0 {
 		t.Errorf("first event of s2 got seq %d, want 0", res.Seq)
 	}
-	if res := evAppend(t, ev, teambus.Event{SID: "s1", Seq: 10, Type: "task.failed"}); res.Seq != 10 {
+	if res := evAppend(t, ev, eventlog.Event{SID: "s1", Seq: 10, Type: "task.failed"}); res.Seq != 10 {
 		t.Errorf("explicit seq = %d, want 10", res.Seq)
 	}
-	if res := evAppend(t, ev, teambus.Event{SID: "s1", Seq: teambus.AutoSeq, Type: "warning.logged"}); res.Seq != 11 {
+	if res := evAppend(t, ev, eventlog.Event{SID: "s1", Seq: eventlog.AutoSeq, Type: "warning.logged"}); res.Seq != 11 {
 		t.Errorf("seq after an explicit 10 = %d, want 11", res.Seq)
 	}
 	// Written out of order: the number after the last one written (0) is
 	// taken, and so is the one after it: the append goes on to 3.
-	evAppend(t, ev, teambus.Event{SID: "s3", Seq: 1, Type: "checkpoint"})
-	evAppend(t, ev, teambus.Event{SID: "s3", Seq: 2, Type: "checkpoint"})
-	evAppend(t, ev, teambus.Event{SID: "s3", Seq: 0, Type: "checkpoint"})
-	if res := evAppend(t, ev, teambus.Event{SID: "s3", Seq: teambus.AutoSeq, Type: "checkpoint"}); res.Seq != 3 || res.Duplicate {
+	evAppend(t, ev, eventlog.Event{SID: "s3", Seq: 1, Type: "checkpoint"})
+	evAppend(t, ev, eventlog.Event{SID: "s3", Seq: 2, Type: "checkpoint"})
+	evAppend(t, ev, eventlog.Event{SID: "s3", Seq: 0, Type: "checkpoint"})
+	if res := evAppend(t, ev, eventlog.Event{SID: "s3", Seq: eventlog.AutoSeq, Type: "checkpoint"}); res.Seq != 3 || res.Duplicate {
 		t.Errorf("auto seq after 1, 2, 0 = %+v, want 3 (1 and 2 are taken)", res)
 	}
 	// The same (sid, seq) again is a duplicate: stored once.
-	res := evAppend(t, ev, teambus.Event{SID: "s1", Seq: 10, Type: "task.failed"})
+	res := evAppend(t, ev, eventlog.Event{SID: "s1", Seq: 10, Type: "task.failed"})
 	if !res.Duplicate {
 		t.Errorf("second append of s1/10: %+v, want duplicate", res)
 	}
@@ -127,7 +128,7 @@ func TestEvents_Append_AutoSeqConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < each; i++ {
-				e := &teambus.Event{SID: "shared", Seq: teambus.AutoSeq, Type: "task.claimed", Agent: fmt.Sprintf("w%d", w)}
+				e := &eventlog.Event{SID: "shared", Seq: eventlog.AutoSeq, Type: "task.claimed", Agent: fmt.Sprintf("w%d", w)}
 				if _, err := ev.Append(evCtx(t), e); err != nil {
 					errs <- err
 				}
@@ -153,7 +154,7 @@ func TestEvents_Append_AutoSeqConcurrent(t *testing.T) {
 func TestEvents_Append_Invalid(t *testing.T) {
 	t.Parallel()
 	ev, _ := evLog(t, bus.EventsConfig{})
-	for _, e := range []teambus.Event{
+	for _, e := range []eventlog.Event{
 		{SID: "s", Type: "Task.Started"},
 		{SID: "s", Type: "a..b"},
 		{SID: "s", Type: "tb.x>"},
@@ -163,7 +164,7 @@ func TestEvents_Append_Invalid(t *testing.T) {
 		{SID: "s", Type: "checkpoint", Data: []byte("{nope")},
 		{SID: "s", Type: "checkpoint", Agent: "a\tb"},
 		{SID: "s", Type: "checkpoint", Seq: -2},
-		{SID: "s", Type: "checkpoint", Data: []byte(`"` + strings.Repeat("x", teambus.MaxEventSize) + `"`)},
+		{SID: "s", Type: "checkpoint", Data: []byte(`"` + strings.Repeat("x", eventlog.MaxSize) + `"`)},
 	} {
 		if _, err := ev.Append(evCtx(t), &e); !errors.Is(err, teambus.ErrInvalid) {
 			t.Errorf("append %+.60v = %v, want ErrInvalid", e, err)
@@ -178,14 +179,14 @@ func TestEvents_Append_Invalid(t *testing.T) {
 // append.
 func TestEvents_Append_CreatesStreamLazily(t *testing.T) {
 	t.Parallel()
-	n := bustest.NewServer(t)
-	c := bustest.Connect(t, n)
+	n := nodetest.NewBareServer(t)
+	c := nodetest.Connect(t, n)
 	ev := bus.NewEvents(c.JS, "old", bus.EventsConfig{MaxBytes: 8 << 20})
 	if got := evReplay(t, ev, bus.EventFilter{}); len(got) != 0 {
 		t.Fatalf("replay without a stream = %v", got)
 	}
-	for _, seq := range []int64{teambus.AutoSeq, 7} {
-		if _, err := ev.Append(evCtx(t), &teambus.Event{SID: "s", Seq: seq, Type: "checkpoint"}); err != nil {
+	for _, seq := range []int64{eventlog.AutoSeq, 7} {
+		if _, err := ev.Append(evCtx(t), &eventlog.Event{SID: "s", Seq: seq, Type: "checkpoint"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -202,7 +203,7 @@ func TestEvents_Replay_Filters(t *testing.T) {
 	t.Parallel()
 	ev, _ := evLog(t, bus.EventsConfig{})
 	t0 := time.Date(2026, 2, 14, 10, 0, 0, 0, time.UTC)
-	for i, e := range []teambus.Event{
+	for i, e := range []eventlog.Event{
 		{SID: "a", Type: "task.started", Agent: "tm1"},
 		{SID: "a", Type: "task.completed", Agent: "tm1"},
 		{SID: "b", Type: "task.started", Agent: "tm2"},
@@ -210,7 +211,7 @@ func TestEvents_Replay_Filters(t *testing.T) {
 		{SID: "b", Type: "task.completed", Agent: "tm2"},
 		{SID: "b", Type: "custom type!", Agent: "tm2"},
 	} {
-		e.Seq, e.TS = teambus.AutoSeq, t0.Add(time.Duration(i)*time.Minute)
+		e.Seq, e.TS = eventlog.AutoSeq, t0.Add(time.Duration(i)*time.Minute)
 		if e.Type == "custom type!" {
 			// Types outside the rule can not be appended, only imported.
 			continue
@@ -252,7 +253,7 @@ func TestEvents_Replay_Filters(t *testing.T) {
 func TestEvents_Replay_Follow(t *testing.T) {
 	t.Parallel()
 	ev, _ := evLog(t, bus.EventsConfig{})
-	evAppend(t, ev, teambus.Event{SID: "s", Seq: teambus.AutoSeq, Type: "session.start"})
+	evAppend(t, ev, eventlog.Event{SID: "s", Seq: eventlog.AutoSeq, Type: "session.start"})
 	ctx, cancel := context.WithCancel(evCtx(t))
 	defer cancel()
 	got := make(chan string, 16)
@@ -264,8 +265,8 @@ func TestEvents_Replay_Follow(t *testing.T) {
 		})
 	}()
 	for i := 0; i < 3; i++ {
-		evAppend(t, ev, teambus.Event{SID: "s", Seq: teambus.AutoSeq, Type: "task.started"})
-		evAppend(t, ev, teambus.Event{SID: "s", Seq: teambus.AutoSeq, Type: "warning.logged"})
+		evAppend(t, ev, eventlog.Event{SID: "s", Seq: eventlog.AutoSeq, Type: "task.started"})
+		evAppend(t, ev, eventlog.Event{SID: "s", Seq: eventlog.AutoSeq, Type: "warning.logged"})
 	}
 	for _, want := range []string{"s/1", "s/3", "s/5"} {
 		select {
@@ -323,7 +324,7 @@ func TestEvents_ImportExport_RoundTrip(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ev, _ := evLog(t, bus.EventsConfig{})
-			in := evReadFile(t, filepath.Join("..", "testdata", "events", name))
+			in := evReadFile(t, filepath.Join("..", "eventlog", "testdata", "events", name))
 			res := evImport(t, ev, in)
 			lines := int64(bytes.Count(in, []byte("\n")))
 			if res.Imported != lines || res.Duplicates != 0 || res.SkippedCount != 0 || res.Superseded != 0 {
@@ -348,7 +349,7 @@ func TestEvents_ImportExport_RoundTrip(t *testing.T) {
 func TestEvents_Import_TwiceAfterWindow(t *testing.T) {
 	t.Parallel()
 	ev, _ := evLog(t, bus.EventsConfig{Duplicates: time.Second})
-	in := evReadFile(t, filepath.Join("..", "testdata", "events", "seed-interrupted.jsonl"))
+	in := evReadFile(t, filepath.Join("..", "eventlog", "testdata", "events", "seed-interrupted.jsonl"))
 	evImport(t, ev, in)
 	time.Sleep(1500 * time.Millisecond) // past the window
 	if res := evImport(t, ev, in); res.Imported != 0 || res.Duplicates != 11 {
@@ -394,12 +395,12 @@ func TestEvents_Import_Damaged(t *testing.T) {
 func TestEvents_Analyze(t *testing.T) {
 	t.Parallel()
 	ev, _ := evLog(t, bus.EventsConfig{})
-	evImport(t, ev, evReadFile(t, filepath.Join("..", "testdata", "events", "seed-interrupted.jsonl")))
-	res, err := ev.Analyze(evCtx(t), teambus.AnalyzeOptions{})
+	evImport(t, ev, evReadFile(t, filepath.Join("..", "eventlog", "testdata", "events", "seed-interrupted.jsonl")))
+	res, err := ev.Analyze(evCtx(t), eventlog.AnalyzeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Decision != teambus.DecisionAutoResume || res.Interrupted == nil || *res.Interrupted != "f4e3d2c1" || res.Events != 11 {
+	if res.Decision != eventlog.DecisionAutoResume || res.Interrupted == nil || *res.Interrupted != "f4e3d2c1" || res.Events != 11 {
 		t.Errorf("analysis of the seed log: decision %s, interrupted %v, %d events", res.Decision, res.Interrupted, res.Events)
 	}
 }
@@ -451,7 +452,7 @@ func FuzzEventSubject(f *testing.F) {
 				}
 			}
 		}
-		if teambus.ValidEventType(typ) && parts[4] != strings.ReplaceAll(typ, ".", "-") {
+		if eventlog.ValidType(typ) && parts[4] != strings.ReplaceAll(typ, ".", "-") {
 			t.Fatalf("type %q has token %q", typ, parts[4])
 		}
 	})
@@ -481,5 +482,5 @@ func TestEvents_Import_ManySessionsTwice(t *testing.T) {
 }
 
 func readFileLines(t testing.TB) []byte {
-	return evReadFile(t, filepath.Join("..", "testdata", "events", "seed-resumed.jsonl"))
+	return evReadFile(t, filepath.Join("..", "eventlog", "testdata", "events", "seed-resumed.jsonl"))
 }

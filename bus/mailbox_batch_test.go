@@ -6,15 +6,15 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node/nodetest"
 )
 
 // TestMailbox_SendBatch stores 1,100 messages in three atomic batches with
 // consecutive sequences, then sends an overlapping batch again: the
 // repeats are duplicates, stored once, and the new ones are stored.
 func TestMailbox_SendBatch(t *testing.T) {
-	n := bustest.NewServer(t)
-	c := bustest.Connect(t, n)
+	n := nodetest.NewBareServer(t)
+	c := nodetest.Connect(t, n)
 	mb := bus.NewMailbox(c.JS, "alpha", bus.MailboxConfig{})
 	ctx := t.Context()
 	if err := mb.Declare(ctx); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node/nodetest"
 )
 
 func mailCtx(t *testing.T) context.Context {
@@ -38,8 +39,8 @@ func newMailbox(t *testing.T, cfg bus.MailboxConfig, ackWait time.Duration, memb
 func newTeamMailbox(t *testing.T, team string, cfg bus.MailboxConfig, ackWait time.Duration, members ...string) *mailbox {
 	t.Helper()
 	ctx := mailCtx(t)
-	n := bustest.NewServer(t)
-	c := bustest.Connect(t, n)
+	n := nodetest.NewBareServer(t)
+	c := nodetest.Connect(t, n)
 	mb := bus.NewMailbox(c.JS, team, cfg)
 	if err := mb.Declare(ctx); err != nil {
 		t.Fatal(err)
@@ -540,8 +541,8 @@ func TestMailbox_Declare_Idempotent(t *testing.T) {
 }
 
 func TestMailbox_Send_NoStream(t *testing.T) {
-	n := bustest.NewServer(t)
-	c := bustest.Connect(t, n)
+	n := nodetest.NewBareServer(t)
+	c := nodetest.Connect(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	mb := bus.NewMailbox(c.JS, "ghost", bus.MailboxConfig{})

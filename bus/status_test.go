@@ -8,12 +8,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node/nodetest"
 )
 
 func TestStatus_TeamsAndUsage(t *testing.T) {
-	n := bustest.NewServer(t)
-	c := bustest.Connect(t, n)
+	n := nodetest.NewBareServer(t)
+	c := nodetest.Connect(t, n)
 	ctx := testCtx(t)
 	for _, team := range []string{"beta", "alpha"} {
 		if _, err := c.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "TBS_" + team}); err != nil {
@@ -53,7 +53,7 @@ func TestStatus_TeamsAndUsage(t *testing.T) {
 }
 
 func TestStatus_OverTCPWithoutDiscovery(t *testing.T) {
-	n := bustest.NewServer(t)
+	n := nodetest.NewBareServer(t)
 	c, err := bus.Connect(testCtx(t), bus.ConnectConfig{Server: n.URL(), Token: n.Token()})
 	if err != nil {
 		t.Fatal(err)

@@ -158,7 +158,7 @@ type demo struct {
 	stepTime time.Duration
 	start    time.Time
 
-	node   *bus.Node
+	node   *node.Node
 	conn   *bus.Conn
 	svc    *team.Service
 	stopBg context.CancelFunc
@@ -306,7 +306,7 @@ func (d *demo) setup(ctx context.Context) error {
 		return err
 	}
 	busLogger := slog.New(slog.NewTextHandler(busLog, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	d.node, err = bus.Open(ctx, bus.NodeConfig{Dir: d.dir, Listen: "127.0.0.1:0",
+	d.node, err = node.Start(ctx, node.NodeConfig{Dir: d.dir, Listen: "127.0.0.1:0",
 		Logger: busLogger, Attach: node.Attach(node.Config{Logger: busLogger})})
 	if err != nil {
 		busLog.Close()

@@ -15,7 +15,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
@@ -43,16 +43,16 @@ func TestMain(m *testing.M) {
 // env is one test's bus node and team service.
 type env struct {
 	t    *testing.T
-	node *bus.Node
+	node *node.Node
 	svc  *team.Service
 	logs string
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	node := nodetest.NewServer(t)
-	conn := bustest.Connect(t, node)
-	return &env{t: t, node: node, svc: team.New(conn.JS, team.Config{}), logs: t.TempDir()}
+	nd := nodetest.NewServer(t)
+	conn := nodetest.Connect(t, nd)
+	return &env{t: t, node: nd, svc: team.New(conn.JS, team.Config{}), logs: t.TempDir()}
 }
 
 // fastPolicy is a team policy in seconds.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
 
@@ -117,7 +117,7 @@ func TestHookFault_KillAnywhere_NoAckWithoutWrite(t *testing.T) {
 	// holds — what killed hooks leased comes back after the inbox ack
 	// wait.
 	mb := e.svc.Mailbox("alpha")
-	js := bustest.Connect(t, e.node).JS
+	js := nodetest.Connect(t, e.node).JS
 	unacked := map[uint64]bool{}
 	e.waitFor(bus.InboxAckWait+30*time.Second, "every unacked message collected", func() error {
 		l, err := mb.Lease(ctx, "tm1", bus.LeaseOptions{Max: 500, Wait: 200 * time.Millisecond, Self: "tm1"})

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node/nodetest"
 )
 
 // TestInterrupt_BlockedCommandSaysInterrupted presses Ctrl-C (SIGINT) on a
@@ -28,7 +28,7 @@ func TestInterrupt_BlockedCommandSaysInterrupted(t *testing.T) {
 	}
 	// The command is blocked once its pull request waits on tm1's inbox
 	// consumer; only then is SIGINT the user's Ctrl-C on a waiting command.
-	conn := bustest.Connect(t, e.node)
+	conn := nodetest.Connect(t, e.node)
 	e.waitFor(30*time.Second, "inbox --wait to block", func() error {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()

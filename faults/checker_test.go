@@ -14,7 +14,6 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/node/nodetest"
 )
 
@@ -422,7 +421,7 @@ func TestHistory_Concurrent(t *testing.T) {
 // checker must flag each; the untouched run must be valid.
 func TestChecker_SabotagedBus(t *testing.T) {
 	node := nodetest.NewServer(t)
-	conn := bustest.Connect(t, node)
+	conn := nodetest.Connect(t, node)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	mb := bus.NewMailbox(conn.JS, "sab", bus.MailboxConfig{})

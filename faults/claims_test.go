@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
@@ -29,7 +28,7 @@ func TestS9_ClaimRaces(t *testing.T) {
 	svcs := make([]*team.Service, racers)
 	for i := range racers {
 		members = append(members, team.MemberSpec{ID: fmt.Sprintf("m%d", i+1)})
-		svcs[i] = team.New(bustest.Connect(t, node).JS, team.Config{})
+		svcs[i] = team.New(nodetest.Connect(t, node).JS, team.Config{})
 	}
 	start := time.Now()
 	wins, losses, doubles := 0, 0, 0

@@ -21,7 +21,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 )
 
@@ -176,8 +176,8 @@ func rawPublish(conn *bus.Conn, team, from, to, id, body string) {
 // id when restarted. Exactly one stored copy per id.
 func TestS2_SenderKill9(t *testing.T) {
 	t.Parallel() // no timing criterion: runs beside the other parallel scenarios
-	node := nodetest.NewServerConfig(t, bus.NodeConfig{Token: testToken})
-	admin := bustest.Connect(t, node)
+	nd := nodetest.NewServerConfig(t, node.NodeConfig{Token: testToken})
+	admin := nodetest.Connect(t, nd)
 	loadTeam(t, admin, "s2", []string{"r1"}, teambus.DefaultPolicy())
 	senders, total, kills := 3, tier(200, 1000), tier(6, 30)
 	dir := t.TempDir()
@@ -190,7 +190,7 @@ func TestS2_SenderKill9(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(i)))
-			env := []string{envURL + "=" + node.URL(), envTeam + "=s2", envName + "=" + name, envTo + "=r1",
+			env := []string{envURL + "=" + nd.URL(), envTeam + "=s2", envName + "=" + name, envTo + "=r1",
 				envFile + "=" + filepath.Join(dir, name+".outbox"), fmt.Sprintf("%s=%d", envTotal, total)}
 			for k := 0; k < kills; k++ {
 				if k%2 == 0 {
@@ -342,8 +342,8 @@ func helperConsumer() {
 // applied exactly once.
 func TestS3_ConsumerKill9(t *testing.T) {
 	t.Parallel() // no timing criterion: runs beside the other parallel scenarios
-	node := nodetest.NewServerConfig(t, bus.NodeConfig{Token: testToken})
-	admin := bustest.Connect(t, node)
+	nd := nodetest.NewServerConfig(t, node.NodeConfig{Token: testToken})
+	admin := nodetest.Connect(t, nd)
 	pol := teambus.DefaultPolicy()
 	pol.AckWait = time.Second
 	loadTeam(t, admin, "s3", []string{"worker"}, pol)
@@ -363,7 +363,7 @@ func TestS3_ConsumerKill9(t *testing.T) {
 		}
 	}
 	execLog := filepath.Join(t.TempDir(), "exec.log")
-	env := []string{envURL + "=" + node.URL(), envTeam + "=s3", envName + "=worker", envFile + "=" + execLog, envBucket + "=FX_s3", envWorkMS + "=10"}
+	env := []string{envURL + "=" + nd.URL(), envTeam + "=s3", envName + "=worker", envFile + "=" + execLog, envBucket + "=FX_s3", envWorkMS + "=10"}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
 	selfKills, extKills := 0, 0
 	for g := 0; g < generations; g++ {

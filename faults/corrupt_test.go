@@ -12,11 +12,12 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/node"
 )
 
 // streamDir is the store directory of a stream of the node in dir.
 func streamDir(dir, stream string) string {
-	return filepath.Join(dir, bus.StoreDir, "jetstream", "$G", "streams", stream)
+	return filepath.Join(dir, node.StoreDir, "jetstream", "$G", "streams", stream)
 }
 
 // storeFiles lists a stream's files matching pattern (relative to its
@@ -150,7 +151,7 @@ func TestS7_CorruptStore(t *testing.T) {
 					}
 				}
 			})
-			node, err := openNode(t, dir, log, 1<<30)
+			nd, err := openNode(t, dir, log, 1<<30)
 			if err != nil {
 				// Failing is allowed, with a clear error, and the same error on
 				// every attempt: no crash loop, no half-started node.
@@ -161,26 +162,26 @@ func TestS7_CorruptStore(t *testing.T) {
 				lines = append(lines, fmt.Sprintf("%s: refused to start: %v", c.name, err))
 				return
 			}
-			defer node.Close()
+			defer nd.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			conn, err := node.Connect(ctx)
+			conn, err := nd.Connect(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer conn.Close()
-			var damage []bus.StoreDamage
+			var damage []node.StoreDamage
 			checkFor(t, time.Minute, func() error {
 				var done bool
-				if damage, done = node.StoreDamage(); !done {
+				if damage, done = nd.StoreDamage(); !done {
 					return fmt.Errorf("store check still running")
 				}
 				return nil
 			})
 			if c.gone {
 				// Nothing to read: the loss of the whole mailbox is reported.
-				if len(damage) != 1 || !damage[0].Gone || damage[0].Lost != n || len(log.matching("store damaged")) == 0 || node.Health().OK {
-					t.Fatalf("stream gone: damage %v, health %v", damage, node.Health())
+				if len(damage) != 1 || !damage[0].Gone || damage[0].Lost != n || len(log.matching("store damaged")) == 0 || nd.Health().OK {
+					t.Fatalf("stream gone: damage %v, health %v", damage, nd.Health())
 				}
 				lines = append(lines, fmt.Sprintf("%s: started, the mailbox is gone, reported gone with %d messages", c.name, damage[0].Lost))
 				return
@@ -227,10 +228,10 @@ func TestS7_CorruptStore(t *testing.T) {
 				if len(log.matching("store damaged")) == 0 {
 					t.Errorf("%d messages lost and no error logged", len(r.Lost))
 				}
-				if hl := node.Health(); hl.OK {
+				if hl := nd.Health(); hl.OK {
 					t.Errorf("health is ok with %d messages lost", len(r.Lost))
 				}
-			} else if hl := node.Health(); hl.OK != (recreated == 0) {
+			} else if hl := nd.Health(); hl.OK != (recreated == 0) {
 				t.Errorf("health reports %v with nothing lost and %d consumers recreated", hl.Errors, recreated)
 			}
 			// The node keeps working: a new send is stored and readable.
@@ -268,7 +269,7 @@ func fillStore(t *testing.T, dir string, kill9 bool, n int, h *History) {
 			// The node records its high-water marks every second: kill it
 			// once they cover every message, so the loss is provable.
 			checkFor(t, 30*time.Second, func() error {
-				b, err := os.ReadFile(filepath.Join(dir, bus.MarksFile))
+				b, err := os.ReadFile(filepath.Join(dir, node.MarksFile))
 				if err != nil {
 					return err
 				}
@@ -280,16 +281,16 @@ func fillStore(t *testing.T, dir string, kill9 bool, n int, h *History) {
 			nproc.kill9()
 		}
 	} else {
-		node, err := openNode(t, dir, &memLogger{}, 1<<30)
+		nd, err := openNode(t, dir, &memLogger{}, 1<<30)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if conn, err = node.Connect(ctx); err != nil {
+		if conn, err = nd.Connect(ctx); err != nil {
 			t.Fatal(err)
 		}
 		stop = func() {
 			conn.Close()
-			if err := node.Close(); err != nil {
+			if err := nd.Close(); err != nil {
 				t.Fatal(err)
 			}
 		}

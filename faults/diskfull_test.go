@@ -34,11 +34,11 @@ func smallDisk(t *testing.T, size string) string {
 }
 
 // openNode opens a node in dir with the test token, logging into log.
-func openNode(t *testing.T, dir string, log *memLogger, maxStore int64) (*bus.Node, error) {
+func openNode(t *testing.T, dir string, log *memLogger, maxStore int64) (*node.Node, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return bus.Open(ctx, bus.NodeConfig{Dir: dir, Listen: "127.0.0.1:-1", Token: testToken, MaxStore: maxStore, Logger: log.logger(), Attach: node.Attach(node.Config{})})
+	return node.Start(ctx, node.NodeConfig{Dir: dir, Listen: "127.0.0.1:-1", Token: testToken, MaxStore: maxStore, Logger: log.logger(), Attach: node.Attach(node.Config{})})
 }
 
 // S6: the store's disk fills up (a small tmpfs). Sends fail with a clear
@@ -55,14 +55,14 @@ func TestS6_DiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := &memLogger{}
-	node, err := openNode(t, dir, log, 1<<30) // store limit far above the device: real ENOSPC
+	nd, err := openNode(t, dir, log, 1<<30) // store limit far above the device: real ENOSPC
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { node.Close() }()
+	defer func() { nd.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	conn, err := node.Connect(ctx)
+	conn, err := nd.Connect(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,28 +100,28 @@ func TestS6_DiskFull(t *testing.T) {
 	if lines := log.matching("no space left"); len(lines) == 0 {
 		t.Error("the node logged nothing about the full disk")
 	}
-	if h := node.Health(); h.OK || !strings.Contains(strings.Join(h.Errors, " "), "no space left") {
+	if h := nd.Health(); h.OK || !strings.Contains(strings.Join(h.Errors, " "), "no space left") {
 		t.Errorf("node health on a full disk = %+v, want the write error", h)
 	}
 
 	// Free space, restart, read everything.
 	conn.Close()
-	if err := node.Close(); err != nil {
+	if err := nd.Close(); err != nil {
 		t.Logf("close on a full disk: %v", err)
 	}
 	if err := os.Remove(ballast); err != nil {
 		t.Fatal(err)
 	}
-	node, err = openNode(t, dir, log, 1<<30)
+	nd, err = openNode(t, dir, log, 1<<30)
 	if err != nil {
 		t.Fatalf("restart after freeing space: %v", err)
 	}
-	conn, err = node.Connect(ctx)
+	conn, err = nd.Connect(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if h := node.Health(); !h.OK {
+	if h := nd.Health(); !h.OK {
 		t.Errorf("node health after space was freed and a restart = %+v", h)
 	}
 	if _, err := scanMailbox(ctx, conn.JS, bus.MailboxPrefix+"df", h); err != nil {

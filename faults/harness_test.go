@@ -100,7 +100,7 @@ func helperNode() {
 		maxStore = 1 << 30
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	err := bus.Run(ctx, bus.NodeConfig{Dir: os.Getenv(envDir), Listen: os.Getenv(envListen), Token: testToken, MaxStore: maxStore, Logger: log, Attach: node.Attach(node.Config{Logger: log})})
+	err := node.Run(ctx, node.NodeConfig{Dir: os.Getenv(envDir), Listen: os.Getenv(envListen), Token: testToken, MaxStore: maxStore, Logger: log, Attach: node.Attach(node.Config{Logger: log})})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "node:", err)
 		os.Exit(1)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/team"
 )
 
@@ -27,11 +28,11 @@ func TestS10_ConfigInvariants(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// Defaults, but a free port: 4222 may be taken on a CI host.
-	node, err := bus.Open(ctx, bus.NodeConfig{Dir: t.TempDir(), Listen: "127.0.0.1:0", Logger: (&memLogger{}).logger()})
+	nd, err := node.Start(ctx, node.NodeConfig{Dir: t.TempDir(), Listen: "127.0.0.1:0", Logger: (&memLogger{}).logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer node.Close()
+	defer nd.Close()
 	checks := 0
 	check := func(ok bool, format string, args ...any) {
 		t.Helper()
@@ -42,31 +43,31 @@ func TestS10_ConfigInvariants(t *testing.T) {
 	}
 
 	// Server: fsync before every acknowledgement, explicit limits.
-	jsc := node.Server().JetStreamConfig()
+	jsc := nd.Server().JetStreamConfig()
 	check(jsc != nil && jsc.SyncAlways, "JetStream runs without sync_always: %+v", jsc)
-	check(node.CheckSync() == nil, "CheckSync: %v", node.CheckSync())
-	check(jsc.MaxStore == bus.DefaultMaxStore, "JetStreamMaxStore = %d, want the explicit default %d", jsc.MaxStore, bus.DefaultMaxStore)
-	check(jsc.MaxMemory == bus.DefaultMaxMemory, "JetStreamMaxMemory = %d, want %d", jsc.MaxMemory, bus.DefaultMaxMemory)
+	check(nd.CheckSync() == nil, "CheckSync: %v", nd.CheckSync())
+	check(jsc.MaxStore == node.DefaultMaxStore, "JetStreamMaxStore = %d, want the explicit default %d", jsc.MaxStore, node.DefaultMaxStore)
+	check(jsc.MaxMemory == node.DefaultMaxMemory, "JetStreamMaxMemory = %d, want %d", jsc.MaxMemory, node.DefaultMaxMemory)
 
 	// Loopback only, monitoring off, a non-loopback listen refused.
-	addr, ok := node.Server().Addr().(*net.TCPAddr)
-	check(ok && addr.IP.IsLoopback(), "listens on %v, want loopback", node.Server().Addr())
-	check(strings.HasPrefix(node.URL(), "nats://127.0.0.1:"), "discovery URL %s, want loopback", node.URL())
-	check(node.MonitorURL() == "", "monitoring is on at %s", node.MonitorURL())
+	addr, ok := nd.Server().Addr().(*net.TCPAddr)
+	check(ok && addr.IP.IsLoopback(), "listens on %v, want loopback", nd.Server().Addr())
+	check(strings.HasPrefix(nd.URL(), "nats://127.0.0.1:"), "discovery URL %s, want loopback", nd.URL())
+	check(nd.MonitorURL() == "", "monitoring is on at %s", nd.MonitorURL())
 	for _, l := range []string{"0.0.0.0:0", "[::]:0", "192.0.2.1:4222"} {
-		err := bus.NodeConfig{Dir: t.TempDir(), Listen: l}.Validate()
+		err := node.NodeConfig{Dir: t.TempDir(), Listen: l}.Validate()
 		check(errors.Is(err, teambus.ErrInvalid), "listen %s accepted: %v", l, err)
 	}
 
 	// Auth required: no token, a wrong token fail; the token works.
 	for _, opts := range [][]nats.Option{nil, {nats.Token("wrong")}} {
-		nc, err := nats.Connect(node.URL(), append(opts, nats.Timeout(3*time.Second))...)
+		nc, err := nats.Connect(nd.URL(), append(opts, nats.Timeout(3*time.Second))...)
 		if err == nil {
 			nc.Close()
 		}
 		check(err != nil, "connected without the token (options %d)", len(opts))
 	}
-	conn, err := bus.Connect(ctx, bus.ConnectConfig{Server: node.URL(), Token: node.Token()})
+	conn, err := bus.Connect(ctx, bus.ConnectConfig{Server: nd.URL(), Token: nd.Token()})
 	if err != nil {
 		t.Fatalf("connect with the token: %v", err)
 	}
@@ -139,12 +140,12 @@ func TestS11_NoLeaksAcrossRestarts(t *testing.T) {
 	cycle := func(i int) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		node, err := bus.Open(ctx, bus.NodeConfig{Dir: dir, Listen: "127.0.0.1:0", MaxStore: 1 << 30, Logger: (&memLogger{}).logger()})
+		nd, err := node.Start(ctx, node.NodeConfig{Dir: dir, Listen: "127.0.0.1:0", MaxStore: 1 << 30, Logger: (&memLogger{}).logger()})
 		if err != nil {
 			t.Fatalf("restart %d: %v", i, err)
 		}
-		defer node.Close()
-		conn, err := bus.Connect(ctx, bus.ConnectConfig{Server: node.URL(), Token: node.Token()})
+		defer nd.Close()
+		conn, err := bus.Connect(ctx, bus.ConnectConfig{Server: nd.URL(), Token: nd.Token()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,7 +21,8 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node"
+	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
 
@@ -62,7 +63,7 @@ const (
 // isoWorld is one node with the two teams and the attacker's credential.
 type isoWorld struct {
 	t     *testing.T
-	node  *bus.Node
+	node  *node.Node
 	op    *bus.Conn
 	svc   *team.Service
 	creds *bus.Creds
@@ -72,7 +73,7 @@ type isoWorld struct {
 func newIsoWorld(t *testing.T) *isoWorld {
 	t.Helper()
 	n := isolationNode(t)
-	op := bustest.Connect(t, n)
+	op := nodetest.Connect(t, n)
 	w := &isoWorld{t: t, node: n, op: op, svc: team.New(op.JS, team.Config{}), pol: teambus.DefaultPolicy()}
 	ctx := isoCtx(t)
 	for _, tm := range []struct {
@@ -797,7 +798,7 @@ func isolationAttacks() []isoAttack {
 			for _, who := range []string{
 				`{"acc":"TBM_alpha","user":"alpha.tm2"}`,
 				`{"acc":"TBM_beta","user":"beta.lead"}`,
-				`{"acc":"$G","user":"` + bus.AdminUser + `"}`,
+				`{"acc":"$G","user":"` + node.AdminUser + `"}`,
 			} {
 				for _, key := range []string{"Nats-Request-Info", "nats-request-info"} {
 					h := nats.Header{}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
@@ -174,7 +173,7 @@ func stays(t *testing.T, d time.Duration, what string, cond func() error) {
 // it and its agent's late writes are refused (exit 3).
 func TestS4_TeammateSIGSTOP(t *testing.T) {
 	node := nodetest.NewServer(t)
-	conn := bustest.Connect(t, node)
+	conn := nodetest.Connect(t, node)
 	s := newSidecars(t, node.Dir(), conn)
 	ctx := context.Background()
 	pol := fastPolicy()

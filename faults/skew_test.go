@@ -10,7 +10,6 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/lead"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
@@ -81,7 +80,7 @@ func clockSkew(t *testing.T, leadSkew, mateSkew time.Duration) {
 	pol.LeadTimeout = 2 * time.Second
 	pol.StuckTimeout = 4 * time.Second
 	pol.CheckpointEvery = time.Second
-	admin := team.New(bustest.Connect(t, node).JS, team.Config{})
+	admin := team.New(nodetest.Connect(t, node).JS, team.Config{})
 	if _, err := admin.CreateTeam(ctx, "sk", "", []team.MemberSpec{{ID: "tm1"}, {ID: "tm2"}}, pol); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +89,7 @@ func clockSkew(t *testing.T, leadSkew, mateSkew time.Duration) {
 	}
 	log := slog.New(slog.NewTextHandler(&tlog{t: t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
-	leadSvc := team.New(bustest.Connect(t, node).JS, team.Config{Now: skewed(leadSkew)})
+	leadSvc := team.New(nodetest.Connect(t, node).JS, team.Config{Now: skewed(leadSkew)})
 	ld, err := lead.New(leadSvc.SidecarAPI(), lead.Config{Team: "sk", Session: "L1", Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +104,7 @@ func clockSkew(t *testing.T, leadSkew, mateSkew time.Duration) {
 	})
 	mates := map[string]*team.Service{}
 	for _, id := range []string{"tm1", "tm2"} {
-		svc := team.New(bustest.Connect(t, node).JS, team.Config{Now: skewed(mateSkew)})
+		svc := team.New(nodetest.Connect(t, node).JS, team.Config{Now: skewed(mateSkew)})
 		mates[id] = svc
 		sc, err := teammate.New(svc.SidecarAPI(), teammate.Config{Team: "sk", Member: id, Session: "s-" + id, Logger: log})
 		if err != nil {

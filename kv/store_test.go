@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/node/nodetest"
 )
 
 func testCtx(t *testing.T) context.Context {
@@ -27,8 +27,8 @@ func testCtx(t *testing.T) context.Context {
 // newStore starts a node and returns a store on it and its JetStream.
 func newStore(t *testing.T) (*kv.Store, jetstream.JetStream) {
 	t.Helper()
-	n := bustest.NewServer(t)
-	c := bustest.Connect(t, n)
+	n := nodetest.NewBareServer(t)
+	c := nodetest.Connect(t, n)
 	return kv.New(c.JS, kv.Config{}), c.JS
 }
 
@@ -319,8 +319,8 @@ func TestStore_Snapshot(t *testing.T) {
 
 func TestStore_Touch_OnlyForward(t *testing.T) {
 	ctx := testCtx(t)
-	n := bustest.NewServer(t)
-	c := bustest.Connect(t, n)
+	n := nodetest.NewBareServer(t)
+	c := nodetest.Connect(t, n)
 	var now atomic.Int64
 	now.Store(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC).UnixNano())
 	s := kv.New(c.JS, kv.Config{Now: func() time.Time { return time.Unix(0, now.Load()) }})

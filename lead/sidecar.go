@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/internal/clock"
 	"github.com/teambus/teambus/proc"
 )
@@ -565,7 +566,7 @@ func (s *Sidecar) sendEscalations(ctx context.Context) {
 			m.EscalatePending = false
 			return true
 		})
-		s.svc.LogEvent(ctx, s.cfg.Team, teambus.EvEscalation, id, map[string]any{"name": id, "crashes": m.CrashCount, "epoch": m.CrashedEpoch, "crash_limit": s.policy.CrashLimit})
+		s.svc.LogEvent(ctx, s.cfg.Team, eventlog.EvEscalation, id, map[string]any{"name": id, "crashes": m.CrashCount, "epoch": m.CrashedEpoch, "crash_limit": s.policy.CrashLimit})
 		s.log.Warn("escalated", "member", id)
 	}
 }

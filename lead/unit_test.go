@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/internal/clock"
 	"github.com/teambus/teambus/internal/sidecartest"
 	"github.com/teambus/teambus/lead"
@@ -322,7 +323,7 @@ func TestUnit_Lead(t *testing.T) {
 				}
 				var esc int
 				for _, e := range u.ft.Events() {
-					if e == teambus.EvEscalation {
+					if e == eventlog.EvEscalation {
 						esc++
 					}
 				}

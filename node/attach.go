@@ -6,15 +6,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/teambus/teambus/bus"
 )
 
-// Attach returns the bus.NodeConfig.Attach hook that hosts the team
+// Attach returns the node.NodeConfig.Attach hook that hosts the team
 // service in the node's process, on an in-process connection with the
 // node token (the data account).
-func Attach(cfg Config) func(*bus.Node) (io.Closer, error) {
-	return func(n *bus.Node) (io.Closer, error) {
+func Attach(cfg Config) func(*Node) (io.Closer, error) {
+	return func(n *Node) (io.Closer, error) {
 		nc, err := nats.Connect("", nats.InProcessServer(n.InProcess()), nats.Token(n.Token()), nats.Name("teambus-service"),
 			nats.MaxReconnects(-1))
 		if err != nil {

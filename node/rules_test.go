@@ -8,15 +8,15 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/member"
+	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
 
 // operator is the operator's client acting as m of team.
 func (e *env) operator(t *testing.T, teamID, m, session string) *member.Client {
 	t.Helper()
-	c := bustest.Connect(t, e.node)
+	c := nodetest.Connect(t, e.node)
 	cl, err := member.ForConn(c, teamID, m, session)
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +39,7 @@ func TestService_ShutdownRequestOnlyFromLead(t *testing.T) {
 		t.Fatalf("shutdown_response to the lead: %v", err)
 	}
 	// The lead's own credential may ask.
-	cr, err := bus.IssueCreds(ctx, bustest.Connect(t, e.node), "alpha", teambus.Lead, []string{e.node.URL()})
+	cr, err := bus.IssueCreds(ctx, nodetest.Connect(t, e.node), "alpha", teambus.Lead, []string{e.node.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestService_RefusedWritesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testCtx(t)
-	admin := bustest.Connect(t, e.node)
+	admin := nodetest.Connect(t, e.node)
 	streams := []string{"TBM_alpha", "TBM_beta", "TBE_alpha", "TBE_beta", "KV_TBS_alpha", "KV_TBS_beta", "KV_TBH_alpha", "KV_TBH_beta"}
 	state := func() map[string]jetstream.StreamState {
 		out := map[string]jetstream.StreamState{}

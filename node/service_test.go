@@ -11,7 +11,6 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
@@ -28,7 +27,7 @@ func testCtx(t *testing.T) context.Context {
 // env is a node with the team service, team alpha (tm1, tm2) and beta
 // (tm1), and a connection of alpha/tm1's credential.
 type env struct {
-	node  *bus.Node
+	node  *node.Node
 	admin *team.Service
 	conn  *bus.Conn // alpha/tm1's credential over TCP
 	tm1   *member.Client
@@ -38,7 +37,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	ctx := testCtx(t)
 	n := nodetest.NewServer(t)
-	c := bustest.Connect(t, n)
+	c := nodetest.Connect(t, n)
 	svc := team.New(c.JS, team.Config{})
 	for _, tm := range []struct {
 		id      string
@@ -108,7 +107,7 @@ func TestService_MemberSendThroughImport(t *testing.T) {
 func TestService_RequestInfo(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	g := bustest.Connect(t, e.node)
+	g := nodetest.Connect(t, e.node)
 	sub, err := g.NC.SubscribeSync(bus.ServiceSubject("alpha", "probe"))
 	if err != nil {
 		t.Fatal(err)
@@ -137,8 +136,8 @@ func TestService_RequestInfo(t *testing.T) {
 
 func TestService_NoServiceNoResponders(t *testing.T) {
 	t.Parallel()
-	n := bustest.NewServer(t)
-	c := bustest.Connect(t, n)
+	n := nodetest.NewBareServer(t)
+	c := nodetest.Connect(t, n)
 	cl, err := member.New(c.NC, member.Config{Team: "alpha", Member: "tm1", Operator: true})
 	if err != nil {
 		t.Fatal(err)

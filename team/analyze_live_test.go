@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/team"
 )
 
@@ -20,14 +21,14 @@ func TestService_Events_TaskCheckpointCounts(t *testing.T) {
 	must[*team.Report](t)(svc.Resume(ctx, "live", "L1", false, true))
 	must[*teambus.Task](t)(svc.Claim(ctx, tm1, "a"))
 	must[*teambus.Task](t)(svc.Checkpoint(ctx, tm1, team.CheckpointSpec{LastAction: "half way"}))
-	a, err := svc.Events("live").Analyze(ctx, teambus.AnalyzeOptions{})
+	a, err := svc.Events("live").Analyze(ctx, eventlog.AnalyzeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := a.Decision, teambus.DecisionAutoResume; got != want {
+	if got, want := a.Decision, eventlog.DecisionAutoResume; got != want {
 		t.Errorf("decision %s, want %s (%v)", got, want, a.Reasons)
 	}
-	if a.LastCheckpoint == nil || a.LastCheckpoint.Type != teambus.EvTaskCheckpoint {
+	if a.LastCheckpoint == nil || a.LastCheckpoint.Type != eventlog.EvTaskCheckpoint {
 		t.Errorf("last checkpoint %+v, want the task.checkpoint", a.LastCheckpoint)
 	}
 }

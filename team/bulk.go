@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/kv"
 )
 
@@ -247,19 +248,19 @@ func (s *Service) logTasksAdded(ctx context.Context, team string, tasks []*teamb
 		return 0
 	}
 	sid := SessionID(team)
-	evs := make([]*teambus.Event, 0, len(tasks))
+	evs := make([]*eventlog.Event, 0, len(tasks))
 	for _, t := range tasks {
 		data, err := json.Marshal(map[string]any{"taskId": t.ID, "summary": clipText(t.Description, 200),
 			"dependencies": t.Dependencies, "priority": t.Priority, "status": t.Status})
 		if err != nil {
-			s.cfg.Logger.Warn("encode event", "team", team, "type", teambus.EvTaskAdded, "err", err)
+			s.cfg.Logger.Warn("encode event", "team", team, "type", eventlog.EvTaskAdded, "err", err)
 			continue
 		}
-		evs = append(evs, &teambus.Event{TS: s.Now().Truncate(time.Millisecond), SID: sid, Type: teambus.EvTaskAdded, Feature: team, Data: data})
+		evs = append(evs, &eventlog.Event{TS: s.Now().Truncate(time.Millisecond), SID: sid, Type: eventlog.EvTaskAdded, Feature: team, Data: data})
 	}
 	n, err := s.Events(team).AppendBatch(ctx, evs)
 	if err != nil {
-		s.cfg.Logger.Warn("log events", "team", team, "type", teambus.EvTaskAdded, "stored", n, "of", len(evs), "err", err)
+		s.cfg.Logger.Warn("log events", "team", team, "type", eventlog.EvTaskAdded, "stored", n, "of", len(evs), "err", err)
 	}
 	return n
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/team"
 )
 
@@ -62,7 +63,7 @@ func TestService_ImportTasks_DependenciesFirst(t *testing.T) {
 		t.Errorf("schema = %+v, want available", s)
 	}
 	var added []string
-	err = f.svc.Events("imp").Replay(testCtx(t), bus.EventFilter{Type: teambus.EvTaskAdded}, func(r *bus.EventRecord) error {
+	err = f.svc.Events("imp").Replay(testCtx(t), bus.EventFilter{Type: eventlog.EvTaskAdded}, func(r *bus.EventRecord) error {
 		added = append(added, string(r.Event.Data))
 		return nil
 	})

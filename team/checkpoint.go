@@ -12,6 +12,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/internal/atomicfile"
 	"github.com/teambus/teambus/kv"
 )
@@ -47,7 +48,7 @@ func (s *Service) CheckpointTeam(ctx context.Context, team, label string) (*team
 	}
 	data, _ := json.Marshal(map[string]any{"label": label, "checkpoint_seq": t.CheckpointSeq, "status": t.Status,
 		"resumable": !t.Closed(), "tasks": counts})
-	e := &teambus.Event{TS: s.Now().Truncate(time.Millisecond), SID: SessionID(team), Seq: teambus.AutoSeq, Type: teambus.EvCheckpoint, Feature: team, Data: data}
+	e := &eventlog.Event{TS: s.Now().Truncate(time.Millisecond), SID: SessionID(team), Seq: eventlog.AutoSeq, Type: eventlog.EvCheckpoint, Feature: team, Data: data}
 	if _, err := s.Events(team).Append(ctx, e); err != nil {
 		return t, fmt.Errorf("log checkpoint %d of team %s: %w", t.CheckpointSeq, team, err)
 	}

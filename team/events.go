@@ -8,8 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/eventlog"
 )
 
 // What teambus logs about itself, in a team's event log (seed 004's
@@ -24,7 +24,7 @@ import (
 //     Its events come from whatever process did the operation (a command,
 //     a sidecar), so its seq is assigned by the event log itself:
 //     compare-and-set on the session's last event (bus.Events.Append with
-//     teambus.AutoSeq).
+//     eventlog.AutoSeq).
 //   - Every sidecar run is a session of its own, sid
 //     "teambus:<team>:<member>:<epoch>" (member "lead" for the lead and
 //     the lead epoch): session.start when it attached or registered,
@@ -55,13 +55,13 @@ func (s *Service) Events(team string) *bus.Events {
 // names the member it is about ("" for the team). Failures are logged, not
 // returned.
 func (s *Service) LogEvent(ctx context.Context, team, typ, agent string, data any) {
-	s.logEvent(ctx, team, SessionID(team), teambus.AutoSeq, typ, agent, data)
+	s.logEvent(ctx, team, SessionID(team), eventlog.AutoSeq, typ, agent, data)
 }
 
 // LogEventWithin is LogEvent bounded by d instead of its own few seconds,
 // for a hook that must finish within its budget.
 func (s *Service) LogEventWithin(ctx context.Context, team, typ, agent string, data any, d time.Duration) {
-	s.logEventTimeout(ctx, team, SessionID(team), teambus.AutoSeq, typ, agent, data, d)
+	s.logEventTimeout(ctx, team, SessionID(team), eventlog.AutoSeq, typ, agent, data, d)
 }
 
 func (s *Service) logEvent(ctx context.Context, team, sid string, seq int64, typ, agent string, data any) {
@@ -69,7 +69,7 @@ func (s *Service) logEvent(ctx context.Context, team, sid string, seq int64, typ
 }
 
 func (s *Service) logEventTimeout(ctx context.Context, team, sid string, seq int64, typ, agent string, data any, d time.Duration) {
-	e := &teambus.Event{TS: s.Now().Truncate(time.Millisecond), SID: sid, Seq: seq, Type: typ, Feature: team, Agent: agent}
+	e := &eventlog.Event{TS: s.Now().Truncate(time.Millisecond), SID: sid, Seq: seq, Type: typ, Feature: team, Agent: agent}
 	if data != nil {
 		b, err := json.Marshal(data)
 		if err != nil {
@@ -107,7 +107,7 @@ func (s *Service) StartSession(ctx context.Context, team, member string, epoch i
 		data = map[string]any{}
 	}
 	data["epoch"] = epoch
-	es.Log(ctx, teambus.EvSessionStart, data)
+	es.Log(ctx, eventlog.EvSessionStart, data)
 	return es
 }
 
@@ -138,7 +138,7 @@ func (es *EventSession) End(ctx context.Context, outcome string, err error) {
 	if err != nil {
 		data["error"] = clipText(err.Error(), 1000)
 	}
-	es.Log(ctx, teambus.EvSessionEnd, data)
+	es.Log(ctx, eventlog.EvSessionEnd, data)
 }
 
 // clipText shortens free text carried in event data to about n bytes,

@@ -16,15 +16,17 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/lead"
+	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/teammate"
 )
 
 func evSvc(t *testing.T) *team.Service {
 	t.Helper()
-	n := bustest.NewServer(t)
-	c := bustest.Connect(t, n)
+	n := nodetest.NewBareServer(t)
+	c := nodetest.Connect(t, n)
 	return team.New(c.JS, team.Config{})
 }
 
@@ -74,7 +76,7 @@ func must[T any](t *testing.T) func(T, error) T {
 	}
 }
 
-func statuses(tasks map[string]teambus.TaskState) string {
+func statuses(tasks map[string]eventlog.TaskState) string {
 	var parts []string
 	for id, st := range tasks {
 		parts = append(parts, id+"="+st.Status)
@@ -126,14 +128,14 @@ func TestService_Events_TeamStory(t *testing.T) {
 		t.Fatalf("team session events:\n got %v\nwant %v", got, want)
 	}
 
-	a, err := svc.Events("ev").Analyze(ctx, teambus.AnalyzeOptions{})
+	a, err := svc.Events("ev").Analyze(ctx, eventlog.AnalyzeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a.Analyzed == nil || *a.Analyzed != team.SessionID("ev") || len(a.Gaps) != 0 {
 		t.Fatalf("analyzed %v, gaps %v", a.Analyzed, a.Gaps)
 	}
-	if a.Decision != teambus.DecisionNeedsDecision || len(a.Issues) != 1 || a.Issues[0].Type != teambus.EvTaskFailed {
+	if a.Decision != eventlog.DecisionNeedsDecision || len(a.Issues) != 1 || a.Issues[0].Type != eventlog.EvTaskFailed {
 		t.Errorf("decision %s, issues %+v", a.Decision, a.Issues)
 	}
 	if got := statuses(a.Tasks); got != "a=COMPLETE b=FAILED" {
@@ -145,11 +147,11 @@ func TestService_Events_TeamStory(t *testing.T) {
 
 	// Completing the team ends its session: nothing to resume.
 	must[*teambus.Team](t)(svc.Transition(ctx, "ev", teambus.TeamComplete, ""))
-	a, err = svc.Events("ev").Analyze(ctx, teambus.AnalyzeOptions{})
+	a, err = svc.Events("ev").Analyze(ctx, eventlog.AnalyzeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Decision != teambus.DecisionClean || !a.Sessions[0].HasEnd {
+	if a.Decision != eventlog.DecisionClean || !a.Sessions[0].HasEnd {
 		t.Errorf("after complete: decision %s, sessions %+v", a.Decision, a.Sessions)
 	}
 }
@@ -176,12 +178,12 @@ func TestSidecars_EventSessions(t *testing.T) {
 	tmDone := make(chan error, 1)
 	go func() { _, err := ts.Run(ctx); tmDone <- err }()
 
-	sessions := func() map[string]teambus.SessionSummary {
-		a, err := svc.Events("sc").Analyze(testCtx(t), teambus.AnalyzeOptions{})
+	sessions := func() map[string]eventlog.SessionSummary {
+		a, err := svc.Events("sc").Analyze(testCtx(t), eventlog.AnalyzeOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := map[string]teambus.SessionSummary{}
+		out := map[string]eventlog.SessionSummary{}
 		for _, s := range a.Sessions {
 			out[s.SID] = s
 		}
@@ -214,7 +216,7 @@ func TestSidecars_EventSessions(t *testing.T) {
 	}
 	// A run that dies without stopping leaves its session open.
 	svc.StartSession(testCtx(t), "sc", "tm1", 9, map[string]any{"command": "teammate"})
-	a, err := svc.Events("sc").Analyze(testCtx(t), teambus.AnalyzeOptions{})
+	a, err := svc.Events("sc").Analyze(testCtx(t), eventlog.AnalyzeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +353,7 @@ func TestResume_ConsolidatingWithUncommittedChanges(t *testing.T) {
 	}
 	// The transitions were logged.
 	types := evTypes(t, svc, "cons")
-	if !contains(types, teambus.EvTeamConsolidate) || !contains(types, "lead.takeover(lead)") {
+	if !contains(types, eventlog.EvTeamConsolidate) || !contains(types, "lead.takeover(lead)") {
 		t.Errorf("team events = %v", types)
 	}
 }

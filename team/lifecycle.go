@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/kv"
 )
 
@@ -47,7 +48,7 @@ func (s *Service) Join(ctx context.Context, team, member, session string) (*team
 	}
 	if err == nil {
 		_ = s.store.Touch(ctx, team, member) // advisory: a lost activity stamp makes the lead probe a little early
-		s.LogEvent(ctx, team, teambus.EvAgentSpawned, member, map[string]any{"name": member, "epoch": out.Epoch, "session": session, "role": out.Role})
+		s.LogEvent(ctx, team, eventlog.EvAgentSpawned, member, map[string]any{"name": member, "epoch": out.Epoch, "session": session, "role": out.Role})
 	}
 	return out, err
 }
@@ -106,16 +107,16 @@ func (s *Service) SetMemberStatus(ctx context.Context, team, member string, epoc
 		data := map[string]any{"name": member, "epoch": cur, "from": from, "status": status}
 		switch {
 		case status == teambus.MemberZombie:
-			s.LogEvent(ctx, team, teambus.EvMemberZombie, member, data)
+			s.LogEvent(ctx, team, eventlog.EvMemberZombie, member, data)
 		case from == teambus.MemberZombie && status != teambus.MemberShutdown:
 			if since != nil {
 				data["zombie_for"] = s.Now().Sub(*since).Round(time.Millisecond).String()
 			}
-			s.LogEvent(ctx, team, teambus.EvMemberUnzombie, member, data)
+			s.LogEvent(ctx, team, eventlog.EvMemberUnzombie, member, data)
 		}
 		if status == teambus.MemberShutdown {
 			data["result"] = "shutdown"
-			s.LogEvent(ctx, team, teambus.EvAgentCompleted, member, data)
+			s.LogEvent(ctx, team, eventlog.EvAgentCompleted, member, data)
 		}
 	}
 	return err
@@ -222,7 +223,7 @@ func (s *Service) MarkCrashed(ctx context.Context, team, member string, epoch in
 		return res, fmt.Errorf("record crash of %s: %w", member, err)
 	}
 	if res.Counted {
-		s.LogEvent(ctx, team, teambus.EvAgentCrashed, member, map[string]any{"name": member, "epoch": epoch, "reason": clipText(reason, 1000),
+		s.LogEvent(ctx, team, eventlog.EvAgentCrashed, member, map[string]any{"name": member, "epoch": epoch, "reason": clipText(reason, 1000),
 			"crashes": res.Crashes, "tasks": nonNil(res.Tasks), "paused": res.Paused})
 	}
 	if _, err := s.ReconcileMember(ctx, team, member, reason); err != nil {
@@ -275,9 +276,9 @@ func (s *Service) ReconcileMember(ctx context.Context, team, member, reason stri
 	if err == nil {
 		for _, id := range changed {
 			if paused {
-				s.LogEvent(ctx, team, teambus.EvTaskPaused, "", map[string]any{"taskId": id, "error": clipText(fmt.Sprintf("%s crashed: %s", member, reason), 1000)})
+				s.LogEvent(ctx, team, eventlog.EvTaskPaused, "", map[string]any{"taskId": id, "error": clipText(fmt.Sprintf("%s crashed: %s", member, reason), 1000)})
 			} else {
-				s.LogEvent(ctx, team, teambus.EvTaskRequeued, "", map[string]any{"taskId": id, "reason": clipText(fmt.Sprintf("%s crashed: %s", member, reason), 1000)})
+				s.LogEvent(ctx, team, eventlog.EvTaskRequeued, "", map[string]any{"taskId": id, "reason": clipText(fmt.Sprintf("%s crashed: %s", member, reason), 1000)})
 			}
 		}
 	}

@@ -14,7 +14,8 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node"
+	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
 
@@ -79,7 +80,7 @@ func tickClock() func() time.Time {
 
 // fixture is a team service on a fresh node.
 type fixture struct {
-	node *bus.Node
+	node *node.Node
 	conn *bus.Conn
 	svc  *team.Service
 }
@@ -91,8 +92,8 @@ func newFixture(t testing.TB, cfg team.Config) *fixture {
 
 func newFixtureDir(t testing.TB, dir string, cfg team.Config) *fixture {
 	t.Helper()
-	n := bustest.NewServerDir(t, dir)
-	c := bustest.Connect(t, n)
+	n := nodetest.NewBareServerDir(t, dir)
+	c := nodetest.Connect(t, n)
 	if cfg.Now == nil {
 		cfg.Now = tickClock()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/kv"
 )
 
@@ -27,7 +28,7 @@ func (s *Service) Repair(ctx context.Context, team string, apply bool) ([]kv.Rep
 		if st.Action == kv.RepairRestore {
 			data["from_revision"], data["new_revision"] = st.From, st.NewRevision
 		}
-		s.LogEvent(ctx, team, teambus.EvStateRepaired, "", data)
+		s.LogEvent(ctx, team, eventlog.EvStateRepaired, "", data)
 	}
 	return steps, err
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/team"
 )
@@ -29,10 +30,10 @@ func (f *fixture) putGarbage(t *testing.T, teamID, key, value string) uint64 {
 }
 
 // repairEvents returns the state.repaired events of the team's log.
-func (f *fixture) repairEvents(t *testing.T, teamID string) []teambus.Event {
+func (f *fixture) repairEvents(t *testing.T, teamID string) []eventlog.Event {
 	t.Helper()
-	var out []teambus.Event
-	err := f.svc.Events(teamID).Replay(testCtx(t), bus.EventFilter{Type: teambus.EvStateRepaired}, func(r *bus.EventRecord) error {
+	var out []eventlog.Event
+	err := f.svc.Events(teamID).Replay(testCtx(t), bus.EventFilter{Type: eventlog.EvStateRepaired}, func(r *bus.EventRecord) error {
 		e := r.Event
 		e.Data = append([]byte(nil), e.Data...)
 		out = append(out, e)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/kv"
 )
 
@@ -118,9 +119,9 @@ func (s *Service) Resume(ctx context.Context, team, session string, force, asLea
 		return nil, err
 	}
 	if decision == DecisionTakeover {
-		s.LogEvent(ctx, team, teambus.EvLeadTakeover, teambus.Lead, map[string]any{"session": session, "old_session": oldLead, "epoch": t.LeadEpoch, "forced": force})
+		s.LogEvent(ctx, team, eventlog.EvLeadTakeover, teambus.Lead, map[string]any{"session": session, "old_session": oldLead, "epoch": t.LeadEpoch, "forced": force})
 	} else {
-		s.LogEvent(ctx, team, teambus.EvLeadAttached, teambus.Lead, map[string]any{"session": session, "epoch": t.LeadEpoch, "decision": decision})
+		s.LogEvent(ctx, team, eventlog.EvLeadAttached, teambus.Lead, map[string]any{"session": session, "epoch": t.LeadEpoch, "decision": decision})
 	}
 	rep, err := s.report(ctx, t, decision)
 	if err != nil {
@@ -383,13 +384,13 @@ func (s *Service) transition(ctx context.Context, team string, to teambus.TeamSt
 	switch to {
 	case teambus.TeamConsolidating:
 		data["worktree"] = worktree
-		s.LogEvent(ctx, team, teambus.EvTeamConsolidate, "", data)
+		s.LogEvent(ctx, team, eventlog.EvTeamConsolidate, "", data)
 	case teambus.TeamComplete:
-		s.LogEvent(ctx, team, teambus.EvTeamComplete, "", data)
-		s.LogEvent(ctx, team, teambus.EvSessionEnd, "", map[string]any{"status": to})
+		s.LogEvent(ctx, team, eventlog.EvTeamComplete, "", data)
+		s.LogEvent(ctx, team, eventlog.EvSessionEnd, "", map[string]any{"status": to})
 	case teambus.TeamAborted:
-		s.LogEvent(ctx, team, teambus.EvTeamAborted, "", data)
-		s.LogEvent(ctx, team, teambus.EvSessionEnd, "", map[string]any{"status": to})
+		s.LogEvent(ctx, team, eventlog.EvTeamAborted, "", data)
+		s.LogEvent(ctx, team, eventlog.EvSessionEnd, "", map[string]any{"status": to})
 	}
 	return t, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/kv"
 )
 
@@ -233,7 +234,7 @@ func (s *Service) createTeam(ctx context.Context, id, leadSession string, member
 	for _, m := range members {
 		ids = append(ids, m.ID)
 	}
-	s.LogEvent(ctx, id, teambus.EvSessionStart, "", map[string]any{"command": "team.create", "team": id, "members": ids, "lead_session": leadSession})
+	s.LogEvent(ctx, id, eventlog.EvSessionStart, "", map[string]any{"command": "team.create", "team": id, "members": ids, "lead_session": leadSession})
 	return t, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/kv"
 )
 
@@ -53,7 +54,7 @@ func (s *Service) AddTask(ctx context.Context, team string, spec TaskSpec) (*tea
 		return nil
 	})
 	if err == nil {
-		s.LogEvent(ctx, team, teambus.EvTaskAdded, "", map[string]any{"taskId": out.ID, "summary": clipText(out.Description, 200),
+		s.LogEvent(ctx, team, eventlog.EvTaskAdded, "", map[string]any{"taskId": out.ID, "summary": clipText(out.Description, 200),
 			"dependencies": out.Dependencies, "priority": out.Priority, "status": out.Status})
 	}
 	return out, err
@@ -166,7 +167,7 @@ func (s *Service) Claim(ctx context.Context, a Actor, id string) (*teambus.Task,
 	}
 	s.touch(ctx, a)
 	if changed {
-		s.LogEvent(ctx, a.Team, teambus.EvTaskClaimed, a.Member, map[string]any{"taskId": out.ID, "agent": a.Member, "attempts": out.Attempts, "epoch": out.Epoch})
+		s.LogEvent(ctx, a.Team, eventlog.EvTaskClaimed, a.Member, map[string]any{"taskId": out.ID, "agent": a.Member, "attempts": out.Attempts, "epoch": out.Epoch})
 	}
 	return out, nil
 }
@@ -299,7 +300,7 @@ func (s *Service) Next(ctx context.Context, a Actor) (*teambus.Task, error) {
 				return nil, err
 			}
 			s.touch(ctx, a)
-			s.LogEvent(ctx, a.Team, teambus.EvTaskClaimed, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "attempts": t.Attempts, "epoch": t.Epoch})
+			s.LogEvent(ctx, a.Team, eventlog.EvTaskClaimed, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "attempts": t.Attempts, "epoch": t.Epoch})
 			return t, nil
 		}
 	}
@@ -319,7 +320,7 @@ func (s *Service) Complete(ctx context.Context, a Actor, id, commit string) (*te
 		return nil, false, err
 	}
 	if changed {
-		s.LogEvent(ctx, a.Team, teambus.EvTaskCompleted, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "commit": commit})
+		s.LogEvent(ctx, a.Team, eventlog.EvTaskCompleted, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "commit": commit})
 	}
 	_, err = s.PromoteReady(ctx, a.Team)
 	return t, changed, err
@@ -349,7 +350,7 @@ func (s *Service) PromoteReady(ctx context.Context, team string) ([]string, erro
 	})
 	if err == nil {
 		for _, id := range out {
-			s.LogEvent(ctx, team, teambus.EvTaskUnblocked, "", map[string]any{"taskId": id, "status": teambus.TaskAvailable})
+			s.LogEvent(ctx, team, eventlog.EvTaskUnblocked, "", map[string]any{"taskId": id, "status": teambus.TaskAvailable})
 		}
 	}
 	return out, err
@@ -366,10 +367,10 @@ func (s *Service) Fail(ctx context.Context, a Actor, id, reason string) (*teambu
 	})
 	if err == nil {
 		paused := t.Status == teambus.TaskPaused
-		s.LogEvent(ctx, a.Team, teambus.EvTaskFailed, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "error": clipText(reason, 1000),
+		s.LogEvent(ctx, a.Team, eventlog.EvTaskFailed, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "error": clipText(reason, 1000),
 			"attempts": t.Attempts, "failures": t.Failures, "paused": paused})
 		if paused {
-			s.LogEvent(ctx, a.Team, teambus.EvTaskPaused, "", map[string]any{"taskId": t.ID, "error": fmt.Sprintf("failed %d times (max-attempts)", t.Failures)})
+			s.LogEvent(ctx, a.Team, eventlog.EvTaskPaused, "", map[string]any{"taskId": t.ID, "error": fmt.Sprintf("failed %d times (max-attempts)", t.Failures)})
 		}
 	}
 	return t, err
@@ -388,7 +389,7 @@ func (s *Service) Block(ctx context.Context, a Actor, id, on, reason string) (*t
 		return before.Status != t.Status || before.BlockedOn != t.BlockedOn || before.BlockedReason != t.BlockedReason, nil
 	})
 	if err == nil && changed {
-		s.LogEvent(ctx, a.Team, teambus.EvTaskBlocked, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "on": on, "reason": clipText(reason, 1000)})
+		s.LogEvent(ctx, a.Team, eventlog.EvTaskBlocked, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "on": on, "reason": clipText(reason, 1000)})
 	}
 	return t, err
 }
@@ -403,9 +404,9 @@ func (s *Service) Release(ctx context.Context, a Actor, id string) (*teambus.Tas
 		return true, teambus.Release(t, a.Member, snap.Tasks, s.Now())
 	})
 	if err == nil {
-		typ := teambus.EvTaskReleased
+		typ := eventlog.EvTaskReleased
 		if a.IsLead() {
-			typ = teambus.EvTaskRequeued
+			typ = eventlog.EvTaskRequeued
 		}
 		s.LogEvent(ctx, a.Team, typ, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "status": t.Status})
 	}
@@ -438,7 +439,7 @@ func (s *Service) Reassign(ctx context.Context, a Actor, id, to string) (*teambu
 		return true, teambus.Reassign(t, to, target.Epoch, s.Now())
 	})
 	if err == nil {
-		s.LogEvent(ctx, a.Team, teambus.EvTaskReassigned, a.Member, map[string]any{"taskId": t.ID, "to": to, "from": from})
+		s.LogEvent(ctx, a.Team, eventlog.EvTaskReassigned, a.Member, map[string]any{"taskId": t.ID, "to": to, "from": from})
 	}
 	return t, err
 }
@@ -452,7 +453,7 @@ func (s *Service) Reopen(ctx context.Context, a Actor, id string) (*teambus.Task
 		return true, teambus.Reopen(t, snap.Tasks, s.Now())
 	})
 	if err == nil {
-		s.LogEvent(ctx, a.Team, teambus.EvTaskReopened, a.Member, map[string]any{"taskId": t.ID, "status": t.Status})
+		s.LogEvent(ctx, a.Team, eventlog.EvTaskReopened, a.Member, map[string]any{"taskId": t.ID, "status": t.Status})
 	}
 	return t, err
 }
@@ -530,7 +531,7 @@ func (s *Service) Checkpoint(ctx context.Context, a Actor, spec CheckpointSpec) 
 		return true, nil
 	})
 	if err == nil {
-		s.LogEvent(ctx, a.Team, teambus.EvTaskCheckpoint, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "seq": t.Checkpoint.Seq,
+		s.LogEvent(ctx, a.Team, eventlog.EvTaskCheckpoint, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "seq": t.Checkpoint.Seq,
 			"auto": spec.Auto, "last_action": clipText(t.Checkpoint.LastAction, 500), "done": len(t.Checkpoint.TasksCompleted), "remaining": len(t.Checkpoint.TasksRemaining)})
 	}
 	return t, err

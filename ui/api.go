@@ -11,6 +11,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/team"
 )
@@ -358,7 +359,7 @@ func (s *Server) pause(ctx context.Context, teamID, taskID string) (*teambus.Tas
 		return nil
 	})
 	if err == nil && changed {
-		s.cfg.Service.LogEvent(ctx, teamID, teambus.EvTaskPaused, "", map[string]any{"taskId": taskID, "reason": "operator"})
+		s.cfg.Service.LogEvent(ctx, teamID, eventlog.EvTaskPaused, "", map[string]any{"taskId": taskID, "reason": "operator"})
 	}
 	return out, err
 }

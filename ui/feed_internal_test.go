@@ -9,6 +9,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
 
@@ -16,8 +17,8 @@ func newFeedServer(t *testing.T, cfg Config) (*Server, *team.Service) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	n := bustest.NewServer(t)
-	conn := bustest.Connect(t, n)
+	n := nodetest.NewBareServer(t)
+	conn := nodetest.Connect(t, n)
 	svc := team.New(conn.JS, team.Config{})
 	if _, err := svc.CreateTeam(ctx, "alpha", "L", []team.MemberSpec{{ID: "tm1"}}, teambus.DefaultPolicy()); err != nil {
 		t.Fatalf("create team: %v", err)

@@ -18,7 +18,9 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/ui"
 )
@@ -59,8 +61,8 @@ func testPolicy() teambus.Policy {
 func newFixture(t *testing.T, cfg ui.Config) *fixture {
 	t.Helper()
 	ctx := testCtx(t)
-	n := bustest.NewServer(t)
-	conn := bustest.Connect(t, n)
+	n := nodetest.NewBareServer(t)
+	conn := nodetest.Connect(t, n)
 	svc := team.New(conn.JS, team.Config{})
 	pol := testPolicy()
 	if _, err := svc.CreateTeam(ctx, teamID, "L", []team.MemberSpec{{ID: "tm1", Role: "coder"}, {ID: "tm2", Role: "reviewer"}}, pol); err != nil {
@@ -379,11 +381,11 @@ func TestServer_Events(t *testing.T) {
 	for _, e := range evs {
 		types[e.Type]++
 	}
-	if types[teambus.EvTaskAdded] != 4 || types[teambus.EvSessionStart] != 1 {
+	if types[eventlog.EvTaskAdded] != 4 || types[eventlog.EvSessionStart] != 1 {
 		t.Errorf("got event types %v, want 4 task.added and a session.start", types)
 	}
 	getJSON(t, c, f.http.URL+"/api/teams/alpha/events?type=task.added&limit=2", &evs)
-	if len(evs) != 2 || evs[0].Type != teambus.EvTaskAdded {
+	if len(evs) != 2 || evs[0].Type != eventlog.EvTaskAdded {
 		t.Errorf("filtered: got %+v", evs)
 	}
 	if code, _ := get(t, c, f.http.URL+"/api/teams/alpha/events?limit=-1"); code != http.StatusBadRequest {
@@ -480,7 +482,7 @@ func TestServer_Live(t *testing.T) {
 	var sawState, sawEvent bool
 	s.waitFor(t, "claimed task in state and the claim event", 0, func(ev, data string) bool {
 		sawState = sawState || ev == "state" && strings.Contains(data, `"id":"t1","description":"first","priority":0,"dependencies":[],"status":"in_progress"`)
-		sawEvent = sawEvent || ev == "event" && strings.Contains(data, teambus.EvTaskClaimed)
+		sawEvent = sawEvent || ev == "event" && strings.Contains(data, eventlog.EvTaskClaimed)
 		return sawState && sawEvent
 	})
 

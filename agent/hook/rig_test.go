@@ -17,7 +17,8 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/binding"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node"
+	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
 
@@ -25,7 +26,7 @@ import (
 // stand-in Claude process whose pid the hooks bind to.
 type rig struct {
 	t      *testing.T
-	node   *bus.Node
+	node   *node.Node
 	svc    *team.Service
 	state  string
 	claude *exec.Cmd
@@ -36,9 +37,9 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	node := bustest.NewServer(t)
-	conn := bustest.Connect(t, node)
-	r := &rig{t: t, node: node, svc: team.New(conn.JS, team.Config{}), state: t.TempDir(), session: "91a14418-95d4-40e3-8290-20dd80416f47"}
+	nd := nodetest.NewBareServer(t)
+	conn := nodetest.Connect(t, nd)
+	r := &rig{t: t, node: nd, svc: team.New(conn.JS, team.Config{}), state: t.TempDir(), session: "91a14418-95d4-40e3-8290-20dd80416f47"}
 	ctx := context.Background()
 	if _, err := r.svc.CreateTeam(ctx, "alpha", "", []team.MemberSpec{{ID: "tm1"}, {ID: "tm2"}}, teambus.DefaultPolicy()); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/mcpserver"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
@@ -37,7 +37,7 @@ func testPolicy() teambus.Policy {
 // sessions s-tm1..., lead session s-lead.
 type fixture struct {
 	t    testing.TB
-	node *bus.Node
+	node *node.Node
 	conn *bus.Conn
 	svc  *team.Service
 	pol  teambus.Policy
@@ -75,14 +75,14 @@ func forBackends(t *testing.T, test func(t *testing.T, newF fixtureFunc)) {
 
 func buildFixture(t testing.TB, members int, viaService bool) *fixture {
 	t.Helper()
-	var node *bus.Node
+	var nd *node.Node
 	if viaService {
-		node = nodetest.NewServer(t)
+		nd = nodetest.NewServer(t)
 	} else {
-		node = bustest.NewServer(t)
+		nd = nodetest.NewBareServer(t)
 	}
-	conn := bustest.Connect(t, node)
-	f := &fixture{t: t, node: node, conn: conn, svc: team.New(conn.JS, team.Config{}), pol: testPolicy(), viaService: viaService, creds: map[string]*bus.Conn{}}
+	conn := nodetest.Connect(t, nd)
+	f := &fixture{t: t, node: nd, conn: conn, svc: team.New(conn.JS, team.Config{}), pol: testPolicy(), viaService: viaService, creds: map[string]*bus.Conn{}}
 	var specs []team.MemberSpec
 	for i := 1; i <= members; i++ {
 		specs = append(specs, team.MemberSpec{ID: fmt.Sprintf("tm%d", i)})

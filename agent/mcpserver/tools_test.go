@@ -15,7 +15,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/mcpserver"
-	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
 
@@ -484,7 +484,7 @@ func testServerNoIdentity(t *testing.T, newF fixtureFunc) {
 // TestServer_Transient: a bus the server can not reach is [transient].
 func TestServer_Transient(t *testing.T) {
 	f := newFixture(t, 1)
-	conn := bustest.Connect(t, f.node)
+	conn := nodetest.Connect(t, f.node)
 	s := f.server(mcpserver.Config{Backend: mcpserver.ServiceBackend{Svc: team.New(conn.JS, team.Config{})}, Resolve: mcpserver.StaticIdentity(member("tm1"))})
 	cs := connect(t, s, nil, nil)
 	ok(t, cs, "send", map[string]any{"to": "lead", "body": "up"}, nil)

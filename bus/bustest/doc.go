@@ -1,8 +1,5 @@
-// Package bustest starts real embedded bus nodes for tests: NewServer
-// gives a JetStream node on a random loopback port in a temporary
-// directory, closed when the test ends; Connect opens an in-process
-// connection to it; CheckFor polls for a condition instead of sleeping.
-//
-// There are no mocks of NATS here or anywhere in teambus: a node starts in
-// a few milliseconds.
+// Package bustest holds the test helpers of the client side that need no
+// node: CheckFor polls for a condition instead of sleeping, Binary builds
+// cmd/teambus once for tests that run it as a process. Nodes for tests
+// come from package nodetest (NewServer, NewBareServer, Connect).
 package bustest

@@ -39,11 +39,11 @@ func busStartCommand() *cli.Command {
 			"and requires its token unless --allow-remote is given.",
 		Flags: flags([]cli.Flag{
 			dirFlag(),
-			&cli.StringFlag{Name: "listen", Usage: "client address host:port (port 0 picks a free port)", EnvVars: []string{"TEAMBUS_LISTEN"}, Value: bus.DefaultListen},
+			&cli.StringFlag{Name: "listen", Usage: "client address host:port (port 0 picks a free port)", EnvVars: []string{"TEAMBUS_LISTEN"}, Value: node.DefaultListen},
 			&cli.BoolFlag{Name: "allow-remote", Usage: "allow non-loopback --listen and --cluster-listen: anyone who reaches the port and has the token can read and write every team", EnvVars: []string{"TEAMBUS_ALLOW_REMOTE"}},
 			&cli.StringFlag{Name: "http", Usage: "monitoring address host:port, loopback only (default: off)", EnvVars: []string{"TEAMBUS_HTTP"}},
 			&cli.StringFlag{Name: "sync", Usage: "always: fsync before acknowledging; interval: fsync every --sync-interval (survives kill -9, not power loss)", EnvVars: []string{"TEAMBUS_SYNC"}, Value: bus.SyncModeAlways},
-			&cli.DurationFlag{Name: "sync-interval", Usage: "fsync interval with --sync interval", EnvVars: []string{"TEAMBUS_SYNC_INTERVAL"}, Value: bus.DefaultSyncInterval},
+			&cli.DurationFlag{Name: "sync-interval", Usage: "fsync interval with --sync interval", EnvVars: []string{"TEAMBUS_SYNC_INTERVAL"}, Value: node.DefaultSyncInterval},
 			&cli.StringFlag{Name: "max-store", Usage: "disk limit of the store, e.g. 10GiB, 512MiB", EnvVars: []string{"TEAMBUS_MAX_STORE"}, Value: "64GiB"},
 			&cli.StringFlag{Name: "max-memory", Usage: "memory limit of memory streams, e.g. 256MiB", EnvVars: []string{"TEAMBUS_MAX_MEMORY"}, Value: "256MiB"},
 			&cli.StringFlag{Name: "token", Usage: "auth token clients must present (default: kept in the node directory, generated the first time)", EnvVars: []string{"TEAMBUS_TOKEN"}},
@@ -76,7 +76,7 @@ func busStart(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg := bus.NodeConfig{
+	cfg := node.NodeConfig{
 		Dir:           dir,
 		Name:          c.String("name"),
 		Listen:        c.String("listen"),
@@ -99,7 +99,7 @@ func busStart(c *cli.Context) error {
 	// The node hosts the team service: members reach their team only
 	// through it.
 	cfg.Attach = node.Attach(node.Config{Logger: log})
-	return bus.Run(c.Context, cfg)
+	return node.Run(c.Context, cfg)
 }
 
 // splitList splits comma separated values of a repeatable flag and drops
@@ -163,11 +163,11 @@ func busStatus(c *cli.Context) error {
 // printStatus writes the text form of bus status.
 func printStatus(w io.Writer, st *bus.StatusInfo) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	node := st.URL
+	nd := st.URL
 	if st.PID > 0 {
-		node += fmt.Sprintf(" (pid %d)", st.PID)
+		nd += fmt.Sprintf(" (pid %d)", st.PID)
 	}
-	fmt.Fprintf(tw, "bus\t%s\n", node)
+	fmt.Fprintf(tw, "bus\t%s\n", nd)
 	fmt.Fprintf(tw, "server\t%s %s\n", st.ServerName, st.Version)
 	if st.Cluster != "" {
 		fmt.Fprintf(tw, "cluster\t%s\n", st.Cluster)
@@ -231,7 +231,7 @@ func busStop(c *cli.Context) error {
 		}
 	}
 	defer cancel()
-	if err := bus.Stop(ctx, dir); err != nil {
+	if err := node.Stop(ctx, dir); err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(c.App.Writer, "stopped bus node in %s\n", dir)

@@ -16,16 +16,17 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
 
 // simTeam starts a node with a team of the given members and tasks and
 // returns the node and a service on it.
-func simTeam(t *testing.T, leadSession string, members []team.MemberSpec, tasks []team.TaskSpec) (*bus.Node, *team.Service) {
+func simTeam(t *testing.T, leadSession string, members []team.MemberSpec, tasks []team.TaskSpec) (*node.Node, *team.Service) {
 	t.Helper()
 	n := nodetest.NewServer(t)
-	svc := team.New(bustest.Connect(t, n).JS, team.Config{})
+	svc := team.New(nodetest.Connect(t, n).JS, team.Config{})
 	ctx := t.Context()
 	if _, err := svc.CreateTeam(ctx, "sim", leadSession, members, teambus.DefaultPolicy()); err != nil {
 		t.Fatal(err)

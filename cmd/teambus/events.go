@@ -16,6 +16,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/internal/atomicfile"
 	"github.com/teambus/teambus/team"
 )
@@ -47,7 +48,7 @@ func eventsAppendCommand() *cli.Command {
 		Flags: flags(connFlags(), []cli.Flag{teamFlag(), sessionFlag(),
 			&cli.StringFlag{Name: "type", Usage: "event type: lowercase words joined by dots, e.g. task.started, error.encountered, checkpoint"},
 			&cli.StringFlag{Name: "sid", Usage: "session id of the event (default: --session)", EnvVars: []string{"TEAMBUS_EVENT_SID"}},
-			&cli.Int64Flag{Name: "seq", Usage: "sequence number within the session", Value: teambus.AutoSeq, DefaultText: "the session's next"},
+			&cli.Int64Flag{Name: "seq", Usage: "sequence number within the session", Value: eventlog.AutoSeq, DefaultText: "the session's next"},
 			&cli.StringFlag{Name: "agent", Usage: "the agent the event is about"},
 			&cli.StringFlag{Name: "feature", Usage: "the feature (default: the team id)"},
 			&cli.StringFlag{Name: "pane-id", Usage: "terminal pane of the agent", EnvVars: []string{"TEAMBUS_PANE_ID"}},
@@ -77,7 +78,7 @@ func eventsAppend(c *cli.Context) error {
 	if sid == "" {
 		return usageError(c, "missing --sid (or --session / TEAMBUS_SESSION)")
 	}
-	e := teambus.Event{V: teambus.EventVersion, SID: sid, Seq: c.Int64("seq"), Type: c.String("type"),
+	e := eventlog.Event{V: eventlog.Version, SID: sid, Seq: c.Int64("seq"), Type: c.String("type"),
 		Agent: c.String("agent"), Feature: c.String("feature"), PaneID: c.String("pane-id")}
 	if e.Feature == "" {
 		e.Feature = teamID
@@ -90,7 +91,7 @@ func eventsAppend(c *cli.Context) error {
 	if d := c.String("data"); d != "" {
 		b := []byte(d)
 		if d == "-" {
-			if b, err = io.ReadAll(io.LimitReader(c.App.Reader, teambus.MaxEventSize+1)); err != nil {
+			if b, err = io.ReadAll(io.LimitReader(c.App.Reader, eventlog.MaxSize+1)); err != nil {
 				return fmt.Errorf("read --data from stdin: %w", err)
 			}
 		}
@@ -99,7 +100,7 @@ func eventsAppend(c *cli.Context) error {
 		}
 		e.Data = compactJSON(b)
 	}
-	if e.Seq < teambus.AutoSeq {
+	if e.Seq < eventlog.AutoSeq {
 		return teambus.Invalidf("invalid --seq %d: 0 or more", e.Seq)
 	}
 	if err := e.Validate(); err != nil {
@@ -159,9 +160,9 @@ func eventsAnalyze(c *cli.Context) error {
 	if err := exactArgs(c, 0); err != nil {
 		return err
 	}
-	opts := teambus.AnalyzeOptions{SID: c.String("sid")}
+	opts := eventlog.AnalyzeOptions{SID: c.String("sid")}
 	var (
-		res    *teambus.Analysis
+		res    *eventlog.Analysis
 		source string
 		err    error
 	)
@@ -171,7 +172,7 @@ func eventsAnalyze(c *cli.Context) error {
 			return teambus.Invalidf("events file %s: %w", path, errorCause(err))
 		}
 		source = path
-		res, err = teambus.AnalyzeJSONL(func() (io.ReadCloser, error) { return os.Open(path) }, opts)
+		res, err = eventlog.AnalyzeJSONL(func() (io.ReadCloser, error) { return os.Open(path) }, opts)
 		if err != nil {
 			return err
 		}
@@ -235,7 +236,7 @@ func withTeamLog(c *cli.Context, teamID string, fn func(*streamSession) error) e
 }
 
 // printAnalysis prints the analysis the way seed 004 presents it.
-func printAnalysis(w io.Writer, source string, a *teambus.Analysis) {
+func printAnalysis(w io.Writer, source string, a *eventlog.Analysis) {
 	fmt.Fprintf(w, "Resume analysis of %s: %d line(s), %d event(s), %d session(s)", source, a.Lines, a.Events, len(a.Sessions))
 	if n := len(a.Damaged) + int(a.Omitted["damaged"]); n > 0 {
 		fmt.Fprintf(w, ", %d damaged line(s) skipped", n)
@@ -284,7 +285,7 @@ func printAnalysis(w io.Writer, source string, a *teambus.Analysis) {
 			TaskID   string `json:"taskId"`
 		}
 		_ = json.Unmarshal(cp.Data, &d)
-		if d.Label == "" && cp.Type == teambus.EvTaskCheckpoint {
+		if d.Label == "" && cp.Type == eventlog.EvTaskCheckpoint {
 			d.Label = "task " + d.TaskID
 		}
 		fmt.Fprintf(w, "Last checkpoint: seq %d %q", cp.Seq, d.Label)
@@ -326,7 +327,7 @@ func printAnalysis(w io.Writer, source string, a *teambus.Analysis) {
 	}
 }
 
-func printEvents(w io.Writer, title string, evs []teambus.Event, omitted int64) {
+func printEvents(w io.Writer, title string, evs []eventlog.Event, omitted int64) {
 	if len(evs) == 0 {
 		return
 	}

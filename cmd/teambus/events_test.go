@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/node/nodetest"
 )
 
 func evTestdata(name string) string {
-	return filepath.Join("..", "..", "testdata", "events", name)
+	return filepath.Join("..", "..", "eventlog", "testdata", "events", name)
 }
 
 // evOK runs the CLI and fails the test unless it exits 0.
@@ -55,11 +55,11 @@ func TestEventsAnalyze_FileNeedsNoBus(t *testing.T) {
 		}
 	}
 	out = evOK(t, append([]string{"events", "analyze", "--json", "--file", evTestdata("needs-decision.jsonl")}, noBus...)...)
-	var a teambus.Analysis
+	var a eventlog.Analysis
 	if err := json.Unmarshal([]byte(out), &a); err != nil {
 		t.Fatalf("decode %s: %v", out, err)
 	}
-	if a.Decision != teambus.DecisionNeedsDecision || len(a.Issues) != 3 || *a.Interrupted != "f4e3d2c1" {
+	if a.Decision != eventlog.DecisionNeedsDecision || len(a.Issues) != 3 || *a.Interrupted != "f4e3d2c1" {
 		t.Errorf("analysis = %+v", a)
 	}
 	out = evOK(t, append([]string{"events", "analyze", "--file", evTestdata("damaged-junk.jsonl")}, noBus...)...)
@@ -119,11 +119,11 @@ func TestEvents_ImportExport(t *testing.T) {
 
 	// The seed sessions are the most recent: b5a4c3d2 is analyzed.
 	out = evOK(t, append([]string{"events", "analyze", "--team", "imp", "--json"}, dir...)...)
-	var a teambus.Analysis
+	var a eventlog.Analysis
 	if err := json.Unmarshal([]byte(out), &a); err != nil {
 		t.Fatal(err)
 	}
-	if *a.Interrupted != "b5a4c3d2" || a.Decision != teambus.DecisionNoCheckpoint || len(a.Sessions) != 3 {
+	if *a.Interrupted != "b5a4c3d2" || a.Decision != eventlog.DecisionNoCheckpoint || len(a.Sessions) != 3 {
 		t.Errorf("team analysis: interrupted %v decision %s sessions %d", *a.Interrupted, a.Decision, len(a.Sessions))
 	}
 	out = evOK(t, append([]string{"events", "analyze", "--team", "imp", "--sid", "f4e3d2c1"}, dir...)...)
@@ -264,7 +264,7 @@ func TestEventsReplay_Follow(t *testing.T) {
 		t.Fatalf("followed %d lines: %q", len(lines), lines)
 	}
 	for i, l := range lines {
-		e, err := teambus.ParseEvent([]byte(l))
+		e, err := eventlog.Parse([]byte(l))
 		if err != nil || e.Type != "task.started" || e.SID != "live" || e.Seq != int64(2*i) {
 			t.Errorf("line %d = %s (%v)", i, l, err)
 		}

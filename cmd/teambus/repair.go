@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/kv"
 )
 
@@ -101,6 +102,6 @@ func printRepair(w io.Writer, teamID string, apply bool, steps []kv.RepairStep) 
 	case !apply:
 		fmt.Fprintf(w, "dry run, nothing changed: apply with `teambus team repair %s --apply`\n", teamID)
 	case written > 0:
-		fmt.Fprintf(w, "repaired %d record(s); logged as %s in the team's event log\n", written, teambus.EvStateRepaired)
+		fmt.Fprintf(w, "repaired %d record(s); logged as %s in the team's event log\n", written, eventlog.EvStateRepaired)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/node/nodetest"
 )
@@ -26,7 +25,7 @@ func TestTeamRepair_DamagedTask(t *testing.T) {
 	for _, id := range []string{"t1", "t2"} {
 		cli("task", "add", id, "--team", "fix", "--desc", "work on "+id)
 	}
-	b, err := bustest.Connect(t, n).JS.KeyValue(t.Context(), kv.StatePrefix+"fix")
+	b, err := nodetest.Connect(t, n).JS.KeyValue(t.Context(), kv.StatePrefix+"fix")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +104,7 @@ func TestTeamRepair_DamagedTeamRecord(t *testing.T) {
 	cli := func(args ...string) string { t.Helper(); return evOK(t, append(args, dir...)...) }
 	cli("team", "create", "bad", "--member", "tm1")
 	cli("team", "create", "good", "--member", "tm1")
-	b, err := bustest.Connect(t, n).JS.KeyValue(t.Context(), kv.StatePrefix+"bad")
+	b, err := nodetest.Connect(t, n).JS.KeyValue(t.Context(), kv.StatePrefix+"bad")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
@@ -36,7 +35,7 @@ func TestTeamCreate_PolicyRules(t *testing.T) {
 	if out := evOK(t, append([]string{"team", "list", "--json"}, dir...)...); out != "" {
 		t.Errorf("refused creates left teams behind: %q", out)
 	}
-	js := bustest.Connect(t, n).JS
+	js := nodetest.Connect(t, n).JS
 	if names := js.StreamNames(t.Context()); names.Err() == nil {
 		for name := range names.Name() {
 			t.Errorf("refused creates left stream %s behind", name)
@@ -63,7 +62,7 @@ func TestTeamComplete_UnfinishedTasks(t *testing.T) {
 	n := nodetest.NewServer(t)
 	dir := []string{"--dir", n.Dir()}
 	evOK(t, append([]string{"team", "create", "fin", "--member", "tm1"}, dir...)...)
-	svc := team.New(bustest.Connect(t, n).JS, team.Config{})
+	svc := team.New(nodetest.Connect(t, n).JS, team.Config{})
 	if _, err := svc.Resume(t.Context(), "fin", "L", false, true); err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +218,7 @@ func TestReplay_UndecodableShownAndNoConsumersLeft(t *testing.T) {
 	dir := []string{"--dir", n.Dir()}
 	evOK(t, append([]string{"team", "create", "rp", "--member", "tm1", "--member", "tm2"}, dir...)...)
 	evOK(t, append([]string{"send", "--team", "rp", "--member", "tm1", "--to", "tm2", "first"}, dir...)...)
-	js := bustest.Connect(t, n).JS
+	js := nodetest.Connect(t, n).JS
 	if _, err := js.Publish(t.Context(), "tb.rp.mbx.tm2.info.tm1", []byte("{not json")); err != nil {
 		t.Fatal(err)
 	}

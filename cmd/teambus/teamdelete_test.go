@@ -9,8 +9,8 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
@@ -32,9 +32,9 @@ func flagDefault(t *testing.T, cmd *cli.Command, name string) int64 {
 }
 
 // teamStreams returns the streams (buckets included) that belong to team.
-func teamStreams(t *testing.T, n *bus.Node, id string) []string {
+func teamStreams(t *testing.T, n *node.Node, id string) []string {
 	t.Helper()
-	js := bustest.Connect(t, n).JS
+	js := nodetest.Connect(t, n).JS
 	var out []string
 	names := js.StreamNames(t.Context())
 	for name := range names.Name() {
@@ -62,10 +62,10 @@ func TestTeamCreate_ManyTeamsOnDefaults(t *testing.T) {
 	if got := maxStore / perTeam; got < 1000 {
 		t.Fatalf("default --max-store %d holds %d teams of %d bytes, want at least 1,000", maxStore, got, perTeam)
 	}
-	if maxStore != bus.DefaultMaxStore {
-		t.Errorf("bus start --max-store default %d, bus.DefaultMaxStore %d", maxStore, bus.DefaultMaxStore)
+	if maxStore != node.DefaultMaxStore {
+		t.Errorf("bus start --max-store default %d, node.DefaultMaxStore %d", maxStore, node.DefaultMaxStore)
 	}
-	n := nodetest.NewServerConfig(t, bus.NodeConfig{MaxStore: maxStore})
+	n := nodetest.NewServerConfig(t, node.NodeConfig{MaxStore: maxStore})
 	dir := []string{"--dir", n.Dir()}
 	for i := range 40 {
 		evOK(t, append([]string{"team", "create", "t" + string(rune('a'+i/26)) + string(rune('a'+i%26)), "--member", "tm1"}, dir...)...)
@@ -80,7 +80,7 @@ func TestTeamCreate_ManyTeamsOnDefaults(t *testing.T) {
 func TestTeamCreate_NoRoomLeavesNothing(t *testing.T) {
 	t.Parallel()
 	// Room for two teams of 62 MiB, not three.
-	n := nodetest.NewServerConfig(t, bus.NodeConfig{MaxStore: 150 << 20})
+	n := nodetest.NewServerConfig(t, node.NodeConfig{MaxStore: 150 << 20})
 	dir := []string{"--dir", n.Dir()}
 	evOK(t, append([]string{"team", "create", "one", "--member", "tm1"}, dir...)...)
 	evOK(t, append([]string{"team", "create", "two", "--member", "tm1"}, dir...)...)
@@ -101,7 +101,7 @@ func TestTeamDelete(t *testing.T) {
 	n := nodetest.NewServer(t)
 	dir := []string{"--dir", n.Dir()}
 	evOK(t, append([]string{"team", "create", "del", "--member", "tm1", "--member", "tm2"}, dir...)...)
-	conn := bustest.Connect(t, n)
+	conn := nodetest.Connect(t, n)
 	ctx := t.Context()
 	if _, err := bus.IssueCreds(ctx, conn, "del", "tm1", nil); err != nil {
 		t.Fatal(err)

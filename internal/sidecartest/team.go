@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/internal/clock"
 )
 
@@ -336,7 +337,7 @@ func (t *Team) MarkCrashed(_ context.Context, team, member string, epoch int64, 
 		m.Status = teambus.MemberCrashed
 	}
 	res.Tasks = t.reconcile(member, reason)
-	t.events = append(t.events, teambus.EvAgentCrashed)
+	t.events = append(t.events, eventlog.EvAgentCrashed)
 	return res, nil
 }
 

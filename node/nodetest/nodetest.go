@@ -1,36 +1,41 @@
-// Package nodetest starts a real embedded bus node with the team service
-// for tests.
+// Package nodetest starts real embedded bus nodes for tests: NewServer
+// gives a JetStream node with the team service on a random loopback port
+// in a temporary directory, closed when the test ends; NewBareServer the
+// same node without the team service; Connect opens an in-process
+// connection to a node. bustest.CheckFor polls for a condition instead of
+// sleeping.
+//
+// There are no mocks of NATS here or anywhere in teambus: a node starts in
+// a few milliseconds.
 package nodetest
 
 import (
 	"testing"
 
-	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/node"
 )
 
-// NewServer starts a node in a new temporary directory (as
-// bustest.NewServer does) and the team service on it. Both are closed when
+// NewServer starts a node in a new temporary directory (as NewBareServer
+// does) and the team service on it. Both are closed when
 // the test ends.
-func NewServer(t testing.TB) *bus.Node {
+func NewServer(t testing.TB) *node.Node {
 	t.Helper()
-	return NewServerConfig(t, bus.NodeConfig{Dir: t.TempDir()})
+	return NewServerConfig(t, node.NodeConfig{Dir: t.TempDir()})
 }
 
 // NewServerDir starts a node with the team service in dir.
-func NewServerDir(t testing.TB, dir string) *bus.Node {
+func NewServerDir(t testing.TB, dir string) *node.Node {
 	t.Helper()
-	return NewServerConfig(t, bus.NodeConfig{Dir: dir})
+	return NewServerConfig(t, node.NodeConfig{Dir: dir})
 }
 
 // NewServerConfig starts a node with cfg (defaults as in
-// bustest.NewServerConfig) that hosts the team service, as `teambus bus
+// NewBareServerConfig) that hosts the team service, as `teambus bus
 // start` does.
-func NewServerConfig(t testing.TB, cfg bus.NodeConfig) *bus.Node {
+func NewServerConfig(t testing.TB, cfg node.NodeConfig) *node.Node {
 	t.Helper()
 	if cfg.Attach == nil {
 		cfg.Attach = node.Attach(node.Config{})
 	}
-	return bustest.NewServerConfig(t, cfg)
+	return NewBareServerConfig(t, cfg)
 }

@@ -1,4 +1,4 @@
-package bus
+package node
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/teambus/teambus/bus"
 )
 
 // MarksFile is the node's record of its high-water marks, in its
@@ -78,7 +80,7 @@ func (d *StoreDamage) lose(from, to uint64) {
 // stream: mailboxes and event logs keep everything (Discard New, no age
 // or count limit), so every sequence from 1 to the last must be readable.
 func neverDeletes(name string) bool {
-	return strings.HasPrefix(name, MailboxPrefix) || strings.HasPrefix(name, EventsPrefix)
+	return strings.HasPrefix(name, bus.MailboxPrefix) || strings.HasPrefix(name, bus.EventsPrefix)
 }
 
 // CheckStore reads every message of the streams teambus never deletes from

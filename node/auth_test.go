@@ -1,4 +1,4 @@
-package bus_test
+package node_test
 
 import (
 	"bufio"
@@ -19,6 +19,7 @@ import (
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/member"
+	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
@@ -26,7 +27,7 @@ import (
 // secEnv is a node with two teams: alpha (tm1, tm2) and beta (tm1), some
 // mail for everyone, a task in each, and a credential of alpha's tm1.
 type secEnv struct {
-	node  *bus.Node
+	node  *node.Node
 	admin *team.Service
 	creds *bus.Creds
 	file  string
@@ -36,7 +37,7 @@ func newSecEnv(t *testing.T) *secEnv {
 	t.Helper()
 	ctx := testCtx(t)
 	n := nodetest.NewServer(t)
-	c := bustest.Connect(t, n)
+	c := nodetest.Connect(t, n)
 	svc := team.New(c.JS, team.Config{})
 	for _, tm := range []struct {
 		id      string
@@ -264,7 +265,7 @@ func TestMemberCreds_DeniedMatrix(t *testing.T) {
 
 	// Nothing the probes tried changed anything.
 	ctx = testCtx(t)
-	admin := bustest.Connect(t, e.node)
+	admin := nodetest.Connect(t, e.node)
 	for _, st := range []string{"TBM_alpha", "TBM_beta", "KV_TBS_alpha", "KV_TBS_beta", "KV_TB_AUTH"} {
 		if _, err := admin.JS.Stream(ctx, st); err != nil {
 			t.Errorf("stream %s: %v", st, err)
@@ -508,7 +509,7 @@ func TestMemberCreds_RestartRotateRevoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := e.member(t)
-	admin := bustest.Connect(t, n)
+	admin := nodetest.Connect(t, n)
 	ctx := testCtx(t)
 
 	// Issuing again replaces the password: the old one is refused.
@@ -551,8 +552,8 @@ func TestMemberCreds_RestartRotateRevoke(t *testing.T) {
 }
 
 func TestIssueCreds_InvalidIDs(t *testing.T) {
-	n := bustest.NewServer(t)
-	c := bustest.Connect(t, n)
+	n := nodetest.NewBareServer(t)
+	c := nodetest.Connect(t, n)
 	for _, tt := range []struct{ team, member string }{
 		{"alpha", "*"}, {"alpha", ">"}, {"al.pha", "tm1"}, {"alpha", "tm.1"}, {"*", "tm1"}, {"alpha", ""}, {"", "tm1"}, {"alpha", teambus.All},
 	} {
@@ -570,7 +571,7 @@ func FuzzMemberPermissions(f *testing.F) {
 		if teambus.ValidateID("team", team) != nil || teambus.ValidateMemberID(member) != nil {
 			return
 		}
-		p := bus.MemberPermissions(team, member)
+		p := node.MemberPermissions(team, member)
 		if len(p.Publish.Allow) != 1 || p.Publish.Allow[0] != "tb.>" {
 			t.Fatalf("publish allow = %v, want only the member's service subjects", p.Publish.Allow)
 		}

@@ -1,4 +1,4 @@
-package bus_test
+package node_test
 
 import (
 	"bytes"
@@ -20,6 +20,8 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node"
+	"github.com/teambus/teambus/node/nodetest"
 )
 
 // envNodeDir makes TestHelperNodeProcess run a node in that directory:
@@ -36,7 +38,7 @@ func TestHelperNodeProcess(t *testing.T) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := bus.Run(ctx, bus.NodeConfig{Dir: dir, Listen: "127.0.0.1:-1", MaxStore: 1 << 30, Logger: log}); err != nil {
+	if err := node.Run(ctx, node.NodeConfig{Dir: dir, Listen: "127.0.0.1:-1", MaxStore: 1 << 30, Logger: log}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -124,12 +126,12 @@ func TestStop_SIGTERM(t *testing.T) {
 	ctx := testCtx(t)
 
 	// The running node refuses a second one, naming itself.
-	_, err := bus.Open(ctx, bus.NodeConfig{Dir: dir, Listen: "127.0.0.1:-1"})
+	_, err := node.Start(ctx, node.NodeConfig{Dir: dir, Listen: "127.0.0.1:-1"})
 	if !errors.Is(err, teambus.ErrState) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", p.cmd.Process.Pid)) {
 		t.Errorf("second Open = %v, want ErrState naming pid %d", err, p.cmd.Process.Pid)
 	}
 
-	if err := bus.Stop(ctx, dir); err != nil {
+	if err := node.Stop(ctx, dir); err != nil {
 		t.Fatalf("Stop = %v", err)
 	}
 	if err := p.wait(t, 5*time.Second); err != nil {
@@ -141,10 +143,10 @@ func TestStop_SIGTERM(t *testing.T) {
 	if _, err := bus.ReadDiscovery(dir); !errors.Is(err, teambus.ErrUnavailable) {
 		t.Errorf("discovery after Stop = %v, want none", err)
 	}
-	if err := bus.Stop(ctx, dir); !errors.Is(err, teambus.ErrUnavailable) {
+	if err := node.Stop(ctx, dir); !errors.Is(err, teambus.ErrUnavailable) {
 		t.Errorf("second Stop = %v, want ErrUnavailable", err)
 	}
-	bustest.NewServerDir(t, dir) // the directory is free again
+	nodetest.NewBareServerDir(t, dir) // the directory is free again
 }
 
 // TestNode_Kill9KeepsAckedMessages kills the node process right after the
@@ -199,15 +201,15 @@ func TestNode_Kill9KeepsAckedMessages(t *testing.T) {
 	c.NC.Close() // not Conn.Close: no flush towards a dead server
 
 	// The dead node left its discovery file; Stop finds no node and cleans up.
-	if err := bus.Stop(ctx, dir); !errors.Is(err, teambus.ErrUnavailable) {
+	if err := node.Stop(ctx, dir); !errors.Is(err, teambus.ErrUnavailable) {
 		t.Errorf("Stop after kill -9 = %v, want ErrUnavailable", err)
 	}
 	if _, err := bus.ReadDiscovery(dir); !errors.Is(err, teambus.ErrUnavailable) {
 		t.Errorf("stale discovery file after Stop: %v", err)
 	}
 
-	n := bustest.NewServerDir(t, dir)
-	rc := bustest.Connect(t, n)
+	n := nodetest.NewBareServerDir(t, dir)
+	rc := nodetest.Connect(t, n)
 	st, err := rc.JS.Stream(ctx, "CRASH")
 	if err != nil {
 		t.Fatal(err)

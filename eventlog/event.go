@@ -1,4 +1,4 @@
-package teambus
+package eventlog
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/teambus/teambus"
 )
 
 // Event is one line of an event log, in the envelope of seed 004:
@@ -36,8 +38,8 @@ type Event struct {
 	Data    json.RawMessage `json:"data"`
 }
 
-// EventVersion is the envelope version teambus writes.
-const EventVersion = 1
+// Version is the envelope version teambus writes.
+const Version = 1
 
 // AutoSeq as an event's Seq asks the event log to assign the session's
 // next sequence number.
@@ -45,12 +47,12 @@ const AutoSeq int64 = -1
 
 // Limits of events.
 const (
-	// MaxEventSize is the largest event line, in bytes.
-	MaxEventSize = 256 << 10
-	// MaxEventField is the longest feature, agent or pane id, in bytes.
-	MaxEventField = 128
-	// MaxEventType is the longest event type, in bytes.
-	MaxEventType = 64
+	// MaxSize is the largest event line, in bytes.
+	MaxSize = 256 << 10
+	// MaxField is the longest feature, agent or pane id, in bytes.
+	MaxField = 128
+	// MaxType is the longest event type, in bytes.
+	MaxType = 64
 )
 
 // Event types of seed 004, which agents and their hooks log.
@@ -99,18 +101,18 @@ const (
 
 var eventTypeRE = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$`)
 
-// EventTypeRule describes the event type rule for error messages.
-const EventTypeRule = "lowercase words of a-z 0-9 _ separated by dots, starting with a letter, at most 64 bytes (e.g. task.started)"
+// TypeRule describes the event type rule for error messages.
+const TypeRule = "lowercase words of a-z 0-9 _ separated by dots, starting with a letter, at most 64 bytes (e.g. task.started)"
 
-// ValidEventType reports whether t follows the event type rule.
-func ValidEventType(t string) bool {
-	return len(t) <= MaxEventType && eventTypeRE.MatchString(t)
+// ValidType reports whether t follows the event type rule.
+func ValidType(t string) bool {
+	return len(t) <= MaxType && eventTypeRE.MatchString(t)
 }
 
-// ValidateEventType checks the type of an event teambus is asked to write.
-func ValidateEventType(t string) error {
-	if !ValidEventType(t) {
-		return Invalidf("invalid event type %q: %s", clip(t), EventTypeRule)
+// ValidateType checks the type of an event teambus is asked to write.
+func ValidateType(t string) error {
+	if !ValidType(t) {
+		return teambus.Invalidf("invalid event type %q: %s", clip(t), TypeRule)
 	}
 	return nil
 }
@@ -120,35 +122,35 @@ func ValidateEventType(t string) error {
 // agent and pane id, and data that is valid JSON.
 func (e *Event) Validate() error {
 	if e.V < 0 {
-		return Invalidf("invalid event version %d", e.V)
+		return teambus.Invalidf("invalid event version %d", e.V)
 	}
-	if err := ValidateEventType(e.Type); err != nil {
+	if err := ValidateType(e.Type); err != nil {
 		return err
 	}
 	switch {
 	case e.SID == "":
-		return Invalidf("invalid event sid: empty (pass --sid, or --session / TEAMBUS_SESSION)")
-	case len(e.SID) > MaxSessionLen:
-		return Invalidf("invalid event sid: %d bytes, at most %d", len(e.SID), MaxSessionLen)
-	case !Printable(e.SID):
-		return Invalidf("invalid event sid %q: only printable characters", clip(e.SID))
+		return teambus.Invalidf("invalid event sid: empty (pass --sid, or --session / TEAMBUS_SESSION)")
+	case len(e.SID) > teambus.MaxSessionLen:
+		return teambus.Invalidf("invalid event sid: %d bytes, at most %d", len(e.SID), teambus.MaxSessionLen)
+	case !teambus.Printable(e.SID):
+		return teambus.Invalidf("invalid event sid %q: only printable characters", clip(e.SID))
 	}
 	if e.Seq < AutoSeq {
-		return Invalidf("invalid event seq %d: 0 or more", e.Seq)
+		return teambus.Invalidf("invalid event seq %d: 0 or more", e.Seq)
 	}
 	for _, f := range []struct{ name, v string }{{"feature", e.Feature}, {"agent", e.Agent}, {"pane_id", e.PaneID}} {
-		if len(f.v) > MaxEventField {
-			return Invalidf("invalid event %s: %d bytes, at most %d", f.name, len(f.v), MaxEventField)
+		if len(f.v) > MaxField {
+			return teambus.Invalidf("invalid event %s: %d bytes, at most %d", f.name, len(f.v), MaxField)
 		}
-		if !Printable(f.v) {
-			return Invalidf("invalid event %s %q: only printable characters", f.name, clip(f.v))
+		if !teambus.Printable(f.v) {
+			return teambus.Invalidf("invalid event %s %q: only printable characters", f.name, clip(f.v))
 		}
 	}
 	if len(e.Data) > 0 && !json.Valid(e.Data) {
-		return Invalidf("invalid event data: not valid JSON")
+		return teambus.Invalidf("invalid event data: not valid JSON")
 	}
-	if n := len(e.AppendJSON(nil)); n > MaxEventSize {
-		return Invalidf("event is %d bytes, at most %d: put large content in a file and log its path", n, MaxEventSize)
+	if n := len(e.AppendJSON(nil)); n > MaxSize {
+		return teambus.Invalidf("event is %d bytes, at most %d: put large content in a file and log its path", n, MaxSize)
 	}
 	return nil
 }
@@ -158,7 +160,7 @@ func (e *Event) AppendJSON(b []byte) []byte {
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, int64(e.V), 10)
 	b = append(b, `,"ts":"`...)
-	b = AppendEventTime(b, e.TS)
+	b = AppendTime(b, e.TS)
 	b = append(b, `","sid":`...)
 	b = appendJSONString(b, e.SID)
 	b = append(b, `,"seq":`...)
@@ -193,9 +195,9 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	return e.AppendJSON(nil), nil
 }
 
-// UnmarshalJSON decodes an event envelope as ParseEvent does.
+// UnmarshalJSON decodes an event envelope as Parse does.
 func (e *Event) UnmarshalJSON(b []byte) error {
-	ev, err := ParseEvent(b)
+	ev, err := Parse(b)
 	if err != nil {
 		return err
 	}
@@ -203,9 +205,9 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// AppendEventTime appends t in UTC as RFC 3339 with at least millisecond
+// AppendTime appends t in UTC as RFC 3339 with at least millisecond
 // digits, as JavaScript's toISOString writes it: 2026-02-14T10:00:00.000Z.
-func AppendEventTime(b []byte, t time.Time) []byte {
+func AppendTime(b []byte, t time.Time) []byte {
 	t = t.UTC()
 	b = t.AppendFormat(b, "2006-01-02T15:04:05")
 	ns := t.Nanosecond()
@@ -238,6 +240,14 @@ func appendNullString(b []byte, s string) []byte {
 }
 
 const hexDigits = "0123456789abcdef"
+
+// clip shortens s for an error message, as the root package does.
+func clip(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}
 
 // appendJSONString appends s as a JSON string the way encoding/json does
 // without HTML escaping: control characters, quote and backslash escaped,
@@ -290,16 +300,16 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// EventError says why a line is not an event: it is not JSON (Malformed),
+// ParseError says why a line is not an event: it is not JSON (Malformed),
 // or it is JSON but not an event envelope.
-type EventError struct {
+type ParseError struct {
 	Malformed bool
 	// Truncated is set when the JSON ended too early: a write cut short.
 	Truncated bool
 	Msg       string
 }
 
-func (e *EventError) Error() string {
+func (e *ParseError) Error() string {
 	if e.Malformed {
 		return "malformed JSON: " + e.Msg
 	}
@@ -307,14 +317,14 @@ func (e *EventError) Error() string {
 }
 
 // Unwrap classifies the error as bad input.
-func (e *EventError) Unwrap() error { return ErrInvalid }
+func (e *ParseError) Unwrap() error { return teambus.ErrInvalid }
 
-// ParseEvent decodes one JSON line into an event. It requires a JSON
+// Parse decodes one JSON line into an event. It requires a JSON
 // object with a non-empty string sid and type, an integer seq of 0 or more
 // and an RFC 3339 ts; v is an integer; feature, agent and pane_id are
 // strings or null; data is any JSON value; other fields are ignored. Keys
 // match exactly (case-sensitive) and the last of duplicate keys wins.
-func ParseEvent(line []byte) (Event, error) {
+func Parse(line []byte) (Event, error) {
 	var e Event
 	if err := parseEvent(line, &e, nil); err != nil {
 		return Event{}, err
@@ -325,15 +335,15 @@ func ParseEvent(line []byte) (Event, error) {
 	return e, nil
 }
 
-// EventDecoder decodes event lines like ParseEvent without copying: the
+// Decoder decodes event lines like Parse without copying: the
 // Data of a decoded event aliases the line, and the strings that repeat
 // from line to line are shared. For reading large logs.
-type EventDecoder struct {
+type Decoder struct {
 	in interner
 }
 
 // Decode decodes line into e; e.Data aliases line.
-func (d *EventDecoder) Decode(line []byte, e *Event) error {
+func (d *Decoder) Decode(line []byte, e *Event) error {
 	if d.in == nil {
 		d.in = interner{}
 	}
@@ -364,7 +374,7 @@ func parseEvent(line []byte, e *Event, in interner) error {
 	s := jscan{b: line}
 	s.ws()
 	if s.i >= len(line) {
-		return &EventError{Malformed: true, Truncated: true, Msg: "empty"}
+		return &ParseError{Malformed: true, Truncated: true, Msg: "empty"}
 	}
 	if line[s.i] != '{' {
 		if err := s.value(); err != nil {
@@ -373,7 +383,7 @@ func parseEvent(line []byte, e *Event, in interner) error {
 		if err := s.end(); err != nil {
 			return syntaxErr(err)
 		}
-		return &EventError{Msg: "not a JSON object"}
+		return &ParseError{Msg: "not a JSON object"}
 	}
 	var (
 		hasSeq  bool
@@ -441,25 +451,25 @@ func parseEvent(line []byte, e *Event, in interner) error {
 		return syntaxErr(err)
 	}
 	if typeErr != nil {
-		return &EventError{Msg: typeErr.Error()}
+		return &ParseError{Msg: typeErr.Error()}
 	}
 	switch {
 	case e.SID == "":
-		return &EventError{Msg: "missing sid"}
+		return &ParseError{Msg: "missing sid"}
 	case !hasSeq:
-		return &EventError{Msg: "missing seq"}
+		return &ParseError{Msg: "missing seq"}
 	case e.Seq < 0:
-		return &EventError{Msg: "negative seq"}
+		return &ParseError{Msg: "negative seq"}
 	case e.Type == "":
-		return &EventError{Msg: "missing type"}
+		return &ParseError{Msg: "missing type"}
 	case len(tsRaw) == 0:
-		return &EventError{Msg: "missing ts"}
+		return &ParseError{Msg: "missing ts"}
 	}
 	ts, ok := parseUTCStamp(tsRaw)
 	if !ok {
 		var terr error
 		if ts, terr = time.Parse(time.RFC3339Nano, string(tsRaw)); terr != nil {
-			return &EventError{Msg: "ts is not an RFC 3339 time"}
+			return &ParseError{Msg: "ts is not an RFC 3339 time"}
 		}
 	}
 	e.TS = ts
@@ -515,7 +525,7 @@ func parseUTCStamp(b []byte) (time.Time, bool) {
 func syntaxErr(err error) error {
 	var je *jsonError
 	if errors.As(err, &je) {
-		return &EventError{Malformed: true, Truncated: je.end, Msg: je.Error()}
+		return &ParseError{Malformed: true, Truncated: je.end, Msg: je.Error()}
 	}
-	return &EventError{Malformed: true, Msg: err.Error()}
+	return &ParseError{Malformed: true, Msg: err.Error()}
 }

@@ -1,4 +1,4 @@
-package teambus
+package eventlog
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/teambus/teambus"
 )
 
 // Decision is what the resume analysis of seed 004 concludes.
@@ -340,7 +342,7 @@ func (a *Analyzer) Result() (*Analysis, error) {
 		}
 	}
 	if a.opts.SID != "" && a.sessions[a.opts.SID] == nil {
-		return nil, NotFoundf("no events of session %q in the log", clip(a.opts.SID))
+		return nil, teambus.NotFoundf("no events of session %q in the log", clip(a.opts.SID))
 	}
 	if len(res.InterruptedSessions) > 0 {
 		sid := res.InterruptedSessions[0]
@@ -861,7 +863,7 @@ func feedJSONL(open func() (io.ReadCloser, error), a *Analyzer) error {
 		return err
 	}
 	defer rc.Close()
-	er := NewEventReader(rc)
+	er := NewReader(rc)
 	er.OnDamaged = a.AddDamaged
 	for er.Next() {
 		a.Add(er.Line(), er.Event())

@@ -1,4 +1,4 @@
-package teambus
+package eventlog
 
 import (
 	"bufio"
@@ -8,9 +8,9 @@ import (
 	"io"
 )
 
-// MaxEventLine is the longest line EventReader reads; a longer line is
+// MaxLine is the longest line Reader reads; a longer line is
 // skipped as damaged.
-const MaxEventLine = 16 << 20
+const MaxLine = 16 << 20
 
 // Damaged is a line of an event log that is not an event: malformed or
 // truncated JSON, or JSON that is not an event envelope. Line is the line
@@ -21,7 +21,7 @@ type Damaged struct {
 	Reason string `json:"reason"`
 }
 
-// EventReader reads an event log in JSON Lines, one event per line, as
+// Reader reads an event log in JSON Lines, one event per line, as
 // seed 004 says to: it never gives up on the content. Blank lines are
 // skipped silently; a line that is not JSON (junk, a write cut short by a
 // crash, typically the last line) or not an event envelope is reported to
@@ -32,7 +32,7 @@ type Damaged struct {
 // current event. Event().Data and Raw alias the reader's buffer until the
 // next call to Next. Duplicates and sequence gaps are the business of the
 // caller (Analyzer): the reader sees one line at a time.
-type EventReader struct {
+type Reader struct {
 	r    *bufio.Reader
 	line int64
 	long []byte
@@ -48,13 +48,13 @@ type EventReader struct {
 	Lines int64
 }
 
-// NewEventReader returns a reader of the JSON Lines in r.
-func NewEventReader(r io.Reader) *EventReader {
-	return &EventReader{r: bufio.NewReaderSize(r, 64<<10), in: interner{}}
+// NewReader returns a reader of the JSON Lines in r.
+func NewReader(r io.Reader) *Reader {
+	return &Reader{r: bufio.NewReaderSize(r, 64<<10), in: interner{}}
 }
 
 // Next reads up to the next event and reports whether there is one.
-func (er *EventReader) Next() bool {
+func (er *Reader) Next() bool {
 	for er.err == nil {
 		line, complete, err := er.readLine()
 		if err != nil {
@@ -76,13 +76,13 @@ func (er *EventReader) Next() bool {
 			er.Blank++
 			continue
 		}
-		if len(line) > MaxEventLine {
-			er.damaged(fmt.Sprintf("line longer than %d bytes, skipped", MaxEventLine))
+		if len(line) > MaxLine {
+			er.damaged(fmt.Sprintf("line longer than %d bytes, skipped", MaxLine))
 			continue
 		}
 		if perr := parseEvent(line, &er.ev, er.in); perr != nil {
 			reason := perr.Error()
-			var ee *EventError
+			var ee *ParseError
 			if errors.As(perr, &ee) && ee.Truncated {
 				if complete {
 					reason = "truncated: " + reason
@@ -112,16 +112,16 @@ func errOr(err error) error {
 	return err
 }
 
-func (er *EventReader) damaged(reason string) {
+func (er *Reader) damaged(reason string) {
 	if er.OnDamaged != nil {
 		er.OnDamaged(Damaged{Line: er.line, Reason: reason})
 	}
 }
 
 // readLine returns the next line without its newline, and whether it
-// ended with one. A line longer than MaxEventLine is returned truncated to
-// MaxEventLine+1 bytes, its rest discarded.
-func (er *EventReader) readLine() ([]byte, bool, error) {
+// ended with one. A line longer than MaxLine is returned truncated to
+// MaxLine+1 bytes, its rest discarded.
+func (er *Reader) readLine() ([]byte, bool, error) {
 	b, err := er.r.ReadSlice('\n')
 	if err == nil {
 		return b[:len(b)-1], true, nil
@@ -135,7 +135,7 @@ func (er *EventReader) readLine() ([]byte, bool, error) {
 	er.long = append(er.long[:0], b...)
 	for {
 		b, err = er.r.ReadSlice('\n')
-		if len(er.long) <= MaxEventLine {
+		if len(er.long) <= MaxLine {
 			er.long = append(er.long, b...)
 		}
 		switch {
@@ -150,17 +150,17 @@ func (er *EventReader) readLine() ([]byte, bool, error) {
 }
 
 // Event returns the current event. Its Data aliases the reader's buffer.
-func (er *EventReader) Event() *Event { return &er.ev }
+func (er *Reader) Event() *Event { return &er.ev }
 
 // Raw returns the current line, trimmed of surrounding white space.
-func (er *EventReader) Raw() []byte { return er.raw }
+func (er *Reader) Raw() []byte { return er.raw }
 
 // Line returns the line number of the current event, from 1.
-func (er *EventReader) Line() int64 { return er.line }
+func (er *Reader) Line() int64 { return er.line }
 
 // Err returns the read error that stopped the reader, or nil at the end of
 // the input.
-func (er *EventReader) Err() error {
+func (er *Reader) Err() error {
 	if errors.Is(er.err, io.EOF) {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package bustest
+package nodetest
 
 import (
 	"context"
@@ -9,28 +9,31 @@ import (
 	"time"
 
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/node"
 )
 
-// NewServer starts a node in a new temporary directory on a random
-// loopback port, with SyncModeAlways. The node is closed when the test
-// ends.
-func NewServer(t testing.TB) *bus.Node {
+// NewBareServer starts a node without the team service in a new
+// temporary directory on a random loopback port, with SyncModeAlways. The
+// node is closed when the test ends.
+func NewBareServer(t testing.TB) *node.Node {
 	t.Helper()
-	return NewServerConfig(t, bus.NodeConfig{Dir: t.TempDir()})
+	return NewBareServerConfig(t, node.NodeConfig{Dir: t.TempDir()})
 }
 
-// NewServerDir starts a node in dir, for example to restart a node on the
-// store of an earlier one. The node is closed when the test ends.
-func NewServerDir(t testing.TB, dir string) *bus.Node {
+// NewBareServerDir starts a node without the team service in dir, for
+// example to restart a node on the store of an earlier one. The node is
+// closed when the test ends.
+func NewBareServerDir(t testing.TB, dir string) *node.Node {
 	t.Helper()
-	return NewServerConfig(t, bus.NodeConfig{Dir: dir})
+	return NewBareServerConfig(t, node.NodeConfig{Dir: dir})
 }
 
-// NewServerConfig starts a node with cfg. An empty Dir is a temporary
+// NewBareServerConfig starts a node with cfg (the team service only when
+// cfg.Attach says so). An empty Dir is a temporary
 // directory, an empty Listen a random loopback port, small store limits
 // are used when none are set, and a nil Logger logs through t. The node
 // is closed when the test ends.
-func NewServerConfig(t testing.TB, cfg bus.NodeConfig) *bus.Node {
+func NewBareServerConfig(t testing.TB, cfg node.NodeConfig) *node.Node {
 	t.Helper()
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
@@ -51,7 +54,7 @@ func NewServerConfig(t testing.TB, cfg bus.NodeConfig) *bus.Node {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	n, err := bus.Open(ctx, cfg)
+	n, err := node.Start(ctx, cfg)
 	if err != nil {
 		t.Fatalf("start bus node: %v", err)
 	}
@@ -67,7 +70,7 @@ func NewServerConfig(t testing.TB, cfg bus.NodeConfig) *bus.Node {
 }
 
 // Connect opens an in-process connection to n, closed when the test ends.
-func Connect(t testing.TB, n *bus.Node) *bus.Conn {
+func Connect(t testing.TB, n *node.Node) *bus.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -77,23 +80,6 @@ func Connect(t testing.TB, n *bus.Node) *bus.Conn {
 	}
 	t.Cleanup(c.Close)
 	return c
-}
-
-// CheckFor calls f every interval until it returns nil, and fails the test
-// with f's last error when timeout passes first.
-func CheckFor(t testing.TB, timeout, interval time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %s: %v", timeout, err)
-		}
-		time.Sleep(interval)
-	}
 }
 
 // testWriter logs through t until the test's node is closed; the server

@@ -1,4 +1,4 @@
-package teambus_test
+package eventlog_test
 
 import (
 	"bytes"
@@ -11,21 +11,21 @@ import (
 	"testing/iotest"
 	"time"
 
-	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/eventlog"
 )
 
-// readAll reads a log with EventReader and returns the (line, sid/seq)
+// readAll reads a log with Reader and returns the (line, sid/seq)
 // of its events and its damaged lines.
-func readAll(t testing.TB, r io.Reader) ([]string, []teambus.Damaged, *teambus.EventReader) {
+func readAll(t testing.TB, r io.Reader) ([]string, []eventlog.Damaged, *eventlog.Reader) {
 	t.Helper()
-	er := teambus.NewEventReader(r)
-	var damaged []teambus.Damaged
-	er.OnDamaged = func(d teambus.Damaged) { damaged = append(damaged, d) }
+	er := eventlog.NewReader(r)
+	var damaged []eventlog.Damaged
+	er.OnDamaged = func(d eventlog.Damaged) { damaged = append(damaged, d) }
 	var got []string
 	for er.Next() {
 		e := er.Event()
 		got = append(got, e.SID+"/"+itoa(e.Seq))
-		if _, err := teambus.ParseEvent(er.Raw()); err != nil {
+		if _, err := eventlog.Parse(er.Raw()); err != nil {
 			t.Fatalf("line %d: Raw does not parse: %v", er.Line(), err)
 		}
 	}
@@ -75,7 +75,7 @@ func TestEventReader_Damaged(t *testing.T) {
 func TestEventReader_ReadError(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("disk on fire")
-	er := teambus.NewEventReader(io.MultiReader(strings.NewReader(`{"ts":"2026-02-14T10:00:00Z","sid":"s","seq":0,"type":"x"}`+"\n"), iotest.ErrReader(boom)))
+	er := eventlog.NewReader(io.MultiReader(strings.NewReader(`{"ts":"2026-02-14T10:00:00Z","sid":"s","seq":0,"type":"x"}`+"\n"), iotest.ErrReader(boom)))
 	n := 0
 	for er.Next() {
 		n++
@@ -86,11 +86,11 @@ func TestEventReader_ReadError(t *testing.T) {
 }
 
 // Lines longer than the reader's buffer are read whole; lines longer than
-// MaxEventLine are skipped as damaged.
+// MaxLine are skipped as damaged.
 func TestEventReader_LongLines(t *testing.T) {
 	t.Parallel()
 	big := `{"ts":"2026-02-14T10:00:00Z","sid":"s","seq":0,"type":"x","data":"` + strings.Repeat("x", 3<<20) + `"}`
-	huge := `{"ts":"2026-02-14T10:00:00Z","sid":"s","seq":1,"type":"x","data":"` + strings.Repeat("x", teambus.MaxEventLine) + `"}`
+	huge := `{"ts":"2026-02-14T10:00:00Z","sid":"s","seq":1,"type":"x","data":"` + strings.Repeat("x", eventlog.MaxLine) + `"}`
 	last := `{"ts":"2026-02-14T10:00:00Z","sid":"s","seq":2,"type":"x"}`
 	got, damaged, _ := readAll(t, strings.NewReader(big+"\n"+huge+"\n"+last+"\n"))
 	if strings.Join(got, " ") != "s/0 s/2" || len(damaged) != 1 || damaged[0].Line != 2 || !strings.Contains(damaged[0].Reason, "longer than") {
@@ -100,8 +100,8 @@ func TestEventReader_LongLines(t *testing.T) {
 
 // refEvent decodes line with encoding/json alone, the same rules written
 // out plainly: the oracle for the hand-written scanner.
-func refEvent(line []byte) (teambus.Event, bool) {
-	var e teambus.Event
+func refEvent(line []byte) (eventlog.Event, bool) {
+	var e eventlog.Event
 	var m map[string]json.RawMessage
 	if !json.Valid(line) || json.Unmarshal(line, &m) != nil || m == nil {
 		return e, false
@@ -152,7 +152,7 @@ func refEvent(line []byte) (teambus.Event, bool) {
 	return e, true
 }
 
-func sameEvent(a, b teambus.Event) bool {
+func sameEvent(a, b eventlog.Event) bool {
 	return a.V == b.V && a.TS.Equal(b.TS) && a.SID == b.SID && a.Seq == b.Seq && a.Type == b.Type &&
 		a.Feature == b.Feature && a.Agent == b.Agent && a.PaneID == b.PaneID && bytes.Equal(a.Data, b.Data)
 }
@@ -178,29 +178,29 @@ func FuzzParseEvent(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		got, err := teambus.ParseEvent(line)
+		got, err := eventlog.Parse(line)
 		want, ok := refEvent(line)
 		if (err == nil) != ok {
-			t.Fatalf("ParseEvent(%q) = %v; encoding/json says ok=%t", line, err, ok)
+			t.Fatalf("Parse(%q) = %v; encoding/json says ok=%t", line, err, ok)
 		}
 		if err != nil {
-			var ee *teambus.EventError
+			var ee *eventlog.ParseError
 			if !errors.As(err, &ee) {
-				t.Fatalf("ParseEvent(%q) error %v is not an EventError", line, err)
+				t.Fatalf("Parse(%q) error %v is not an ParseError", line, err)
 			}
 			if ee.Malformed == json.Valid(line) {
-				t.Fatalf("ParseEvent(%q): malformed=%t but json.Valid=%t", line, ee.Malformed, json.Valid(line))
+				t.Fatalf("Parse(%q): malformed=%t but json.Valid=%t", line, ee.Malformed, json.Valid(line))
 			}
 			return
 		}
 		if !sameEvent(got, want) {
-			t.Fatalf("ParseEvent(%q) = %+v, encoding/json gives %+v", line, got, want)
+			t.Fatalf("Parse(%q) = %+v, encoding/json gives %+v", line, got, want)
 		}
 		canon := got.AppendJSON(nil)
 		if bytes.ContainsAny(canon, "\n\r") || !json.Valid(canon) {
 			t.Fatalf("canonical form of %q is not one valid line: %q", line, canon)
 		}
-		back, err := teambus.ParseEvent(canon)
+		back, err := eventlog.Parse(canon)
 		if err != nil {
 			t.Fatalf("canonical form %q does not parse: %v", canon, err)
 		}
@@ -237,13 +237,13 @@ func FuzzEventReader(f *testing.F) {
 	}
 	f.Add([]byte("\n\n\r\n{}\n[\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		er := teambus.NewEventReader(bytes.NewReader(in))
+		er := eventlog.NewReader(bytes.NewReader(in))
 		var damaged int64
-		er.OnDamaged = func(teambus.Damaged) { damaged++ }
+		er.OnDamaged = func(eventlog.Damaged) { damaged++ }
 		var events int64
 		for er.Next() {
 			events++
-			if _, err := teambus.ParseEvent(er.Raw()); err != nil {
+			if _, err := eventlog.Parse(er.Raw()); err != nil {
 				t.Fatalf("line %d returned as an event does not parse: %v", er.Line(), err)
 			}
 		}
@@ -261,7 +261,7 @@ func FuzzEventReader(f *testing.F) {
 			t.Fatalf("read %d lines, the input has %d", er.Lines, lines)
 		}
 		// The analysis of any input never fails either.
-		if _, err := teambus.AnalyzeJSONL(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(in)), nil }, teambus.AnalyzeOptions{}); err != nil {
+		if _, err := eventlog.AnalyzeJSONL(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(in)), nil }, eventlog.AnalyzeOptions{}); err != nil {
 			t.Fatalf("analyze: %v", err)
 		}
 	})

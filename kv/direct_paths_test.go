@@ -1,4 +1,4 @@
-package kv
+package kv_test
 
 import (
 	"context"
@@ -9,7 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/node/nodetest"
 )
 
 // TestReadBucket_Paths checks that a bucket of more keys than multi_last
@@ -17,27 +18,27 @@ import (
 func TestReadBucket_Paths(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c := bustest.Connect(t, bustest.NewServer(t))
-	kv, err := c.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "B", History: 4})
+	c := nodetest.Connect(t, nodetest.NewBareServer(t))
+	big, err := c.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "B", History: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 1100 {
 		for r := range 2 {
-			if _, err := kv.Put(ctx, fmt.Sprintf("k%d", i), fmt.Appendf(nil, "%d-%d", i, r)); err != nil {
+			if _, err := big.Put(ctx, fmt.Sprintf("k%d", i), fmt.Appendf(nil, "%d-%d", i, r)); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if err := kv.Delete(ctx, "k7"); err != nil {
+	if err := big.Delete(ctx, "k7"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := readLast(ctx, c.NC, "B"); !errors.Is(err, errTooMany) {
+	if _, err := kv.ReadLast(ctx, c.NC, "B"); !errors.Is(err, kv.ErrTooMany) {
 		t.Fatalf("multi_last over 1100 keys = %v, want too many", err)
 	}
 	got := map[string]string{}
-	if err := readBucket(ctx, c.NC, "B", func(e entry) error {
-		got[e.key] = string(e.value)
+	if err := kv.ReadBucket(ctx, c.NC, "B", func(e kv.Entry) error {
+		got[e.Key] = string(e.Value)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -53,15 +54,15 @@ func TestReadBucket_Paths(t *testing.T) {
 	if _, err := small.Put(ctx, "a", []byte("1")); err != nil {
 		t.Fatal(err)
 	}
-	last, err := readLast(ctx, c.NC, "S")
-	if err != nil || len(last) != 1 || string(last[0].value) != "1" {
+	last, err := kv.ReadLast(ctx, c.NC, "S")
+	if err != nil || len(last) != 1 || string(last[0].Value) != "1" {
 		t.Errorf("readLast = %+v, %v", last, err)
 	}
 	// An empty bucket is no keys, not an error.
 	if _, err := c.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "E"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := readBucket(ctx, c.NC, "E", func(entry) error { return errors.New("called") }); err != nil {
+	if err := kv.ReadBucket(ctx, c.NC, "E", func(kv.Entry) error { return errors.New("called") }); err != nil {
 		t.Errorf("empty bucket: %v", err)
 	}
 }

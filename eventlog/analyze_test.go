@@ -1,4 +1,4 @@
-package teambus_test
+package eventlog_test
 
 import (
 	"bufio"
@@ -18,23 +18,24 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/eventlog"
 )
 
-func analyzeFile(t testing.TB, path string, opts teambus.AnalyzeOptions) *teambus.Analysis {
+func analyzeFile(t testing.TB, path string, opts eventlog.AnalyzeOptions) *eventlog.Analysis {
 	t.Helper()
-	res, err := teambus.AnalyzeJSONL(func() (io.ReadCloser, error) { return os.Open(path) }, opts)
+	res, err := eventlog.AnalyzeJSONL(func() (io.ReadCloser, error) { return os.Open(path) }, opts)
 	if err != nil {
 		t.Fatalf("analyze %s: %v", path, err)
 	}
 	return res
 }
 
-func analyzeTestdata(t testing.TB, name string) *teambus.Analysis {
+func analyzeTestdata(t testing.TB, name string) *eventlog.Analysis {
 	t.Helper()
-	return analyzeFile(t, filepath.Join("testdata", "events", name), teambus.AnalyzeOptions{})
+	return analyzeFile(t, filepath.Join("testdata", "events", name), eventlog.AnalyzeOptions{})
 }
 
-func seqsOf(evs []teambus.Event) []int64 {
+func seqsOf(evs []eventlog.Event) []int64 {
 	out := []int64{}
 	for _, e := range evs {
 		out = append(out, e.Seq)
@@ -42,7 +43,7 @@ func seqsOf(evs []teambus.Event) []int64 {
 	return out
 }
 
-func taskStatuses(tasks map[string]teambus.TaskState) string {
+func taskStatuses(tasks map[string]eventlog.TaskState) string {
 	var ids []string
 	for id := range tasks {
 		ids = append(ids, id)
@@ -98,7 +99,7 @@ func TestAnalyze_SeedExample(t *testing.T) {
 		t.Errorf("issues %v, resolved %v, warnings %v", seqsOf(a.Issues), seqsOf(a.Resolved), seqsOf(a.Warnings))
 	}
 	// Decision: auto-resume from wave-2-start.
-	if a.Decision != teambus.DecisionAutoResume || !strings.Contains(strings.Join(a.Reasons, "\n"), "wave-2-start") {
+	if a.Decision != eventlog.DecisionAutoResume || !strings.Contains(strings.Join(a.Reasons, "\n"), "wave-2-start") {
 		t.Errorf("decision %s, reasons %q", a.Decision, a.Reasons)
 	}
 	if a.Lines != 11 || a.Events != 11 || len(a.Damaged) != 0 || len(a.Duplicates) != 0 {
@@ -118,17 +119,17 @@ func TestAnalyze_TwoInterrupted(t *testing.T) {
 	if !a.Sessions[0].Resumed || a.Sessions[1].Resumed {
 		t.Errorf("resumed flags: %+v", a.Sessions)
 	}
-	if a.Decision != teambus.DecisionNoCheckpoint || a.LastCheckpoint != nil || taskStatuses(a.Tasks) != "2=IN_PROGRESS" || !reflect.DeepEqual(a.ActiveAgents, []string{"service-eng"}) {
+	if a.Decision != eventlog.DecisionNoCheckpoint || a.LastCheckpoint != nil || taskStatuses(a.Tasks) != "2=IN_PROGRESS" || !reflect.DeepEqual(a.ActiveAgents, []string{"service-eng"}) {
 		t.Errorf("decision %s, checkpoint %v, tasks %s, agents %v", a.Decision, a.LastCheckpoint, taskStatuses(a.Tasks), a.ActiveAgents)
 	}
 	// The older session can be analyzed by name.
-	old := analyzeFile(t, filepath.Join("testdata", "events", "seed-resumed.jsonl"), teambus.AnalyzeOptions{SID: "f4e3d2c1"})
-	if *old.Analyzed != "f4e3d2c1" || *old.Interrupted != "b5a4c3d2" || old.Decision != teambus.DecisionAutoResume {
+	old := analyzeFile(t, filepath.Join("testdata", "events", "seed-resumed.jsonl"), eventlog.AnalyzeOptions{SID: "f4e3d2c1"})
+	if *old.Analyzed != "f4e3d2c1" || *old.Interrupted != "b5a4c3d2" || old.Decision != eventlog.DecisionAutoResume {
 		t.Errorf("analysis of f4e3d2c1: analyzed %v interrupted %v decision %s", *old.Analyzed, *old.Interrupted, old.Decision)
 	}
-	_, err := teambus.AnalyzeJSONL(func() (io.ReadCloser, error) {
+	_, err := eventlog.AnalyzeJSONL(func() (io.ReadCloser, error) {
 		return os.Open(filepath.Join("testdata", "events", "seed-resumed.jsonl"))
-	}, teambus.AnalyzeOptions{SID: "nope"})
+	}, eventlog.AnalyzeOptions{SID: "nope"})
 	if !errors.Is(err, teambus.ErrNotFound) {
 		t.Errorf("unknown sid: %v", err)
 	}
@@ -160,7 +161,7 @@ func TestAnalyze_Damaged(t *testing.T) {
 			if !reflect.DeepEqual(lines, tt.damaged) || a.Lines != tt.lines || a.Blank != tt.blank || a.Events != 11 {
 				t.Errorf("damaged lines %v (want %v), lines %d (want %d), blank %d (want %d), events %d", lines, tt.damaged, a.Lines, tt.lines, a.Blank, tt.blank, a.Events)
 			}
-			if a.Decision != teambus.DecisionAutoResume || taskStatuses(a.Tasks) != "1=COMPLETE 2=IN_PROGRESS" || a.LastCheckpoint.Seq != 7 {
+			if a.Decision != eventlog.DecisionAutoResume || taskStatuses(a.Tasks) != "1=COMPLETE 2=IN_PROGRESS" || a.LastCheckpoint.Seq != 7 {
 				t.Errorf("decision %s tasks %s", a.Decision, taskStatuses(a.Tasks))
 			}
 		})
@@ -171,11 +172,11 @@ func TestAnalyze_Damaged(t *testing.T) {
 func TestAnalyze_Gap(t *testing.T) {
 	t.Parallel()
 	a := analyzeTestdata(t, "gap.jsonl")
-	want := []teambus.Gap{{AfterSeq: 4, ExpectedSeq: 5, ActualSeq: 7, MissingCount: 2}}
+	want := []eventlog.Gap{{AfterSeq: 4, ExpectedSeq: 5, ActualSeq: 7, MissingCount: 2}}
 	if !reflect.DeepEqual(a.Gaps, want) || a.Sessions[0].Missing != 2 || a.Sessions[0].Gaps != 1 {
 		t.Fatalf("gaps = %+v, session %+v", a.Gaps, a.Sessions[0])
 	}
-	if a.Decision != teambus.DecisionAutoResume || !strings.Contains(strings.Join(a.Reasons, "\n"), "2 event(s) missing") {
+	if a.Decision != eventlog.DecisionAutoResume || !strings.Contains(strings.Join(a.Reasons, "\n"), "2 event(s) missing") {
 		t.Errorf("decision %s reasons %q", a.Decision, a.Reasons)
 	}
 	// agent.completed of schema-designer was lost: it still looks active.
@@ -194,7 +195,7 @@ func TestAnalyze_DuplicateLaterWins(t *testing.T) {
 	}
 	// seq 10 first said resolved:false (an issue), the later line says
 	// resolved:true.
-	if len(a.Issues) != 0 || !reflect.DeepEqual(seqsOf(a.Resolved), []int64{10}) || a.Decision != teambus.DecisionAutoResume {
+	if len(a.Issues) != 0 || !reflect.DeepEqual(seqsOf(a.Resolved), []int64{10}) || a.Decision != eventlog.DecisionAutoResume {
 		t.Errorf("issues %v resolved %v decision %s", seqsOf(a.Issues), seqsOf(a.Resolved), a.Decision)
 	}
 	if files := a.Tasks["2"].Files; !reflect.DeepEqual(files, []string{"src/api/service.ts", "src/api/routes.ts"}) {
@@ -209,7 +210,7 @@ func TestAnalyze_DuplicateLaterWins(t *testing.T) {
 func TestAnalyze_NeedsDecision(t *testing.T) {
 	t.Parallel()
 	a := analyzeTestdata(t, "needs-decision.jsonl")
-	if a.Decision != teambus.DecisionNeedsDecision {
+	if a.Decision != eventlog.DecisionNeedsDecision {
 		t.Fatalf("decision = %s", a.Decision)
 	}
 	var types []string
@@ -219,7 +220,7 @@ func TestAnalyze_NeedsDecision(t *testing.T) {
 	if !reflect.DeepEqual(types, []string{"error.encountered", "task.failed", "blocker.reported"}) || !reflect.DeepEqual(seqsOf(a.Warnings), []int64{11}) {
 		t.Errorf("issues %v, warnings %v", types, seqsOf(a.Warnings))
 	}
-	if t2 := a.Tasks["2"]; t2.Status != teambus.TaskStateFailed || t2.Error != "QA failed 3 rounds" || t2.Attempts == nil || *t2.Attempts != 3 {
+	if t2 := a.Tasks["2"]; t2.Status != eventlog.TaskStateFailed || t2.Error != "QA failed 3 rounds" || t2.Attempts == nil || *t2.Attempts != 3 {
 		t.Errorf("task 2 = %+v", t2)
 	}
 }
@@ -227,7 +228,7 @@ func TestAnalyze_NeedsDecision(t *testing.T) {
 func TestAnalyze_Clean(t *testing.T) {
 	t.Parallel()
 	a := analyzeTestdata(t, "clean.jsonl")
-	if a.Decision != teambus.DecisionClean || a.Interrupted != nil || a.Analyzed != nil || len(a.InterruptedSessions) != 0 {
+	if a.Decision != eventlog.DecisionClean || a.Interrupted != nil || a.Analyzed != nil || len(a.InterruptedSessions) != 0 {
 		t.Errorf("decision %s interrupted %v analyzed %v", a.Decision, a.Interrupted, a.Analyzed)
 	}
 	b, err := json.Marshal(a)
@@ -238,10 +239,10 @@ func TestAnalyze_Clean(t *testing.T) {
 
 func TestAnalyzer_InMemory(t *testing.T) {
 	t.Parallel()
-	ev := func(sid string, seq int64, typ, data string) *teambus.Event {
-		return &teambus.Event{SID: sid, Seq: seq, Type: typ, Data: json.RawMessage(data), TS: time.Unix(seq, 0)}
+	ev := func(sid string, seq int64, typ, data string) *eventlog.Event {
+		return &eventlog.Event{SID: sid, Seq: seq, Type: typ, Data: json.RawMessage(data), TS: time.Unix(seq, 0)}
 	}
-	a := teambus.NewAnalyzer(teambus.AnalyzeOptions{MaxListed: 2})
+	a := eventlog.NewAnalyzer(eventlog.AnalyzeOptions{MaxListed: 2})
 	a.Add(1, ev("s", 0, "session.start", `{}`))
 	a.Add(2, ev("s", 1, "checkpoint", `{"label":"one"}`))
 	for i := int64(2); i < 7; i++ {
@@ -258,7 +259,7 @@ func TestAnalyzer_InMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 5 errors and a crash after the checkpoint; 2 listed, 4 left out.
-	if res.Decision != teambus.DecisionNeedsDecision || len(res.Issues) != 2 || res.Omitted["issues"] != 4 || res.Issues[1].Type != "agent.crashed" {
+	if res.Decision != eventlog.DecisionNeedsDecision || len(res.Issues) != 2 || res.Omitted["issues"] != 4 || res.Issues[1].Type != "agent.crashed" {
 		t.Errorf("decision %s issues %v omitted %v", res.Decision, seqsOf(res.Issues), res.Omitted)
 	}
 	if !reflect.DeepEqual(res.ActiveAgents, []string{"tm1"}) || taskStatuses(res.Tasks) != "t1=AVAILABLE t2=PENDING" {
@@ -267,14 +268,14 @@ func TestAnalyzer_InMemory(t *testing.T) {
 	// A later checkpoint clears what came before it.
 	a.Add(14, ev("s", 13, "checkpoint", `{"label":"two","resumable":false}`))
 	res, _ = a.Result()
-	if res.Decision != teambus.DecisionNeedsDecision || len(res.Issues) != 0 || res.Omitted["issues"] != 0 || !strings.Contains(res.Reasons[0], "resumable:false") {
+	if res.Decision != eventlog.DecisionNeedsDecision || len(res.Issues) != 0 || res.Omitted["issues"] != 0 || !strings.Contains(res.Reasons[0], "resumable:false") {
 		t.Errorf("after second checkpoint: %s %v %v %q", res.Decision, seqsOf(res.Issues), res.Omitted, res.Reasons)
 	}
 }
 
 func TestSeqSet(t *testing.T) {
 	t.Parallel()
-	var s teambus.SeqSet
+	var s eventlog.SeqSet
 	for _, n := range []int64{5, 7, 6, 1, 3, 2, 10, 0, 4, 9} {
 		if s.Add(n) {
 			t.Fatalf("%d reported present", n)
@@ -308,7 +309,7 @@ func genLog(tb testing.TB, path string, n int) int64 {
 	for s := 0; s < sessions; s++ {
 		sid := fmt.Sprintf("%08x", 0xf4e3d2c1+s)
 		for i := 0; i < per; i++ {
-			e := teambus.Event{V: 1, TS: t0.Add(time.Duration(line) * time.Millisecond), SID: sid, Seq: int64(i), Feature: "auth-system"}
+			e := eventlog.Event{V: 1, TS: t0.Add(time.Duration(line) * time.Millisecond), SID: sid, Seq: int64(i), Feature: "auth-system"}
 			task := fmt.Sprintf("%d", i/10)
 			switch {
 			case i == 0:
@@ -398,22 +399,22 @@ func BenchmarkAnalyzeJSONL_1M(b *testing.B) {
 	ctx, stop := context.WithCancel(context.Background())
 	peak := heapPeak(ctx)
 	b.ResetTimer()
-	var res *teambus.Analysis
+	var res *eventlog.Analysis
 	for i := 0; i < b.N; i++ {
-		res = analyzeFile(b, path, teambus.AnalyzeOptions{})
+		res = analyzeFile(b, path, eventlog.AnalyzeOptions{})
 	}
 	b.StopTimer()
 	stop()
-	if res.Events != 1_000_000 || res.Decision != teambus.DecisionAutoResume || len(res.Sessions) != 100 || *res.Interrupted != "f4e3d324" {
+	if res.Events != 1_000_000 || res.Decision != eventlog.DecisionAutoResume || len(res.Sessions) != 100 || *res.Interrupted != "f4e3d324" {
 		b.Fatalf("analysis: %d events, decision %s, %d sessions, interrupted %v", res.Events, res.Decision, len(res.Sessions), *res.Interrupted)
 	}
 	b.ReportMetric(float64(peak())/(1<<20), "peak-heap-MiB")
 	b.ReportMetric(float64(res.Events)/b.Elapsed().Seconds()*float64(b.N), "lines/s")
 }
 
-func analyzeString(t testing.TB, log string, opts teambus.AnalyzeOptions) *teambus.Analysis {
+func analyzeString(t testing.TB, log string, opts eventlog.AnalyzeOptions) *eventlog.Analysis {
 	t.Helper()
-	res, err := teambus.AnalyzeJSONL(func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(log)), nil }, opts)
+	res, err := eventlog.AnalyzeJSONL(func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(log)), nil }, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,20 +434,20 @@ func TestAnalyze_DuplicateUndoesEnd(t *testing.T) {
 		line(2, "session.end", `{}`),
 		line(2, "warning.logged", `{"message":"the end was written too early"}`),
 	}, "\n") + "\n"
-	a := analyzeString(t, log, teambus.AnalyzeOptions{})
+	a := analyzeString(t, log, eventlog.AnalyzeOptions{})
 	if a.Interrupted == nil || *a.Interrupted != "s" || a.Sessions[0].HasEnd {
 		t.Fatalf("interrupted %v, session %+v", a.Interrupted, a.Sessions[0])
 	}
-	if taskStatuses(a.Tasks) != "7=IN_PROGRESS" || a.Decision != teambus.DecisionNoCheckpoint || !reflect.DeepEqual(seqsOf(a.Warnings), []int64{2}) {
+	if taskStatuses(a.Tasks) != "7=IN_PROGRESS" || a.Decision != eventlog.DecisionNoCheckpoint || !reflect.DeepEqual(seqsOf(a.Warnings), []int64{2}) {
 		t.Errorf("tasks %s, decision %s, warnings %v", taskStatuses(a.Tasks), a.Decision, seqsOf(a.Warnings))
 	}
 	// A session that ended keeps its state when it is asked for by name.
 	b := analyzeTestdata(t, "clean.jsonl")
-	if b.Decision != teambus.DecisionClean {
+	if b.Decision != eventlog.DecisionClean {
 		t.Fatal(b.Decision)
 	}
-	c := analyzeFile(t, filepath.Join("testdata", "events", "clean.jsonl"), teambus.AnalyzeOptions{SID: "f4e3d2c1"})
-	if c.Decision != teambus.DecisionClean || *c.Analyzed != "f4e3d2c1" || taskStatuses(c.Tasks) != "1=COMPLETE 2=IN_PROGRESS" || c.LastCheckpoint == nil {
+	c := analyzeFile(t, filepath.Join("testdata", "events", "clean.jsonl"), eventlog.AnalyzeOptions{SID: "f4e3d2c1"})
+	if c.Decision != eventlog.DecisionClean || *c.Analyzed != "f4e3d2c1" || taskStatuses(c.Tasks) != "1=COMPLETE 2=IN_PROGRESS" || c.LastCheckpoint == nil {
 		t.Errorf("named ended session: decision %s tasks %s", c.Decision, taskStatuses(c.Tasks))
 	}
 }

@@ -1,4 +1,4 @@
-package bus
+package node
 
 import (
 	"context"
@@ -25,26 +25,15 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/internal/atomicfile"
-)
-
-// Sync modes of a node: when the store fsyncs.
-const (
-	// SyncModeAlways fsyncs every write before it is acknowledged. An
-	// acknowledged message survives a process crash, an OS crash and a
-	// power loss. This is the default.
-	SyncModeAlways = "always"
-	// SyncModeInterval writes every message to the OS before acknowledging
-	// it and fsyncs every SyncInterval. An acknowledged message survives a
-	// process crash (kill -9) but may be lost on power loss or an OS crash.
-	SyncModeInterval = "interval"
 )
 
 // Defaults of NodeConfig.
 const (
 	// DefaultListen is the client address of a local node.
 	DefaultListen = "127.0.0.1:4222"
-	// DefaultSyncInterval is the fsync interval of SyncModeInterval.
+	// DefaultSyncInterval is the fsync interval of bus.SyncModeInterval.
 	DefaultSyncInterval = 2 * time.Minute
 	// DefaultMaxStore is the disk the node's JetStream store may use.
 	DefaultMaxStore int64 = 64 << 30
@@ -54,7 +43,7 @@ const (
 	// DefaultClusterName is the cluster name when routes are configured
 	// without one.
 	DefaultClusterName = "teambus"
-	// DefaultReadyTimeout bounds how long Open waits for the server.
+	// DefaultReadyTimeout bounds how long Start waits for the server.
 	DefaultReadyTimeout = 10 * time.Second
 )
 
@@ -92,10 +81,10 @@ type NodeConfig struct {
 	// HTTP is the monitoring address host:port (loopback only, it has no
 	// auth); empty turns monitoring off. Port 0 picks a free port.
 	HTTP string
-	// Sync is SyncModeAlways (default) or SyncModeInterval.
+	// Sync is bus.SyncModeAlways (default) or bus.SyncModeInterval.
 	Sync string
-	// SyncInterval is the fsync interval of SyncModeInterval, default
-	// DefaultSyncInterval. It is ignored with SyncModeAlways.
+	// SyncInterval is the fsync interval of bus.SyncModeInterval, default
+	// DefaultSyncInterval. It is ignored with bus.SyncModeAlways.
 	SyncInterval time.Duration
 	// MaxStore is the disk limit of the store in bytes, default
 	// DefaultMaxStore.
@@ -125,9 +114,9 @@ type NodeConfig struct {
 	// authenticates the routes as well as the clients.
 	Routes []string
 
-	// Attach, if set, runs once the node is ready, before Open returns:
+	// Attach, if set, runs once the node is ready, before Start returns:
 	// what it starts (the team service) is closed by Close before the
-	// server stops. An error fails Open.
+	// server stops. An error fails Start.
 	Attach func(n *Node) (io.Closer, error)
 }
 
@@ -161,7 +150,7 @@ func (c NodeConfig) plan() (*nodePlan, error) {
 	}
 	c.Dir = dir
 	c.Listen = orDefault(c.Listen, DefaultListen)
-	c.Sync = orDefault(c.Sync, SyncModeAlways)
+	c.Sync = orDefault(c.Sync, bus.SyncModeAlways)
 	if c.SyncInterval == 0 {
 		c.SyncInterval = DefaultSyncInterval
 	}
@@ -188,9 +177,9 @@ func (c NodeConfig) plan() (*nodePlan, error) {
 		}
 	}
 	switch c.Sync {
-	case SyncModeAlways, SyncModeInterval:
+	case bus.SyncModeAlways, bus.SyncModeInterval:
 	default:
-		return nil, teambus.Invalidf("invalid sync mode %q: must be %s or %s", c.Sync, SyncModeAlways, SyncModeInterval)
+		return nil, teambus.Invalidf("invalid sync mode %q: must be %s or %s", c.Sync, bus.SyncModeAlways, bus.SyncModeInterval)
 	}
 	if c.SyncInterval < 0 {
 		return nil, teambus.Invalidf("invalid sync interval %s: must be positive", c.SyncInterval)
@@ -282,14 +271,14 @@ func (p *nodePlan) options(token string) *server.Options {
 		StoreDir:               filepath.Join(c.Dir, StoreDir),
 		JetStreamMaxStore:      c.MaxStore,
 		JetStreamMaxMemory:     c.MaxMemory,
-		SyncAlways:             c.Sync == SyncModeAlways,
+		SyncAlways:             c.Sync == bus.SyncModeAlways,
 		DisableJetStreamBanner: true,
 		// nats-server 2.15 caps a stream at 1,000 consumers unless told
 		// otherwise; a mailbox has two per member, so that capped a team
 		// at 499 members. teambus bounds a team by its store limits.
 		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
 	}
-	if c.Sync == SyncModeInterval {
+	if c.Sync == bus.SyncModeInterval {
 		o.SyncInterval = c.SyncInterval
 	}
 	if o.ServerName == "" {
@@ -341,7 +330,7 @@ type Node struct {
 	s         *server.Server
 	log       *slog.Logger
 	dir       string
-	disc      Discovery
+	disc      bus.Discovery
 	syncMode  string
 	syncEvery time.Duration
 	monitor   string
@@ -349,7 +338,7 @@ type Node struct {
 	done      chan struct{}
 
 	authConn *nats.Conn         // the node's own connection for member credentials
-	health   healthState        // answers HealthSubject, checks the store
+	health   healthState        // answers bus.HealthSubject, checks the store
 	authStop context.CancelFunc // stops the credential watch
 	attached io.Closer          // what NodeConfig.Attach started
 
@@ -357,10 +346,10 @@ type Node struct {
 	closeErr  error
 }
 
-// Open starts a node in cfg.Dir and returns when it accepts clients and
+// Start starts a node in cfg.Dir and returns when it accepts clients and
 // its discovery file is written. A second node on the same directory is
 // refused with an ErrState error naming the running one.
-func Open(ctx context.Context, cfg NodeConfig) (*Node, error) {
+func Start(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	p, err := cfg.plan()
 	if err != nil {
 		return nil, err
@@ -376,7 +365,7 @@ func Open(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := start(ctx, p, lock)
+	n, err := launch(ctx, p, lock)
 	if err != nil {
 		unlock(lock)
 		return nil, err
@@ -385,7 +374,7 @@ func Open(ctx context.Context, cfg NodeConfig) (*Node, error) {
 }
 
 // start runs the server of a locked directory.
-func start(ctx context.Context, p *nodePlan, lock *os.File) (*Node, error) {
+func launch(ctx context.Context, p *nodePlan, lock *os.File) (*Node, error) {
 	c := p.cfg
 	token := c.Token
 	if token == "" {
@@ -448,7 +437,7 @@ func start(ctx context.Context, p *nodePlan, lock *os.File) (*Node, error) {
 		syncEvery: c.SyncInterval,
 		lock:      lock,
 		done:      make(chan struct{}),
-		disc: Discovery{
+		disc: bus.Discovery{
 			URL:       clientURL(p.host, addr.Port),
 			Token:     token,
 			PID:       os.Getpid(),
@@ -469,7 +458,7 @@ func start(ctx context.Context, p *nodePlan, lock *os.File) (*Node, error) {
 	if err := n.attachAuth(auth, token); err != nil {
 		return nil, fail("start bus node in %s: credential watch: %w", c.Dir, err)
 	}
-	if err := writeFileAtomic(filepath.Join(c.Dir, DiscoveryFile), n.disc); err != nil {
+	if err := writeFileAtomic(filepath.Join(c.Dir, bus.DiscoveryFile), n.disc); err != nil {
 		n.authStop()
 		n.authConn.Close()
 		s.Shutdown()
@@ -483,7 +472,7 @@ func start(ctx context.Context, p *nodePlan, lock *os.File) (*Node, error) {
 			n.stopHealth()
 			n.authStop()
 			n.authConn.Close()
-			_ = os.Remove(filepath.Join(c.Dir, DiscoveryFile)) // a stale discovery file is also replaced by the next start
+			_ = os.Remove(filepath.Join(c.Dir, bus.DiscoveryFile)) // a stale discovery file is also replaced by the next start
 			return nil, fail("start bus node in %s: %w", c.Dir, err)
 		}
 		n.attached = a
@@ -524,7 +513,7 @@ func (n *Node) Dir() string { return n.dir }
 func (n *Node) MonitorURL() string { return n.monitor }
 
 // Discovery is what the node wrote into its discovery file.
-func (n *Node) Discovery() Discovery { return n.disc }
+func (n *Node) Discovery() bus.Discovery { return n.disc }
 
 // Server is the embedded NATS server.
 func (n *Node) Server() *server.Server { return n.s }
@@ -533,21 +522,21 @@ func (n *Node) Server() *server.Server { return n.s }
 func (n *Node) InProcess() nats.InProcessConnProvider { return n.s }
 
 // Connect opens an in-process connection to the node.
-func (n *Node) Connect(ctx context.Context) (*Conn, error) {
-	return Connect(ctx, ConnectConfig{Dir: n.dir, InProcess: n.s, Token: n.disc.Token, Name: "teambus-node"})
+func (n *Node) Connect(ctx context.Context) (*bus.Conn, error) {
+	return bus.Connect(ctx, bus.ConnectConfig{Dir: n.dir, InProcess: n.s, Token: n.disc.Token, Name: "teambus-node"})
 }
 
 // Done is closed when the server has shut down, by Close or on its own.
 func (n *Node) Done() <-chan struct{} { return n.done }
 
 // CheckSync verifies that the running JetStream uses the configured sync
-// mode: with SyncModeAlways the server must fsync before acknowledging.
+// mode: with bus.SyncModeAlways the server must fsync before acknowledging.
 func (n *Node) CheckSync() error {
 	jsc := n.s.JetStreamConfig()
 	if jsc == nil {
 		return teambus.Unavailablef("bus node in %s: JetStream is not running", n.dir)
 	}
-	want := n.syncMode == SyncModeAlways
+	want := n.syncMode == bus.SyncModeAlways
 	if jsc.SyncAlways != want {
 		return teambus.Statef("bus node in %s: configured sync %s but JetStream runs with sync_always=%t", n.dir, n.syncMode, jsc.SyncAlways)
 	}
@@ -561,7 +550,7 @@ func (n *Node) CheckSync() error {
 // and releases the directory lock. It is safe to call more than once.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
-		err := os.Remove(filepath.Join(n.dir, DiscoveryFile))
+		err := os.Remove(filepath.Join(n.dir, bus.DiscoveryFile))
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			n.closeErr = fmt.Errorf("remove discovery file: %w", err)
 		}
@@ -585,7 +574,7 @@ func (n *Node) Close() error {
 // then closes the node. It returns nil after a cancel, and an error when
 // the node could not start or stopped on its own.
 func Run(ctx context.Context, cfg NodeConfig) error {
-	n, err := Open(ctx, cfg)
+	n, err := Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -594,7 +583,7 @@ func Run(ctx context.Context, cfg NodeConfig) error {
 		attrs = append(attrs, "monitor", n.monitor)
 	}
 	n.log.Info("bus node ready", attrs...)
-	if n.syncMode == SyncModeInterval {
+	if n.syncMode == bus.SyncModeInterval {
 		n.log.Warn("sync interval: acknowledged messages may be lost on power loss or OS crash, not on a process crash", "interval", n.syncEvery)
 	}
 	select {
@@ -619,7 +608,7 @@ func Stop(ctx context.Context, dir string) error {
 		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 	}
-	d, derr := ReadDiscovery(dir)
+	d, derr := bus.ReadDiscovery(dir)
 	held, lockPID, err := probeLock(dir, true)
 	if err != nil {
 		return err
@@ -661,7 +650,7 @@ func Stop(ctx context.Context, dir string) error {
 // lockedError reports a directory that another node holds.
 func lockedError(dir string) error {
 	what := ""
-	if d, err := ReadDiscovery(dir); err == nil {
+	if d, err := bus.ReadDiscovery(dir); err == nil {
 		what = fmt.Sprintf(" (pid %d, %s)", d.PID, d.URL)
 	} else if pid := readLockPID(dir); pid > 0 {
 		what = fmt.Sprintf(" (pid %d, starting)", pid)
@@ -723,7 +712,7 @@ func probeLock(dir string, cleanStale bool) (held bool, pid int, err error) {
 		return false, 0, fmt.Errorf("probe lock of %s: %w", dir, err)
 	}
 	if cleanStale {
-		_ = os.Remove(filepath.Join(dir, DiscoveryFile)) // a stale discovery file is also replaced by the next start
+		_ = os.Remove(filepath.Join(dir, bus.DiscoveryFile)) // a stale discovery file is also replaced by the next start
 	}
 	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) // closing the file releases the lock too
 	return false, 0, nil
@@ -772,7 +761,7 @@ func writeFileAtomic(path string, v any) error {
 
 // serverLogger routes the server's log to slog. Notices and debug lines
 // pass only in verbose mode. A fatal error during the start is kept for
-// Open to return instead of being logged: the server's own logger would
+// Start to return instead of being logged: the server's own logger would
 // exit the process.
 type serverLogger struct {
 	log     *slog.Logger
@@ -828,4 +817,11 @@ func (l *serverLogger) fatalText() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.fatal
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
 }

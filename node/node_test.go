@@ -1,4 +1,4 @@
-package bus_test
+package node_test
 
 import (
 	"context"
@@ -20,19 +20,14 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node"
+	"github.com/teambus/teambus/node/nodetest"
 )
-
-func testCtx(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 func TestOpen_StartStop(t *testing.T) {
 	ctx := testCtx(t)
 	dir := filepath.Join(t.TempDir(), "node")
-	n, err := bus.Open(ctx, bus.NodeConfig{Dir: dir, Listen: "127.0.0.1:0"})
+	n, err := node.Start(ctx, node.NodeConfig{Dir: dir, Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +56,7 @@ func TestOpen_StartStop(t *testing.T) {
 	if d.Sync != bus.SyncModeAlways {
 		t.Errorf("sync = %q, want %q", d.Sync, bus.SyncModeAlways)
 	}
-	if d.Version == "" || d.StartedAt.IsZero() || !strings.HasPrefix(d.StoreDir, filepath.Join(dir, bus.StoreDir)) {
+	if d.Version == "" || d.StartedAt.IsZero() || !strings.HasPrefix(d.StoreDir, filepath.Join(dir, node.StoreDir)) {
 		t.Errorf("discovery = %+v: want version, started_at and a store below %s", d, dir)
 	}
 	if d.URL != n.URL() {
@@ -116,7 +111,7 @@ func TestOpen_RandomPort(t *testing.T) {
 				}
 				l.Close()
 			}
-			n := bustest.NewServerConfig(t, bus.NodeConfig{Listen: listen})
+			n := nodetest.NewBareServerConfig(t, node.NodeConfig{Listen: listen})
 			u, err := url.Parse(n.URL())
 			if err != nil {
 				t.Fatal(err)
@@ -128,7 +123,7 @@ func TestOpen_RandomPort(t *testing.T) {
 			if !addr.IP.IsLoopback() {
 				t.Errorf("listens on %v, want loopback", addr)
 			}
-			bustest.Connect(t, n)
+			nodetest.Connect(t, n)
 			c, err := bus.Connect(testCtx(t), bus.ConnectConfig{Dir: n.Dir()})
 			if err != nil {
 				t.Fatalf("connect over TCP: %v", err)
@@ -139,7 +134,7 @@ func TestOpen_RandomPort(t *testing.T) {
 }
 
 func TestConnect_TokenRequired(t *testing.T) {
-	n := bustest.NewServer(t)
+	n := nodetest.NewBareServer(t)
 	ctx := testCtx(t)
 	cases := []struct {
 		name string
@@ -171,11 +166,11 @@ func TestConnect_TokenRequired(t *testing.T) {
 func TestOpen_SecondNodeSameDirRefused(t *testing.T) {
 	ctx := testCtx(t)
 	dir := t.TempDir()
-	first, err := bus.Open(ctx, bus.NodeConfig{Dir: dir, Listen: "127.0.0.1:-1"})
+	first, err := node.Start(ctx, node.NodeConfig{Dir: dir, Listen: "127.0.0.1:-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := bus.Open(ctx, bus.NodeConfig{Dir: dir, Listen: "127.0.0.1:-1"})
+	second, err := node.Start(ctx, node.NodeConfig{Dir: dir, Listen: "127.0.0.1:-1"})
 	if err == nil {
 		second.Close()
 		first.Close()
@@ -202,7 +197,7 @@ func TestOpen_SecondNodeSameDirRefused(t *testing.T) {
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}
-	again, err := bus.Open(ctx, bus.NodeConfig{Dir: dir, Listen: "127.0.0.1:-1"})
+	again, err := node.Start(ctx, node.NodeConfig{Dir: dir, Listen: "127.0.0.1:-1"})
 	if err != nil {
 		t.Fatalf("open after Close: %v", err)
 	}
@@ -215,30 +210,30 @@ func TestNodeConfig_Validate(t *testing.T) {
 	dir := t.TempDir()
 	cases := []struct {
 		name    string
-		cfg     bus.NodeConfig
+		cfg     node.NodeConfig
 		wantErr string // empty: valid
 	}{
-		{"defaults", bus.NodeConfig{Dir: dir}, ""},
-		{"ipv6 loopback", bus.NodeConfig{Dir: dir, Listen: "[::1]:4222"}, ""},
-		{"localhost", bus.NodeConfig{Dir: dir, Listen: "localhost:4222"}, ""},
-		{"no dir", bus.NodeConfig{}, "no directory"},
-		{"all interfaces", bus.NodeConfig{Dir: dir, Listen: "0.0.0.0:4222"}, "loopback only"},
-		{"empty host", bus.NodeConfig{Dir: dir, Listen: ":4222"}, "loopback only"},
-		{"lan address", bus.NodeConfig{Dir: dir, Listen: "10.1.2.3:4222"}, "loopback only"},
-		{"host name", bus.NodeConfig{Dir: dir, Listen: "example.com:4222"}, "loopback only"},
-		{"remote allowed", bus.NodeConfig{Dir: dir, Listen: "0.0.0.0:4222", AllowRemote: true}, ""},
-		{"no port", bus.NodeConfig{Dir: dir, Listen: "127.0.0.1"}, "want host:port"},
-		{"bad port", bus.NodeConfig{Dir: dir, Listen: "127.0.0.1:70000"}, "port must be"},
-		{"http remote", bus.NodeConfig{Dir: dir, HTTP: "0.0.0.0:8222", AllowRemote: true}, "loopback only"},
-		{"http loopback", bus.NodeConfig{Dir: dir, HTTP: "127.0.0.1:8222"}, ""},
-		{"sync interval", bus.NodeConfig{Dir: dir, Sync: bus.SyncModeInterval}, ""},
-		{"sync bogus", bus.NodeConfig{Dir: dir, Sync: "never"}, "invalid sync mode"},
-		{"negative store", bus.NodeConfig{Dir: dir, MaxStore: -1}, "must be positive"},
-		{"token with space", bus.NodeConfig{Dir: dir, Token: "a b"}, "white space"},
-		{"routes without cluster", bus.NodeConfig{Dir: dir, Routes: []string{"127.0.0.1:6222"}}, "without a cluster listen"},
-		{"cluster remote", bus.NodeConfig{Dir: dir, ClusterListen: "0.0.0.0:6222"}, "loopback only"},
-		{"cluster", bus.NodeConfig{Dir: dir, ClusterListen: "127.0.0.1:6222", Routes: []string{"127.0.0.1:6223", "nats://127.0.0.1:6224"}}, ""},
-		{"bad route", bus.NodeConfig{Dir: dir, ClusterListen: "127.0.0.1:6222", Routes: []string{"nats://"}}, "invalid route"},
+		{"defaults", node.NodeConfig{Dir: dir}, ""},
+		{"ipv6 loopback", node.NodeConfig{Dir: dir, Listen: "[::1]:4222"}, ""},
+		{"localhost", node.NodeConfig{Dir: dir, Listen: "localhost:4222"}, ""},
+		{"no dir", node.NodeConfig{}, "no directory"},
+		{"all interfaces", node.NodeConfig{Dir: dir, Listen: "0.0.0.0:4222"}, "loopback only"},
+		{"empty host", node.NodeConfig{Dir: dir, Listen: ":4222"}, "loopback only"},
+		{"lan address", node.NodeConfig{Dir: dir, Listen: "10.1.2.3:4222"}, "loopback only"},
+		{"host name", node.NodeConfig{Dir: dir, Listen: "example.com:4222"}, "loopback only"},
+		{"remote allowed", node.NodeConfig{Dir: dir, Listen: "0.0.0.0:4222", AllowRemote: true}, ""},
+		{"no port", node.NodeConfig{Dir: dir, Listen: "127.0.0.1"}, "want host:port"},
+		{"bad port", node.NodeConfig{Dir: dir, Listen: "127.0.0.1:70000"}, "port must be"},
+		{"http remote", node.NodeConfig{Dir: dir, HTTP: "0.0.0.0:8222", AllowRemote: true}, "loopback only"},
+		{"http loopback", node.NodeConfig{Dir: dir, HTTP: "127.0.0.1:8222"}, ""},
+		{"sync interval", node.NodeConfig{Dir: dir, Sync: bus.SyncModeInterval}, ""},
+		{"sync bogus", node.NodeConfig{Dir: dir, Sync: "never"}, "invalid sync mode"},
+		{"negative store", node.NodeConfig{Dir: dir, MaxStore: -1}, "must be positive"},
+		{"token with space", node.NodeConfig{Dir: dir, Token: "a b"}, "white space"},
+		{"routes without cluster", node.NodeConfig{Dir: dir, Routes: []string{"127.0.0.1:6222"}}, "without a cluster listen"},
+		{"cluster remote", node.NodeConfig{Dir: dir, ClusterListen: "0.0.0.0:6222"}, "loopback only"},
+		{"cluster", node.NodeConfig{Dir: dir, ClusterListen: "127.0.0.1:6222", Routes: []string{"127.0.0.1:6223", "nats://127.0.0.1:6224"}}, ""},
+		{"bad route", node.NodeConfig{Dir: dir, ClusterListen: "127.0.0.1:6222", Routes: []string{"nats://"}}, "invalid route"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -257,7 +252,7 @@ func TestNodeConfig_Validate(t *testing.T) {
 
 func TestOpen_NonLoopbackRefusedBeforeAnything(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "node")
-	_, err := bus.Open(testCtx(t), bus.NodeConfig{Dir: dir, Listen: "0.0.0.0:-1"})
+	_, err := node.Start(testCtx(t), node.NodeConfig{Dir: dir, Listen: "0.0.0.0:-1"})
 	if !errors.Is(err, teambus.ErrInvalid) {
 		t.Fatalf("Open = %v, want ErrInvalid", err)
 	}
@@ -267,7 +262,7 @@ func TestOpen_NonLoopbackRefusedBeforeAnything(t *testing.T) {
 }
 
 func TestOpen_SyncAlwaysByDefault(t *testing.T) {
-	n := bustest.NewServer(t)
+	n := nodetest.NewBareServer(t)
 	jsc := n.Server().JetStreamConfig()
 	if jsc == nil || !jsc.SyncAlways {
 		t.Fatalf("JetStreamConfig = %+v, want SyncAlways", jsc)
@@ -275,7 +270,7 @@ func TestOpen_SyncAlwaysByDefault(t *testing.T) {
 	if err := n.CheckSync(); err != nil {
 		t.Error(err)
 	}
-	if got, want := jsc.StoreDir, filepath.Join(n.Dir(), bus.StoreDir, "jetstream"); got != want {
+	if got, want := jsc.StoreDir, filepath.Join(n.Dir(), node.StoreDir, "jetstream"); got != want {
 		t.Errorf("store dir = %q, want %q", got, want)
 	}
 	if addr := n.Server().Addr().(*net.TCPAddr); !addr.IP.IsLoopback() {
@@ -290,7 +285,7 @@ func TestOpen_SyncAlwaysByDefault(t *testing.T) {
 }
 
 func TestOpen_SyncInterval(t *testing.T) {
-	n := bustest.NewServerConfig(t, bus.NodeConfig{Sync: bus.SyncModeInterval, SyncInterval: 30 * time.Second})
+	n := nodetest.NewBareServerConfig(t, node.NodeConfig{Sync: bus.SyncModeInterval, SyncInterval: 30 * time.Second})
 	jsc := n.Server().JetStreamConfig()
 	if jsc.SyncAlways || jsc.SyncInterval != 30*time.Second {
 		t.Errorf("JetStreamConfig sync_always=%t interval=%s, want false and 30s", jsc.SyncAlways, jsc.SyncInterval)
@@ -306,8 +301,8 @@ func TestOpen_SyncInterval(t *testing.T) {
 func TestOpen_RestartKeepsTokenAndData(t *testing.T) {
 	ctx := testCtx(t)
 	dir := t.TempDir()
-	cfg := bus.NodeConfig{Dir: dir, Listen: "127.0.0.1:-1"}
-	n, err := bus.Open(ctx, cfg)
+	cfg := node.NodeConfig{Dir: dir, Listen: "127.0.0.1:-1"}
+	n, err := node.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,15 +321,15 @@ func TestOpen_RestartKeepsTokenAndData(t *testing.T) {
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(filepath.Join(dir, bus.TokenFile)); err != nil || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Stat(filepath.Join(dir, node.TokenFile)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("token file: %v, %v; want mode 0600", fi, err)
 	}
 
-	n = bustest.NewServerDir(t, dir)
+	n = nodetest.NewBareServerDir(t, dir)
 	if n.Token() != token {
 		t.Errorf("token changed across restart")
 	}
-	c = bustest.Connect(t, n)
+	c = nodetest.Connect(t, n)
 	st, err := c.JS.Stream(ctx, "KEEP")
 	if err != nil {
 		t.Fatal(err)
@@ -346,7 +341,7 @@ func TestOpen_RestartKeepsTokenAndData(t *testing.T) {
 }
 
 func TestOpen_ExplicitToken(t *testing.T) {
-	n := bustest.NewServerConfig(t, bus.NodeConfig{Token: "s3cret"})
+	n := nodetest.NewBareServerConfig(t, node.NodeConfig{Token: "s3cret"})
 	if n.Token() != "s3cret" {
 		t.Errorf("token = %q, want s3cret", n.Token())
 	}
@@ -355,7 +350,7 @@ func TestOpen_ExplicitToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Close()
-	if _, err := os.Stat(filepath.Join(n.Dir(), bus.TokenFile)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(n.Dir(), node.TokenFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("explicit token written to the token file: %v", err)
 	}
 }
@@ -368,7 +363,7 @@ func TestOpen_PortInUse(t *testing.T) {
 	defer l.Close()
 	dir := t.TempDir()
 	start := time.Now()
-	_, err = bus.Open(testCtx(t), bus.NodeConfig{Dir: dir, Listen: l.Addr().String()})
+	_, err = node.Start(testCtx(t), node.NodeConfig{Dir: dir, Listen: l.Addr().String()})
 	if err == nil || !strings.Contains(err.Error(), "address already in use") {
 		t.Fatalf("Open on a busy port = %v, want an address-in-use error", err)
 	}
@@ -376,14 +371,14 @@ func TestOpen_PortInUse(t *testing.T) {
 		t.Errorf("Open took %s to fail, want it to fail fast", d)
 	}
 	// The failed start released the directory.
-	n := bustest.NewServerDir(t, dir)
+	n := nodetest.NewBareServerDir(t, dir)
 	if n.URL() == "" {
 		t.Error("no URL")
 	}
 }
 
 func TestOpen_Monitoring(t *testing.T) {
-	n := bustest.NewServerConfig(t, bus.NodeConfig{HTTP: "127.0.0.1:0"})
+	n := nodetest.NewBareServerConfig(t, node.NodeConfig{HTTP: "127.0.0.1:0"})
 	if n.MonitorURL() == "" {
 		t.Fatal("no monitor URL")
 	}
@@ -404,7 +399,7 @@ func TestRun_StopsOnCancel(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
-	go func() { errc <- bus.Run(ctx, bus.NodeConfig{Dir: dir, Listen: "127.0.0.1:-1"}) }()
+	go func() { errc <- node.Run(ctx, node.NodeConfig{Dir: dir, Listen: "127.0.0.1:-1"}) }()
 	bustest.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
 		_, err := bus.ReadDiscovery(dir)
 		return err
@@ -424,15 +419,15 @@ func TestRun_StopsOnCancel(t *testing.T) {
 }
 
 func TestStop_NoNode(t *testing.T) {
-	err := bus.Stop(testCtx(t), t.TempDir())
+	err := node.Stop(testCtx(t), t.TempDir())
 	if !errors.Is(err, teambus.ErrUnavailable) || !strings.Contains(err.Error(), "no bus node runs") {
 		t.Errorf("Stop = %v, want ErrUnavailable no bus node runs", err)
 	}
 }
 
 func TestStop_RefusesOwnProcess(t *testing.T) {
-	n := bustest.NewServer(t)
-	err := bus.Stop(testCtx(t), n.Dir())
+	n := nodetest.NewBareServer(t)
+	err := node.Stop(testCtx(t), n.Dir())
 	if !errors.Is(err, teambus.ErrState) {
 		t.Errorf("Stop of a node in this process = %v, want ErrState", err)
 	}
@@ -447,9 +442,9 @@ func TestOpen_Cluster(t *testing.T) {
 	for i, p := range ports {
 		routes[i] = fmt.Sprintf("nats://127.0.0.1:%d", p)
 	}
-	var nodes []*bus.Node
+	var nodes []*node.Node
 	for i, p := range ports {
-		nodes = append(nodes, bustest.NewServerConfig(t, bus.NodeConfig{
+		nodes = append(nodes, nodetest.NewBareServerConfig(t, node.NodeConfig{
 			Name:          fmt.Sprintf("n%d", i+1),
 			Token:         "cluster-token",
 			ClusterName:   "tb",
@@ -474,7 +469,7 @@ func TestOpen_Cluster(t *testing.T) {
 	if _, err := c.JS.Publish(ctx, "r3", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	c2 := bustest.Connect(t, nodes[2])
+	c2 := nodetest.Connect(t, nodes[2])
 	st, err := c2.JS.Stream(ctx, "R3")
 	if err != nil {
 		t.Fatal(err)
@@ -513,7 +508,7 @@ func freePorts(t *testing.T, n int) []int {
 // JetStream request of its own (the account's API counter moves only by
 // the checks' own requests), and its first request works.
 func TestConnect_NoReadyCheck(t *testing.T) {
-	n := bustest.NewServer(t)
+	n := nodetest.NewBareServer(t)
 	ctx := testCtx(t)
 	ref, err := bus.Connect(ctx, bus.ConnectConfig{Dir: n.Dir()})
 	if err != nil {

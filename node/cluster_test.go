@@ -1,4 +1,4 @@
-package bus_test
+package node_test
 
 import (
 	"fmt"
@@ -12,21 +12,22 @@ import (
 	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/member"
+	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
 
 // newCluster starts n in-process nodes joined into one cluster.
-func newCluster(t *testing.T, n int) []*bus.Node {
+func newCluster(t *testing.T, n int) []*node.Node {
 	t.Helper()
 	ports := freePorts(t, n)
 	routes := make([]string, n)
 	for i, p := range ports {
 		routes[i] = fmt.Sprintf("nats://127.0.0.1:%d", p)
 	}
-	var nodes []*bus.Node
+	var nodes []*node.Node
 	for i, p := range ports {
-		nodes = append(nodes, nodetest.NewServerConfig(t, bus.NodeConfig{
+		nodes = append(nodes, nodetest.NewServerConfig(t, node.NodeConfig{
 			Name:          fmt.Sprintf("n%d", i+1),
 			Token:         "cluster-token",
 			ClusterName:   "tb",
@@ -62,7 +63,7 @@ func connectReady(t *testing.T, cfg bus.ConnectConfig, nodes int) *bus.Conn {
 }
 
 func TestAutoReplicas_SingleNode(t *testing.T) {
-	n := bustest.NewServer(t)
+	n := nodetest.NewBareServer(t)
 	c, err := bus.Connect(testCtx(t), bus.ConnectConfig{Dir: n.Dir()})
 	if err != nil {
 		t.Fatal(err)

@@ -1,23 +1,26 @@
-package bus_test
+package node_test
 
 import (
 	"context"
 	"fmt"
-	"github.com/nats-io/nats.go/jetstream"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/node"
+	"github.com/teambus/teambus/node/nodetest"
 )
 
-func storeDamage(t *testing.T, n *bus.Node) []bus.StoreDamage {
+func storeDamage(t *testing.T, n *node.Node) []node.StoreDamage {
 	t.Helper()
-	var d []bus.StoreDamage
+	var d []node.StoreDamage
 	bustest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
 		var done bool
 		if d, done = n.StoreDamage(); !done {
@@ -33,11 +36,11 @@ func storeDamage(t *testing.T, n *bus.Node) []bus.StoreDamage {
 // marks of the last run, a mailbox whose tail is gone after a restart.
 func TestCheckStore(t *testing.T) {
 	dir := t.TempDir()
-	n := bustest.NewServerConfig(t, bus.NodeConfig{Dir: dir})
+	n := nodetest.NewBareServerConfig(t, node.NodeConfig{Dir: dir})
 	if d := storeDamage(t, n); len(d) != 0 {
 		t.Fatalf("damage on a new store: %v", d)
 	}
-	c := bustest.Connect(t, n)
+	c := nodetest.Connect(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	mb := bus.NewMailbox(c.JS, "chk", bus.MailboxConfig{})
@@ -52,7 +55,7 @@ func TestCheckStore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if d, err := bus.CheckStore(ctx, c.JS); err != nil || len(d) != 0 {
+	if d, err := node.CheckStore(ctx, c.JS); err != nil || len(d) != 0 {
 		t.Fatalf("CheckStore on a healthy mailbox = %v, %v", d, err)
 	}
 	st, err := c.JS.Stream(ctx, mb.Stream())
@@ -62,7 +65,7 @@ func TestCheckStore(t *testing.T) {
 	if err := st.DeleteMsg(ctx, 7); err != nil {
 		t.Fatal(err)
 	}
-	d, err := bus.CheckStore(ctx, c.JS)
+	d, err := node.CheckStore(ctx, c.JS)
 	if err != nil || len(d) != 1 || d[0].Lost != 1 || d[0].First != 7 || d[0].Last != 7 || !strings.Contains(d[0].String(), "lost 1") {
 		t.Fatalf("CheckStore after deleting seq 7 = %v, %v", d, err)
 	}
@@ -70,15 +73,15 @@ func TestCheckStore(t *testing.T) {
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, bus.MarksFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, node.MarksFile)); err != nil {
 		t.Fatalf("no marks after a clean close: %v", err)
 	}
 
 	// The tail of the mailbox disappears while the node is down.
-	if err := os.RemoveAll(filepath.Join(dir, bus.StoreDir, "jetstream", "$G", "streams", mb.Stream())); err != nil {
+	if err := os.RemoveAll(filepath.Join(dir, node.StoreDir, "jetstream", "$G", "streams", mb.Stream())); err != nil {
 		t.Fatal(err)
 	}
-	n2 := bustest.NewServerDir(t, dir)
+	n2 := nodetest.NewBareServerDir(t, dir)
 	d = storeDamage(t, n2)
 	if len(d) != 1 || !d[0].Gone || d[0].Last != 20 {
 		t.Fatalf("damage after the mailbox vanished = %v", d)
