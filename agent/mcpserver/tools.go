@@ -256,7 +256,7 @@ func (s *Server) inbox(ctx context.Context, req *mcp.CallToolRequest, id Identit
 		if err != nil {
 			return nil, err
 		}
-		return inboxResult(inboxOut(msgs, limit), false), nil
+		return s.acks.presplice(key, sessionOf(req), inboxResult(inboxOut(msgs, limit), false)), nil
 	}
 	l, err := s.cfg.Backend.Lease(ctx, id.Actor(), bus.LeaseOptions{Max: limit, Wait: wait})
 	if err != nil {
@@ -276,7 +276,7 @@ func (s *Server) inbox(ctx context.Context, req *mcp.CallToolRequest, id Identit
 		_ = l.Release(ctx)
 		return nil, teambus.Unavailablef("inbox call cancelled: nothing acked")
 	}
-	return inboxResult(out, true), nil
+	return s.acks.presplice(key, sessionOf(req), inboxResult(out, true)), nil
 }
 
 // inboxOut is the inbox result of msgs read with limit.

@@ -274,8 +274,20 @@ func testServerInboxLimit(t *testing.T, newF fixtureFunc) {
 func TestServer_InboxResult(t *testing.T) { forBackends(t, testServerInboxResult) }
 
 func testServerInboxResult(t *testing.T, newF fixtureFunc) {
-	f := newF(t, 2)
-	tm1, tm2 := f.client(member("tm1")), f.client(member("tm2"))
+	t.Run("in-memory", func(t *testing.T) {
+		f := newF(t, 2)
+		inboxResults(t, f, f.client(member("tm1")), f.client(member("tm2")))
+	})
+	// Over pipes, as `teambus mcp` serves stdio, the result is spliced
+	// into the response.
+	t.Run("io", func(t *testing.T) {
+		f := newF(t, 2)
+		tm1 := connectIO(t, f.server(mcpserver.Config{Resolve: mcpserver.StaticIdentity(member("tm1"))}), nil)
+		inboxResults(t, f, tm1, f.client(member("tm2")))
+	})
+}
+
+func inboxResults(t *testing.T, f *fixture, tm1, tm2 *mcp.ClientSession) {
 	long := strings.Repeat("é", 3000) // 6,000 bytes: cut to the preview
 	var first, second mcpserver.SendOut
 	ok(t, tm2, "send", map[string]any{"to": "tm1", "body": long, "type": "question", "data": map[string]any{"k": []any{1, "x"}}}, &first)
