@@ -108,8 +108,8 @@ func inboxSeqs(out map[string]any) ([]uint64, error) {
 // an agent makes them, against a node of this process with sync always:
 // the send tool beside team.Service.Send of the same message from this
 // process (both over loopback TCP, taking turns call by call), and the
-// inbox tool returning 50 waiting messages (a peek: the server releases
-// them before it answers, so every call finds the same 50).
+// inbox tool returning 50 waiting messages (a peek: they are released
+// before the server answers, so every call finds the same 50).
 func (r *run) mcpCalls(ctx context.Context) error {
 	node, err := r.node(ctx, "node-mcp", bus.SyncModeAlways)
 	if err != nil {
@@ -216,7 +216,7 @@ func (r *run) inbox50(ctx context.Context, node *bus.Node, svc *team.Service, se
 		}
 	}
 	inbox.n = len(inbox.lat)
-	note := fmt.Sprintf("a peek (limit 50): the server leases the 50, renders them, releases them and answers; %d-byte bodies, a result of about %d KiB (text and structured content)", size, 2*inbox50*(size+200)/1024)
+	note := fmt.Sprintf("a peek (limit 50): the team service reads and releases the 50 in one request, the server renders them and answers; %d-byte bodies, a result of about %d KiB (text and structured content)", size, 2*inbox50*(size+200)/1024)
 	if short > 0 {
 		note += fmt.Sprintf("; %d calls returned fewer than 50 and were not counted", short)
 	}
