@@ -1,6 +1,10 @@
 package teambus
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // MemberState is a member's liveness at resume: online, offline or zombie,
 // or its lifecycle status when it is not running.
@@ -43,4 +47,17 @@ type CrashResult struct {
 	Tasks []string
 	// Crashes is the member's crash count after this crash.
 	Crashes int
+}
+
+// CrashNotice is the message the lead gets when member crashed: what
+// happened to its task and what to do, from either sidecar that saw it.
+func CrashNotice(teamID, member, reason string, res CrashResult) string {
+	tasks := strings.Join(res.Tasks, ", ")
+	if tasks == "" {
+		tasks = "none"
+	}
+	if res.Paused {
+		return fmt.Sprintf("%s crashed (%s), crash %d: past the crash limit, task %s and the member are paused; decide with `teambus task reassign` or `teambus task reopen`", member, reason, res.Crashes, tasks)
+	}
+	return fmt.Sprintf("%s crashed (%s), crash %d: task %s back in the queue with its checkpoint; respawn it with `teambus brief --team %s --member %s`", member, reason, res.Crashes, tasks, teamID, member)
 }

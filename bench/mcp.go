@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -54,12 +53,15 @@ func (r *run) mcpClient(ctx context.Context, nd *node.Node, teamID, member strin
 	}, nil
 }
 
-// callTool calls a tool and decodes its structured result into out; a
-// tool error is an error.
-func callTool(ctx context.Context, cs *mcp.ClientSession, name string, args map[string]any, out any) error {
+// callTool calls a tool and returns its structured result as the SDK
+// client decoded it (a JSON object); a tool error is an error. The
+// client's own decode of the whole result is part of the round trip; the
+// caller reads the fields it checks from the decoded value, as an agent
+// does, without encoding it again.
+func callTool(ctx context.Context, cs *mcp.ClientSession, name string, args map[string]any) (map[string]any, error) {
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if res.IsError {
 		text := ""
@@ -68,24 +70,47 @@ func callTool(ctx context.Context, cs *mcp.ClientSession, name string, args map[
 				text += t.Text
 			}
 		}
-		return fmt.Errorf("%s: tool error: %s", name, text)
+		return nil, fmt.Errorf("%s: tool error: %s", name, text)
 	}
-	if out == nil {
-		return nil
+	out, ok := res.StructuredContent.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: structured content is %T, want a JSON object", name, res.StructuredContent)
 	}
-	raw, err := json.Marshal(res.StructuredContent)
-	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+	return out, nil
+}
+
+// seqOf returns the positive integer field seq of a decoded JSON object,
+// or 0.
+func seqOf(v any) uint64 {
+	m, _ := v.(map[string]any)
+	if f, ok := m["seq"].(float64); ok && f >= 1 {
+		return uint64(f)
 	}
-	return json.Unmarshal(raw, out)
+	return 0
+}
+
+// inboxSeqs returns the seqs of a decoded inbox result; an entry without
+// a seq is an error.
+func inboxSeqs(out map[string]any) ([]uint64, error) {
+	msgs, ok := out["messages"].([]any)
+	if !ok {
+		return nil, fmt.Errorf("inbox: messages is %T, want an array", out["messages"])
+	}
+	seqs := make([]uint64, len(msgs))
+	for i, m := range msgs {
+		if seqs[i] = seqOf(m); seqs[i] == 0 {
+			return nil, fmt.Errorf("inbox: message %d has no seq", i)
+		}
+	}
+	return seqs, nil
 }
 
 // mcpCalls times tool calls through a running `teambus mcp` process, as
 // an agent makes them, against a node of this process with sync always:
 // the send tool beside team.Service.Send of the same message from this
 // process (both over loopback TCP, taking turns call by call), and the
-// inbox tool returning 50 waiting messages (a peek: the server releases
-// them before it answers, so every call finds the same 50).
+// inbox tool returning 50 waiting messages (a peek: they are released
+// before the server answers, so every call finds the same 50).
 func (r *run) mcpCalls(ctx context.Context) error {
 	nd, err := r.node(ctx, "node-mcp", bus.SyncModeAlways)
 	if err != nil {
@@ -112,7 +137,7 @@ func (r *run) mcpCalls(ctx context.Context) error {
 	}
 	defer closeCS()
 	// Warm-up, untimed: one call each opens the buckets and streams.
-	if err := callTool(ctx, cs, "send", map[string]any{"to": "tm1", "body": body(size)}, nil); err != nil {
+	if _, err := callTool(ctx, cs, "send", map[string]any{"to": "tm1", "body": body(size)}); err != nil {
 		return err
 	}
 	if _, err := svc.Send(ctx, sender, team.SendSpec{To: "tm1", Body: body(size)}); err != nil {
@@ -121,14 +146,12 @@ func (r *run) mcpCalls(ctx context.Context) error {
 	var viaMCP, direct sample
 	for i := 0; i < calls; i++ {
 		t0 := time.Now()
-		var out struct {
-			Seq uint64 `json:"seq"`
-		}
-		if err := callTool(ctx, cs, "send", map[string]any{"to": "tm1", "body": body(size)}, &out); err != nil {
+		out, err := callTool(ctx, cs, "send", map[string]any{"to": "tm1", "body": body(size)})
+		if err != nil {
 			return err
 		}
 		viaMCP.lat = append(viaMCP.lat, time.Since(t0))
-		if out.Seq == 0 {
+		if seqOf(out) == 0 {
 			return fmt.Errorf("send tool returned no seq")
 		}
 		t0 = time.Now()
@@ -169,22 +192,22 @@ func (r *run) inbox50(ctx context.Context, nd *node.Node, svc *team.Service, sen
 	var inbox sample
 	short := 0
 	for i := -1; i < calls; i++ {
-		var out struct {
-			Messages []struct {
-				Seq uint64 `json:"seq"`
-			} `json:"messages"`
-		}
 		t0 := time.Now()
-		if err := callTool(ctx, reader, "inbox", map[string]any{"limit": inbox50}, &out); err != nil {
+		out, err := callTool(ctx, reader, "inbox", map[string]any{"limit": inbox50})
+		if err != nil {
 			return err
 		}
 		d := time.Since(t0)
-		if len(out.Messages) != inbox50 {
+		seqs, err := inboxSeqs(out)
+		if err != nil {
+			return err
+		}
+		if len(seqs) != inbox50 {
 			// The previous call's release had not reached the consumer
 			// yet: not a call of 50, not counted.
 			short++
 			if short > calls {
-				return fmt.Errorf("inbox returned %d of %d messages %d times", len(out.Messages), inbox50, short)
+				return fmt.Errorf("inbox returned %d of %d messages %d times", len(seqs), inbox50, short)
 			}
 			i--
 			continue
@@ -194,7 +217,7 @@ func (r *run) inbox50(ctx context.Context, nd *node.Node, svc *team.Service, sen
 		}
 	}
 	inbox.n = len(inbox.lat)
-	note := fmt.Sprintf("a peek (limit 50): the server leases the 50, renders them, releases them and answers; %d-byte bodies, a result of about %d KiB (text and structured content)", size, 2*inbox50*(size+200)/1024)
+	note := fmt.Sprintf("a peek (limit 50): the team service reads and releases the 50 in one request, the server renders them and answers; %d-byte bodies, a result of about %d KiB (text and structured content)", size, 2*inbox50*(size+200)/1024)
 	if short > 0 {
 		note += fmt.Sprintf("; %d calls returned fewer than 50 and were not counted", short)
 	}

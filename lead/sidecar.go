@@ -130,6 +130,7 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 	}
 	defer s.stopBeat(ctx)
 	if rep.LeadTimeoutDetectedAt != nil {
+		// Advisory: a stale detection mark is cleared by the next attach.
 		_, _ = s.svc.UpdateTeam(ctx, s.cfg.Team, func(t *teambus.Team) (bool, error) {
 			if t.LeadTimeoutDetectedAt == nil {
 				return false, nil
@@ -367,12 +368,12 @@ func (s *Sidecar) resendEvery() time.Duration {
 // twice is harmless.
 func (s *Sidecar) onReply(ctx context.Context, d teambus.Delivery) {
 	if d.Err != nil {
-		_ = d.Term(ctx)
+		_ = d.Term(ctx) // a lost Term only brings the message back to be dropped again
 		return
 	}
 	msg := d.Msg
 	if msg.Type != teambus.MsgStatus {
-		_ = d.Ack(ctx)
+		_ = d.Ack(ctx) // handlers are idempotent: a lost ack redelivers, handled twice harmlessly
 		return
 	}
 	_, err := s.svc.UpdateTeam(ctx, s.cfg.Team, func(t *teambus.Team) (bool, error) {
@@ -384,12 +385,12 @@ func (s *Sidecar) onReply(ctx context.Context, d teambus.Delivery) {
 		return true, nil
 	})
 	if err != nil {
-		_ = d.Nak(ctx)
+		_ = d.Nak(ctx) // a lost Nak only delays redelivery to the ack wait
 		return
 	}
 	s.seen[msg.From] = seenBeat{at: s.clock.Now(), epoch: msg.Epoch}
 	s.log.Info("member answered status check", "member", msg.From, "body", msg.Body)
-	_ = d.Ack(ctx)
+	_ = d.Ack(ctx) // handlers are idempotent: a lost ack redelivers, handled twice harmlessly
 }
 
 // checkProbes confirms the crash of every member whose probe went
@@ -457,13 +458,13 @@ func (s *Sidecar) confirmCrash(ctx context.Context, member string, p teambus.Pro
 	}
 	if res.Counted {
 		s.log.Warn("member crashed", "member", member, "member_epoch", p.Epoch, "tasks", res.Tasks, "crashes", res.Crashes, "paused", res.Paused)
-		body := fmt.Sprintf("%s crashed (%s), crash %d: task %v back in the queue with its checkpoint; respawn it with `teambus brief --team %s --member %s`", member, reason, res.Crashes, res.Tasks, s.cfg.Team, member)
-		if res.Paused {
-			body = fmt.Sprintf("%s crashed (%s), crash %d: past the crash limit; its task and the member are paused", member, reason, res.Crashes)
+		body := teambus.CrashNotice(s.cfg.Team, member, reason, res)
+		if err := s.svc.Notify(ctx, s.cfg.Team, teambus.Lead, s.epoch, teambus.Lead, teambus.MsgSystem, fmt.Sprintf("crash/%s/%d", member, p.Epoch), body,
+			map[string]any{"member": member, "epoch": p.Epoch, "tasks": res.Tasks, "crashes": res.Crashes, "paused": res.Paused}); err != nil {
+			s.log.Warn("notice of a crash", "member", member, "err", err) // the crash is recorded; past the limit the escalation is sent from the record
 		}
-		_ = s.svc.Notify(ctx, s.cfg.Team, teambus.Lead, s.epoch, teambus.Lead, teambus.MsgSystem, fmt.Sprintf("crash/%s/%d", member, p.Epoch), body,
-			map[string]any{"member": member, "epoch": p.Epoch, "tasks": res.Tasks, "crashes": res.Crashes, "paused": res.Paused})
 	}
+	// A probe record left behind is cleared on the next confirm or answer.
 	_, _ = s.svc.UpdateTeam(ctx, s.cfg.Team, func(t *teambus.Team) (bool, error) {
 		if q, ok := t.Probes[member]; !ok || q.Epoch != p.Epoch {
 			return false, nil
@@ -559,6 +560,8 @@ func (s *Sidecar) sendEscalations(ctx context.Context) {
 			s.log.Warn("send escalation", "member", id, "err", err)
 			continue
 		}
+		// If this fails the escalation is sent again with the same id:
+		// stored once (dedupe), so nothing is lost or doubled.
 		_ = s.svc.UpdateMember(ctx, s.cfg.Team, id, 0, func(m *teambus.Member) bool {
 			if !m.EscalatePending {
 				return false

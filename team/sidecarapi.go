@@ -318,9 +318,9 @@ func (a *SidecarAPI) ConsumeSidecar(ctx context.Context, team, member string) (<
 			back = append(back, late...)
 			mu.Unlock()
 			for _, d := range back {
-				_ = d.Nak(context.Background())
+				_ = d.Nak(context.Background()) // a lost Nak only delays redelivery to the ack wait
 			}
-			_ = js.Conn().FlushTimeout(time.Second)
+			_ = js.Conn().FlushTimeout(time.Second) // best effort: unflushed Naks are redelivered after the ack wait
 		})
 	}
 	context.AfterFunc(ctx, func() { stop() })

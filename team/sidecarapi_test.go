@@ -114,14 +114,14 @@ func registeredAs(t *testing.T, svc *team.Service, teamID, member, session strin
 // meant for the successor: the check stays in the member's sidecar inbox,
 // readable at once, not after ack-wait (issue 12 item 3).
 func TestSidecarAPI_TeammateFencedLeavesSuccessorMail(t *testing.T) {
-	nd := nodetest.NewBareServer(t)
+	node := nodetest.NewBareServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	svc := team.New(nodetest.Connect(t, nd).JS, team.Config{})
+	svc := team.New(nodetest.Connect(t, node).JS, team.Config{})
 	if _, err := svc.CreateTeam(ctx, "fe", "", []team.MemberSpec{{ID: "tm1"}}, fastPolicy()); err != nil {
 		t.Fatal(err)
 	}
-	old := startTeammate(t, team.New(nodetest.Connect(t, nd).JS, team.Config{}), teammate.Config{Team: "fe", Member: "tm1", Session: "s-old"})
+	old := startTeammate(t, team.New(nodetest.Connect(t, node).JS, team.Config{}), teammate.Config{Team: "fe", Member: "tm1", Session: "s-old"})
 	registeredAs(t, svc, "fe", "tm1", "s-old")
 
 	// A new incarnation registers (a hook or `join`), and the lead asks it
@@ -149,9 +149,9 @@ func TestSidecarAPI_TeammateFencedLeavesSuccessorMail(t *testing.T) {
 
 // zombieTeammate starts a sidecar for tm1 in session and waits until it is in
 // zombie mode (there is no lead).
-func zombieTeammate(t *testing.T, nd *node.Node, svc *team.Service, teamID, session string) *runningTeammate {
+func zombieTeammate(t *testing.T, node *node.Node, svc *team.Service, teamID, session string) *runningTeammate {
 	t.Helper()
-	r := startTeammate(t, team.New(nodetest.Connect(t, nd).JS, team.Config{}), teammate.Config{Team: teamID, Member: "tm1", Session: session})
+	r := startTeammate(t, team.New(nodetest.Connect(t, node).JS, team.Config{}), teammate.Config{Team: teamID, Member: "tm1", Session: session})
 	bustest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		m, _, err := svc.Store().Member(context.Background(), teamID, "tm1")
 		if err != nil || m.Session != session || m.Status != teambus.MemberZombie {
@@ -206,9 +206,9 @@ func leadGets(t *testing.T, svc *team.Service, teamID string, bodies ...string) 
 // the sidecar itself at zombie-max (marked held_since), or the lead when
 // the sidecar is gone (issue 12 item 1).
 func TestSidecarAPI_HeldMailNeverStranded(t *testing.T) {
-	nd := nodetest.NewBareServer(t)
+	node := nodetest.NewBareServer(t)
 	ctx := context.Background()
-	svc := team.New(nodetest.Connect(t, nd).JS, team.Config{})
+	svc := team.New(nodetest.Connect(t, node).JS, team.Config{})
 	create := func(id string, pol teambus.Policy) {
 		t.Helper()
 		if _, err := svc.CreateTeam(ctx, id, "", []team.MemberSpec{{ID: "tm1"}}, pol); err != nil {
@@ -218,11 +218,11 @@ func TestSidecarAPI_HeldMailNeverStranded(t *testing.T) {
 
 	t.Run("next incarnation", func(t *testing.T) {
 		create("nx", fastPolicy())
-		old := zombieTeammate(t, nd, svc, "nx", "s1")
+		old := zombieTeammate(t, node, svc, "nx", "s1")
 		sendHeld(t, svc, "nx", "s1", "h1")
 		sendHeld(t, svc, "nx", "s1", "h2")
 		old.stop()
-		startTeammate(t, team.New(nodetest.Connect(t, nd).JS, team.Config{}), teammate.Config{Team: "nx", Member: "tm1", Session: "s2"})
+		startTeammate(t, team.New(nodetest.Connect(t, node).JS, team.Config{}), teammate.Config{Team: "nx", Member: "tm1", Session: "s2"})
 		leadGets(t, svc, "nx", "h1", "h2")
 	})
 
@@ -230,7 +230,7 @@ func TestSidecarAPI_HeldMailNeverStranded(t *testing.T) {
 		pol := fastPolicy()
 		pol.ZombieMax = 2 * time.Second
 		create("zm", pol)
-		r := zombieTeammate(t, nd, svc, "zm", "s1")
+		r := zombieTeammate(t, node, svc, "zm", "s1")
 		sendHeld(t, svc, "zm", "s1", "h1")
 		r.wait(t, 10*time.Second)
 		if r.out != teammate.OutcomeZombieMax {
@@ -241,10 +241,10 @@ func TestSidecarAPI_HeldMailNeverStranded(t *testing.T) {
 
 	t.Run("lead", func(t *testing.T) {
 		create("ld", fastPolicy())
-		r := zombieTeammate(t, nd, svc, "ld", "s1")
+		r := zombieTeammate(t, node, svc, "ld", "s1")
 		sendHeld(t, svc, "ld", "s1", "h1")
 		r.stop()
-		ld, err := lead.New(team.New(nodetest.Connect(t, nd).JS, team.Config{}).SidecarAPI(), lead.Config{Team: "ld", Session: "L1", Logger: newLog(t)})
+		ld, err := lead.New(team.New(nodetest.Connect(t, node).JS, team.Config{}).SidecarAPI(), lead.Config{Team: "ld", Session: "L1", Logger: newLog(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -267,7 +267,7 @@ func TestSidecarAPI_HeldMailNeverStranded(t *testing.T) {
 // sidecar that acks it); the member answers the second, and is not
 // declared crashed (issue 12 item 5).
 func TestSidecarAPI_LeadProbeResent(t *testing.T) {
-	nd := nodetest.NewBareServer(t)
+	node := nodetest.NewBareServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	pol := teambus.DefaultPolicy()
@@ -275,7 +275,7 @@ func TestSidecarAPI_LeadProbeResent(t *testing.T) {
 	pol.MemberTimeout = 5 * time.Second
 	pol.ProbeTimeout = 4 * time.Second // room to resend (every probe-timeout/4)
 	pol.LeadTimeout = 2 * time.Second
-	svc := team.New(nodetest.Connect(t, nd).JS, team.Config{})
+	svc := team.New(nodetest.Connect(t, node).JS, team.Config{})
 	if _, err := svc.CreateTeam(ctx, "pr", "", []team.MemberSpec{{ID: "tm1"}}, pol); err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func TestSidecarAPI_LeadProbeResent(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := newLog(t)
-	ld, err := lead.New(team.New(nodetest.Connect(t, nd).JS, team.Config{}).SidecarAPI(), lead.Config{Team: "pr", Session: "L1", Logger: log})
+	ld, err := lead.New(team.New(nodetest.Connect(t, node).JS, team.Config{}).SidecarAPI(), lead.Config{Team: "pr", Session: "L1", Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,10 +393,10 @@ func TestSidecarAPI_LeadCleanStopShowsOffline(t *testing.T) {
 // silent one; a deleted key (a clean stop) is no event. The state watch
 // gives the team and the member's record, then the member's changes.
 func TestSidecarAPI_Watches(t *testing.T) {
-	nd := nodetest.NewBareServer(t)
+	node := nodetest.NewBareServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	svc := team.New(nodetest.Connect(t, nd).JS, team.Config{})
+	svc := team.New(nodetest.Connect(t, node).JS, team.Config{})
 	if _, err := svc.CreateTeam(ctx, "wa", "", []team.MemberSpec{{ID: "tm1"}}, fastPolicy()); err != nil {
 		t.Fatal(err)
 	}

@@ -373,13 +373,13 @@ func (s *Sidecar) fenced(m *teambus.Member) error {
 // must stop.
 func (s *Sidecar) handleControl(ctx context.Context, d teambus.Delivery) (bool, Outcome, error) {
 	if d.Err != nil {
-		_ = d.Term(ctx)
+		_ = d.Term(ctx) // a lost Term only brings the message back to be dropped again
 		return false, "", nil
 	}
 	msg := d.Msg
 	snap, err := s.svc.State(ctx, s.cfg.Team)
 	if err != nil {
-		_ = d.Nak(ctx)
+		_ = d.Nak(ctx) // a lost Nak only delays redelivery to the ack wait
 		return false, "", nil
 	}
 	if m, ok := snap.Members[s.cfg.Member]; ok {
@@ -404,10 +404,10 @@ func (s *Sidecar) handleControl(ctx context.Context, d teambus.Delivery) (bool, 
 		// The reply's id derives from the check's, so a redelivered check is
 		// answered once.
 		if err := s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, msg.From, teambus.MsgStatus, fmt.Sprintf("status/%d", msg.Seq), body, data); err != nil {
-			_ = d.Nak(ctx)
+			_ = d.Nak(ctx) // a lost Nak only delays redelivery to the ack wait
 			return false, "", nil
 		}
-		_ = d.Ack(ctx)
+		_ = d.Ack(ctx) // handlers are idempotent: a lost ack redelivers, handled twice harmlessly
 	case teambus.MsgShutdownRequest:
 		approve := task == ""
 		body := "approve: shutting down"
@@ -415,16 +415,16 @@ func (s *Sidecar) handleControl(ctx context.Context, d teambus.Delivery) (bool, 
 			body = fmt.Sprintf("approve:false: still working on %s", task)
 		}
 		if err := s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, msg.From, teambus.MsgShutdownResponse, fmt.Sprintf("shutdown/%d", msg.Seq), body, map[string]any{"approve": approve, "reply_to": msg.Seq, "task": task}); err != nil {
-			_ = d.Nak(ctx)
+			_ = d.Nak(ctx) // a lost Nak only delays redelivery to the ack wait
 			return false, "", nil
 		}
-		_ = d.Ack(ctx)
+		_ = d.Ack(ctx) // handlers are idempotent: a lost ack redelivers, handled twice harmlessly
 		if approve {
 			out, err := s.shutdown(context.WithoutCancel(ctx), "shutdown_request approved")
 			return true, out, err
 		}
 	default:
-		_ = d.Ack(ctx)
+		_ = d.Ack(ctx) // handlers are idempotent: a lost ack redelivers, handled twice harmlessly
 	}
 	return false, "", nil
 }
@@ -498,9 +498,11 @@ func (s *Sidecar) checkBlocked(ctx context.Context) {
 		if t.Status == teambus.TaskBlocked && t.BlockedAt != nil && s.svc.Now().Sub(*t.BlockedAt) >= s.policy.BlockedTimeout {
 			if err := s.svc.ReleaseTask(ctx, s.cfg.Team, s.cfg.Member, s.cfg.Session, t.ID); err == nil {
 				s.log.Info("blocked task returned to the queue", "task", t.ID, "blocked_for", s.policy.BlockedTimeout)
-				_ = s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.Lead, teambus.MsgSystem,
+				if err := s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.Lead, teambus.MsgSystem,
 					fmt.Sprintf("blocked-timeout/%s/%d", t.ID, t.BlockedAt.UnixNano()),
-					fmt.Sprintf("task %s was blocked for %s without a decision: back in the queue", t.ID, s.policy.BlockedTimeout), nil)
+					fmt.Sprintf("task %s was blocked for %s without a decision: back in the queue", t.ID, s.policy.BlockedTimeout), nil); err != nil {
+					s.log.Warn("tell the lead", "task", t.ID, "err", err)
+				}
 			}
 		}
 	}
@@ -532,12 +534,14 @@ func (s *Sidecar) shutdown(ctx context.Context, why string) (Outcome, error) {
 	if err := s.svc.SetMemberStatus(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.MemberShutdown); err != nil {
 		s.log.Warn("mark shutdown", "err", err)
 	}
-	_ = s.svc.StopBeat(ctx, s.cfg.Team, s.cfg.Member)
+	_ = s.svc.StopBeat(ctx, s.cfg.Team, s.cfg.Member) // the heartbeat key expires by its TTL anyway
 	body := fmt.Sprintf("%s shut down (%s)", s.cfg.Member, why)
 	if len(released) > 0 {
 		body += fmt.Sprintf(": task %s back in the queue with its checkpoint", strings.Join(released, ", "))
 	}
-	_ = s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.Lead, teambus.MsgSystem, fmt.Sprintf("shutdown/%d", s.epoch), body, map[string]any{"released": released})
+	if err := s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.Lead, teambus.MsgSystem, fmt.Sprintf("shutdown/%d", s.epoch), body, map[string]any{"released": released}); err != nil {
+		s.log.Warn("tell the lead", "err", err) // the shutdown is in the member record; the notice is for the lead's agent
+	}
 	s.log.Info("teammate shut down", "why", why)
 	return OutcomeShutdown, nil
 }
@@ -563,26 +567,16 @@ func (s *Sidecar) agentExited(ctx context.Context) (Outcome, error) {
 	if err != nil {
 		return "", err
 	}
-	_ = s.svc.StopBeat(ctx, s.cfg.Team, s.cfg.Member)
+	_ = s.svc.StopBeat(ctx, s.cfg.Team, s.cfg.Member) // the heartbeat key expires by its TTL anyway
 	s.log.Warn("agent crashed", "pid", s.cfg.PID, "tasks", res.Tasks, "crashes", res.Crashes, "paused", res.Paused)
 	if res.Counted {
-		body := CrashNotice(s.cfg.Team, s.cfg.Member, reason, res)
-		_ = s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.Lead, teambus.MsgSystem, fmt.Sprintf("crash/%s/%d", s.cfg.Member, s.epoch), body,
-			map[string]any{"member": s.cfg.Member, "epoch": s.epoch, "tasks": res.Tasks, "crashes": res.Crashes, "paused": res.Paused})
+		body := teambus.CrashNotice(s.cfg.Team, s.cfg.Member, reason, res)
+		if err := s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.Lead, teambus.MsgSystem, fmt.Sprintf("crash/%s/%d", s.cfg.Member, s.epoch), body,
+			map[string]any{"member": s.cfg.Member, "epoch": s.epoch, "tasks": res.Tasks, "crashes": res.Crashes, "paused": res.Paused}); err != nil {
+			s.log.Warn("tell the lead", "err", err) // the crash is in the member record; past the limit the lead escalates from it
+		}
 	}
 	return OutcomeCrashed, nil
-}
-
-// CrashNotice is the text of a crash notice to the lead.
-func CrashNotice(teamID, member, reason string, res teambus.CrashResult) string {
-	tasks := strings.Join(res.Tasks, ", ")
-	if tasks == "" {
-		tasks = "none"
-	}
-	if res.Paused {
-		return fmt.Sprintf("%s crashed (%s), crash %d: past the crash limit, task %s and the member are paused; decide with `teambus task reassign` or `teambus task reopen`", member, reason, res.Crashes, tasks)
-	}
-	return fmt.Sprintf("%s crashed (%s), crash %d: task %s back in the queue with its checkpoint; respawn it with `teambus brief --team %s --member %s`", member, reason, res.Crashes, tasks, teamID, member)
 }
 
 // zombieExpired releases the task and shuts down after zombie-max. The

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -44,6 +46,93 @@ func testAckAfterWriteAcks(t *testing.T, newF fixtureFunc) {
 		t.Fatalf("unacked after the call %v, want %v", left, seqs[2:])
 	}
 }
+
+// TestAckAfterWrite_Spliced: over pipes, as `teambus mcp` serves stdio,
+// inbox results are encoded ahead and spliced into the response by the
+// write, and ack after write holds the same: a written response acks
+// exactly its mail, a failed write acks nothing and releases it.
+func TestAckAfterWrite_Spliced(t *testing.T) { forBackends(t, testAckAfterWriteSpliced) }
+
+func testAckAfterWriteSpliced(t *testing.T, newF fixtureFunc) {
+	f := newF(t, 2)
+	seqs := f.sendN(5, "tm1")
+	log := newAckLog()
+	logs := &spliceLog{}
+	var fail atomic.Bool
+	s := f.server(mcpserver.Config{Resolve: mcpserver.StaticIdentity(member("tm1")), OnAck: log.record, Logger: slog.New(logs)})
+	cs := connectIO(t, s, func(w io.WriteCloser) io.WriteCloser { return &failingWriter{WriteCloser: w, fail: &fail} })
+	var in mcpserver.InboxOut
+	ok(t, cs, "inbox", map[string]any{"ack": true, "limit": 2}, &in)
+	var got []uint64
+	for _, m := range in.Messages {
+		got = append(got, m.Seq)
+	}
+	if !slices.Equal(got, seqs[:2]) {
+		t.Fatalf("inbox returned %v, want %v", got, seqs[:2])
+	}
+	if acked := log.next(t); !slices.Equal(acked, seqs[:2]) {
+		t.Fatalf("acked after write %v, want %v", acked, seqs[:2])
+	}
+	logs.want(t, f, 1)
+	// A peek is spliced too, and leaves the mail.
+	ok(t, cs, "inbox", nil, &in)
+	if len(in.Messages) != 3 {
+		t.Fatalf("peek: %+v, want 3 messages", in)
+	}
+	logs.want(t, f, 2)
+
+	fail.Store(true)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	go func() {
+		_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "inbox", Arguments: map[string]any{"ack": true}})
+	}()
+	if acked := log.next(t); acked != nil {
+		t.Fatalf("acked %v although the spliced write failed", acked)
+	}
+	if left := f.unacked("tm1"); !slices.Equal(left, seqs[2:]) {
+		t.Fatalf("unacked after a failed write %v, want %v", left, seqs[2:])
+	}
+}
+
+// failingWriter fails every write once fail is set.
+type failingWriter struct {
+	io.WriteCloser
+	fail *atomic.Bool
+}
+
+func (w *failingWriter) Write(b []byte) (int, error) {
+	if w.fail.Load() {
+		return 0, errors.New("broken pipe (test)")
+	}
+	return w.WriteCloser.Write(b)
+}
+
+// spliceLog counts the server's "response spliced" log records.
+type spliceLog struct{ spliced atomic.Int64 }
+
+func (l *spliceLog) Enabled(context.Context, slog.Level) bool { return true }
+func (l *spliceLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "response spliced" {
+		l.spliced.Add(1)
+	}
+	return nil
+}
+
+// want waits until n responses were spliced (the record follows the
+// write the client already read).
+func (l *spliceLog) want(t *testing.T, f *fixture, n int64) {
+	t.Helper()
+	bustest.CheckFor(t, time.Duration(f.pol.AckWait)/2, 10*time.Millisecond, func() error {
+		if got := l.spliced.Load(); got != n {
+			return fmt.Errorf("%d responses spliced, want %d", got, n)
+		}
+		return nil
+	})
+}
+
+func (l *spliceLog) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *spliceLog) WithGroup(string) slog.Handler      { return l }
 
 // failingTransport fails the write of every response once fail is set.
 type failingTransport struct {

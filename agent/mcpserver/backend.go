@@ -17,6 +17,10 @@ type Backend interface {
 	Send(ctx context.Context, a team.Actor, spec team.SendSpec) (bus.SendResult, error)
 	// Lease leases up to opts.Max messages of the actor's inbox.
 	Lease(ctx context.Context, a team.Actor, opts bus.LeaseOptions) (Lease, error)
+	// Peek returns up to opts.Max messages of the actor's inbox and
+	// leaves them there: they are read and released in one step, before
+	// it returns, and nothing stays held (opts.Ack is ignored).
+	Peek(ctx context.Context, a team.Actor, opts bus.InboxOptions) ([]teambus.Message, error)
 	Ack(ctx context.Context, a team.Actor, seqs []uint64) (bus.AckResult, error)
 	// Replay calls fn for the mailbox messages that match f and that a
 	// may read (the whole mailbox, or through the service its own mail).
@@ -73,6 +77,12 @@ func (b ServiceBackend) Lease(ctx context.Context, a team.Actor, opts bus.LeaseO
 		return nil, err
 	}
 	return busLease{l}, nil
+}
+
+// Peek implements Backend.
+func (b ServiceBackend) Peek(ctx context.Context, a team.Actor, opts bus.InboxOptions) ([]teambus.Message, error) {
+	opts.Ack = false
+	return b.Svc.Inbox(ctx, a, opts)
 }
 
 // busLease adapts *bus.Lease.

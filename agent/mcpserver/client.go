@@ -93,6 +93,25 @@ func (b ClientBackend) Lease(ctx context.Context, a team.Actor, opts bus.LeaseOp
 	return l, nil
 }
 
+// Peek implements Backend: a service inbox read in peek mode, which
+// fetches and releases the mail in the node before it answers (one
+// request, where a lease and its release are two).
+func (b ClientBackend) Peek(ctx context.Context, a team.Actor, opts bus.InboxOptions) ([]teambus.Message, error) {
+	cl, err := b.actor(a)
+	if err != nil {
+		return nil, err
+	}
+	read, err := cl.Inbox(ctx, member.InboxPeek, opts.Max, opts.Wait)
+	if err != nil {
+		return nil, err
+	}
+	msgs := make([]teambus.Message, 0, len(read))
+	for _, m := range read {
+		msgs = append(msgs, m.Message)
+	}
+	return msgs, nil
+}
+
 // clientLease is mail leased through the service, held by its tokens.
 type clientLease struct {
 	cl   *member.Client

@@ -20,7 +20,18 @@
 // that call's JSON-RPC response returned without error. A cancelled call,
 // a failed write, an error result or a closed connection releases the
 // mail (Nak) so the next reader gets it at once. inbox with ack:false is a
-// peek: the handler releases what it leased before it returns.
+// peek (Backend.Peek): the mail is read and released in one step, by the
+// team service in one request, before the handler returns; nothing is
+// held.
+//
+// inbox builds its own result (addResult): the SDK validates its
+// arguments and advertises the output schema inferred from InboxOut as
+// for every tool, but does not encode the result and decode it again to
+// validate it. On a stdio connection (mcp.IOTransport) the result is
+// encoded once, ahead, and the transport wrapper splices it into the
+// response line in place of a placeholder (ackwrite.go): the line is the
+// one the SDK would write, without its three further passes over ~120
+// KiB of JSON for 50 messages.
 //
 // Errors: every failure is a tool error (isError) whose text starts with
 // the teambus exit class — [transient] (retry), [permanent] (fix the

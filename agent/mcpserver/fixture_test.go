@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -193,6 +194,32 @@ func connect(t testing.TB, s *mcpserver.Server, wrap func(mcp.Transport) mcp.Tra
 	}
 	t.Cleanup(func() { _ = ss.Close() })
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, copts).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatalf("client connect: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// connectIO connects a client to s over newline-delimited JSON pipes
+// (mcp.IOTransport), as `teambus mcp` serves stdio: the path on which the
+// server splices results encoded ahead. w, if set, wraps the server's
+// writer.
+func connectIO(t testing.TB, s *mcpserver.Server, w func(io.WriteCloser) io.WriteCloser) *mcp.ClientSession {
+	t.Helper()
+	ctx := testCtx(t)
+	sr, cw := io.Pipe()
+	cr, sw := io.Pipe()
+	var out io.WriteCloser = sw
+	if w != nil {
+		out = w(sw)
+	}
+	ss, err := s.Connect(ctx, &mcp.IOTransport{Reader: sr, Writer: out})
+	if err != nil {
+		t.Fatalf("server connect: %v", err)
+	}
+	t.Cleanup(func() { _ = ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil).Connect(ctx, &mcp.IOTransport{Reader: cr, Writer: cw}, nil)
 	if err != nil {
 		t.Fatalf("client connect: %v", err)
 	}

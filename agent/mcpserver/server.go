@@ -125,6 +125,14 @@ func callKey(req *mcp.CallToolRequest) string {
 	return req.Extra.Header.Get(callHeader)
 }
 
+// sessionOf returns the session of a call, nil if unknown.
+func sessionOf(req *mcp.CallToolRequest) *mcp.ServerSession {
+	if req == nil {
+		return nil
+	}
+	return req.Session
+}
+
 // classed turns err into the error a handler returns: its text starts
 // with the class and says what to do. A fenced session is described by
 // the incarnation that replaced it.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/teambus/teambus"
@@ -39,12 +40,53 @@ const (
 type handler[In, Out any] func(ctx context.Context, req *mcp.CallToolRequest, id Identity, in In) (Out, string, error)
 
 // add registers a tool whose handler runs only with the identity it needs.
+// The SDK encodes Out as the structured content and validates it against
+// the output schema it inferred from Out.
 func add[In, Out any](s *Server, t *mcp.Tool, n need, h handler[In, Out]) {
-	mcp.AddTool(s.srv, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+	mcp.AddTool(s.srv, t, guard(s, t.Name, n, func(ctx context.Context, req *mcp.CallToolRequest, id Identity, in In) (*mcp.CallToolResult, Out, error) {
+		out, text, err := h(ctx, req, id, in)
+		if err != nil {
+			var zero Out
+			return nil, zero, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
+	}))
+}
+
+// resultHandler is a tool body that builds its whole result: the text and
+// the structured content, a value of the tool's Out type.
+type resultHandler[In any] func(ctx context.Context, req *mcp.CallToolRequest, id Identity, in In) (*mcp.CallToolResult, error)
+
+// addResult registers a tool like add whose handler builds its own result.
+// The SDK validates the arguments as for add and advertises the output
+// schema inferred from Out, but passes the result through: it does not
+// encode the structured content to JSON and decode it again to validate
+// it against the schema (for inbox, ~60 KiB of JSON a call, walked as
+// maps), and the content is encoded once, with the response. A value of
+// type Out matches the inferred schema by construction; the tests
+// validate results against the advertised schema.
+func addResult[In, Out any](s *Server, t *mcp.Tool, n need, h resultHandler[In]) {
+	schema, err := jsonschema.For[Out](&jsonschema.ForOptions{})
+	if err != nil {
+		panic(fmt.Sprintf("tool %q: output schema: %v", t.Name, err))
+	}
+	tt := *t
+	tt.OutputSchema = schema
+	// With Out any and a nil out the SDK leaves the result as it is.
+	mcp.AddTool(s.srv, &tt, guard(s, t.Name, n, func(ctx context.Context, req *mcp.CallToolRequest, id Identity, in In) (*mcp.CallToolResult, any, error) {
+		res, err := h(ctx, req, id, in)
+		return res, nil, err
+	}))
+}
+
+// guard wraps a tool body: the call timeout, the identity the tool needs,
+// a debug log line, and errors classed for the agent.
+func guard[In, Out any](s *Server, name string, n need, body func(ctx context.Context, req *mcp.CallToolRequest, id Identity, in In) (*mcp.CallToolResult, Out, error)) mcp.ToolHandlerFor[In, Out] {
+	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
 		var zero Out
 		if s.cfg.CallTimeout > 0 {
 			d := s.cfg.CallTimeout
-			if t.Name == "inbox" {
+			if name == "inbox" {
 				d += waitMax * time.Second
 			}
 			var cancel context.CancelFunc
@@ -62,14 +104,14 @@ func add[In, Out any](s *Server, t *mcp.Tool, n need, h handler[In, Out]) {
 			return nil, zero, s.classed(ctx, id, errNoTeam)
 		}
 		start := time.Now()
-		out, text, err := h(ctx, req, id, in)
-		s.cfg.Logger.Debug("tool call", "tool", t.Name, "took", time.Since(start), "ok", err == nil)
+		res, out, err := body(ctx, req, id, in)
+		s.cfg.Logger.Debug("tool call", "tool", name, "took", time.Since(start), "ok", err == nil)
 		if err != nil {
-			s.cfg.Logger.Debug("tool error", "tool", t.Name, "team", id.Team, "member", id.Member, "err", err)
+			s.cfg.Logger.Debug("tool error", "tool", name, "team", id.Team, "member", id.Member, "err", err)
 			return nil, zero, s.classed(ctx, id, err)
 		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
-	})
+		return res, out, nil
+	}
 }
 
 func readOnly(name, desc string) *mcp.Tool {
@@ -97,7 +139,7 @@ func (s *Server) addTools() {
 		return
 	}
 	add(s, action("send", "Store a message for a member, the lead or all. The result says \"stored\", never \"delivered\": delivery is the recipient's ack. With an id, a retry stores nothing new.", true), needMember, s.send)
-	add(s, action("inbox", "Your unacknowledged mail, oldest first. ack:false (default) is a peek: the mail stays for the next read. ack:true acknowledges exactly the returned messages once this result is delivered.", false), needMember, s.inbox)
+	addResult[InboxIn, InboxOut](s, action("inbox", "Your unacknowledged mail, oldest first. ack:false (default) is a peek: the mail stays for the next read. ack:true acknowledges exactly the returned messages once this result is delivered.", false), needMember, s.inbox)
 	add(s, action("ack", "Acknowledge handled mail by seq. Final; acking twice is harmless.", true), needMember, s.ack)
 	add(s, action("task_next", "Claim the best available task (the one that unblocks the most work, then priority, then age). No task is not an error: task is absent and reason says why.", false), needMember, s.taskNext)
 	add(s, action("task_claim", "Claim a task by id. Of concurrent claimers exactly one wins; the others get [conflict].", false), needMember, s.taskClaim)
@@ -193,9 +235,9 @@ func (s *Server) send(ctx context.Context, _ *mcp.CallToolRequest, id Identity, 
 	return out, text, nil
 }
 
-func (s *Server) inbox(ctx context.Context, req *mcp.CallToolRequest, id Identity, in InboxIn) (InboxOut, string, error) {
+func (s *Server) inbox(ctx context.Context, req *mcp.CallToolRequest, id Identity, in InboxIn) (*mcp.CallToolResult, error) {
 	if in.Limit < 0 || in.WaitSeconds < 0 {
-		return InboxOut{}, "", teambus.Invalidf("invalid inbox limit %d or wait_seconds %d: must not be negative", in.Limit, in.WaitSeconds)
+		return nil, teambus.Invalidf("invalid inbox limit %d or wait_seconds %d: must not be negative", in.Limit, in.WaitSeconds)
 	}
 	limit := in.Limit
 	if limit == 0 {
@@ -205,32 +247,62 @@ func (s *Server) inbox(ctx context.Context, req *mcp.CallToolRequest, id Identit
 	wait := time.Duration(min(in.WaitSeconds, waitMax)) * time.Second
 	key := callKey(req)
 	if in.Ack && key == "" {
-		return InboxOut{}, "", teambus.Unavailablef("inbox with ack:true needs the server's ack-after-write transport: nothing leased")
+		return nil, teambus.Unavailablef("inbox with ack:true needs the server's ack-after-write transport: nothing leased")
+	}
+	if !in.Ack {
+		// A peek: the backend reads the mail and releases it in one step,
+		// before it answers; nothing is held.
+		msgs, err := s.cfg.Backend.Peek(ctx, id.Actor(), bus.InboxOptions{Max: limit, Wait: wait})
+		if err != nil {
+			return nil, err
+		}
+		return s.acks.presplice(key, sessionOf(req), inboxResult(inboxOut(msgs, limit), false)), nil
 	}
 	l, err := s.cfg.Backend.Lease(ctx, id.Actor(), bus.LeaseOptions{Max: limit, Wait: wait})
 	if err != nil {
-		return InboxOut{}, "", err
+		return nil, err
 	}
 	msgs := l.Messages()
-	out := InboxOut{Messages: make([]MessageOut, 0, len(msgs)), More: len(msgs) >= limit}
-	seqs := make([]uint64, 0, len(msgs))
-	for _, m := range msgs {
-		out.Messages = append(out.Messages, messageOut(m, previewBody))
-		seqs = append(seqs, m.Seq)
-	}
+	out := inboxOut(msgs, limit)
 	switch {
 	case ctx.Err() != nil:
 		_ = l.Release(context.WithoutCancel(ctx)) // unreleased mail comes back after the ack wait
-		return InboxOut{}, "", teambus.Unavailablef("inbox call cancelled: nothing acked: %w", ctx.Err())
-	case !in.Ack || len(msgs) == 0:
+		return nil, teambus.Unavailablef("inbox call cancelled: nothing acked: %w", ctx.Err())
+	case len(msgs) == 0:
 		if err := l.Release(ctx); err != nil {
-			s.cfg.Logger.Warn("release peeked mail", "team", id.Team, "member", id.Member, "err", err)
+			s.cfg.Logger.Warn("release empty lease", "team", id.Team, "member", id.Member, "err", err)
 		}
-	case !s.acks.hold(key, l, seqs):
+	case !s.acks.hold(key, l, seqsOf(msgs)):
 		_ = l.Release(ctx) // as above: the ack wait brings it back
-		return InboxOut{}, "", teambus.Unavailablef("inbox call cancelled: nothing acked")
+		return nil, teambus.Unavailablef("inbox call cancelled: nothing acked")
 	}
-	return out, inboxText(out, in.Ack), nil
+	return s.acks.presplice(key, sessionOf(req), inboxResult(out, true)), nil
+}
+
+// inboxOut is the inbox result of msgs read with limit.
+func inboxOut(msgs []teambus.Message, limit int) InboxOut {
+	out := InboxOut{Messages: make([]MessageOut, 0, len(msgs)), More: len(msgs) >= limit}
+	for _, m := range msgs {
+		out.Messages = append(out.Messages, messageOut(m, previewBody))
+	}
+	return out
+}
+
+func seqsOf(msgs []teambus.Message) []uint64 {
+	seqs := make([]uint64, 0, len(msgs))
+	for _, m := range msgs {
+		seqs = append(seqs, m.Seq)
+	}
+	return seqs
+}
+
+// inboxResult is the result of an inbox call: the messages rendered as
+// text and out as the structured content, encoded once with the response.
+func inboxResult(out InboxOut, acked bool) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: inboxText(out, acked)}},
+		StructuredContent: out,
+	}
 }
 
 // inboxText renders messages as the CLI does, bodies indented.
@@ -239,6 +311,11 @@ func inboxText(out InboxOut, acked bool) string {
 		return "no unacknowledged mail"
 	}
 	var w strings.Builder
+	size := 200
+	for _, m := range out.Messages {
+		size += len(m.Body) + len(m.From) + len(m.To) + len(m.Type) + 80
+	}
+	w.Grow(size)
 	fmt.Fprintf(&w, "%d message(s):\n", len(out.Messages))
 	seqs := make([]string, len(out.Messages))
 	for i, m := range out.Messages {
@@ -257,8 +334,19 @@ func inboxText(out InboxOut, acked bool) string {
 }
 
 func writeMessage(w *strings.Builder, m MessageOut) {
-	fmt.Fprintf(w, "#%d %s %s -> %s [%s]\n", m.Seq, m.TS, cleanLine(m.From), cleanLine(m.To), cleanLine(m.Type))
-	w.WriteString(cleanBody(m.Body, "    "))
+	var num [20]byte
+	w.WriteByte('#')
+	w.Write(strconv.AppendUint(num[:0], m.Seq, 10))
+	w.WriteByte(' ')
+	w.WriteString(m.TS)
+	w.WriteByte(' ')
+	w.WriteString(cleanLine(m.From))
+	w.WriteString(" -> ")
+	w.WriteString(cleanLine(m.To))
+	w.WriteString(" [")
+	w.WriteString(cleanLine(m.Type))
+	w.WriteString("]\n")
+	writeBody(w, m.Body, "    ")
 	w.WriteString("\n")
 	if m.Truncated {
 		fmt.Fprintf(w, "    (cut: read_message seq %d has the whole body)\n", m.Seq)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/teambus/teambus"
@@ -262,6 +263,110 @@ func testServerInboxLimit(t *testing.T, newF fixtureFunc) {
 	ok(t, tm1, "inbox", nil, &in)
 	if len(in.Messages) != 20 || !in.More {
 		t.Fatalf("inbox default: %d messages, more %v; want 20 and more", len(in.Messages), in.More)
+	}
+}
+
+// TestServer_InboxResult: inbox builds its own result, which the SDK
+// passes through without validating it: every structured content (a
+// peek, a cut body, data, more, ack:true, no mail) validates against the
+// output schema the tool advertises, the text carries every message, and
+// bad arguments are refused as the SDK refuses them for the other tools.
+func TestServer_InboxResult(t *testing.T) { forBackends(t, testServerInboxResult) }
+
+func testServerInboxResult(t *testing.T, newF fixtureFunc) {
+	t.Run("in-memory", func(t *testing.T) {
+		f := newF(t, 2)
+		inboxResults(t, f, f.client(member("tm1")), f.client(member("tm2")))
+	})
+	// Over pipes, as `teambus mcp` serves stdio, the result is spliced
+	// into the response.
+	t.Run("io", func(t *testing.T) {
+		f := newF(t, 2)
+		tm1 := connectIO(t, f.server(mcpserver.Config{Resolve: mcpserver.StaticIdentity(member("tm1"))}), nil)
+		inboxResults(t, f, tm1, f.client(member("tm2")))
+	})
+}
+
+func inboxResults(t *testing.T, f *fixture, tm1, tm2 *mcp.ClientSession) {
+	long := strings.Repeat("é", 3000) // 6,000 bytes: cut to the preview
+	var first, second mcpserver.SendOut
+	ok(t, tm2, "send", map[string]any{"to": "tm1", "body": long, "type": "question", "data": map[string]any{"k": []any{1, "x"}}}, &first)
+	ok(t, tm2, "send", map[string]any{"to": "tm1", "body": "short\x07 one\nline two"}, &second)
+
+	_, tools := toolNames(t, tm1)
+	i := slices.IndexFunc(tools, func(tl *mcp.Tool) bool { return tl.Name == "inbox" })
+	if i < 0 {
+		t.Fatal("no inbox tool listed")
+	}
+	b, err := json.Marshal(tools[i].OutputSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema jsonschema.Schema
+	if err := json.Unmarshal(b, &schema); err != nil {
+		t.Fatalf("inbox output schema %s: %v", b, err)
+	}
+	resolved, err := schema.Resolve(nil)
+	if err != nil {
+		t.Fatalf("resolve inbox output schema: %v", err)
+	}
+	for _, c := range []struct {
+		args map[string]any
+		seqs []uint64
+		more bool
+	}{
+		{map[string]any{"limit": 1}, []uint64{first.Seq}, true},
+		{nil, []uint64{first.Seq, second.Seq}, false},
+		{map[string]any{"ack": true}, []uint64{first.Seq, second.Seq}, false},
+		{map[string]any{"ack": true}, nil, false},
+		{nil, nil, false},
+	} {
+		res := call(t, tm1, "inbox", c.args)
+		if res.IsError {
+			t.Fatalf("inbox(%v): %s", c.args, text(res))
+		}
+		if err := resolved.Validate(res.StructuredContent); err != nil {
+			t.Fatalf("inbox(%v): structured content does not match the advertised schema: %v", c.args, err)
+		}
+		raw, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var in mcpserver.InboxOut
+		if err := json.Unmarshal(raw, &in); err != nil {
+			t.Fatalf("inbox(%v): decode %s: %v", c.args, raw, err)
+		}
+		var got []uint64
+		for _, m := range in.Messages {
+			got = append(got, m.Seq)
+		}
+		if in.Messages == nil || !slices.Equal(got, c.seqs) || in.More != c.more {
+			t.Fatalf("inbox(%v): %s, want seqs %v more %v", c.args, raw, c.seqs, c.more)
+		}
+		txt := text(res)
+		for _, m := range in.Messages {
+			if !strings.Contains(txt, fmt.Sprintf("#%d ", m.Seq)) {
+				t.Fatalf("inbox(%v): text does not show seq %d: %q", c.args, m.Seq, txt)
+			}
+			if m.Seq == first.Seq && (!m.Truncated || m.Data == nil || !strings.Contains(txt, "[question]") || !strings.Contains(txt, "(cut: read_message seq")) {
+				t.Fatalf("inbox(%v): the long message: truncated %v data %v, text %q", c.args, m.Truncated, m.Data, txt)
+			}
+		}
+		if len(in.Messages) == 2 && !strings.Contains(txt, "    short one\n    line two") {
+			t.Fatalf("inbox(%v): text must strip control characters and indent bodies: %q", c.args, txt)
+		}
+	}
+
+	for _, c := range []struct {
+		args map[string]any
+		want string
+	}{
+		{map[string]any{"limit": "x"}, `validating /properties/limit: type: x has type "string", want "integer"`},
+		{map[string]any{"limit": 1.5}, `want "integer"`},
+		{map[string]any{"ack": "yes"}, `want "boolean"`},
+		{map[string]any{"bogus": 1}, `unexpected additional properties ["bogus"]`},
+	} {
+		fails(t, tm1, "inbox", c.args, `[permanent] validating "arguments": validating root: `, c.want, "fix the arguments to match the tool's input schema")
 	}
 }
 
