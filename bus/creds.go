@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/internal/atomicfile"
 )
 
 // AuthBucket is the KV bucket of member credentials: one key per member,
@@ -113,7 +114,7 @@ func (c *Creds) Validate() error {
 
 // WriteCreds writes c to path, mode 0600, replacing what was there.
 func WriteCreds(path string, c *Creds) error {
-	if err := writeFileAtomic(path, c); err != nil {
+	if err := atomicfile.WriteJSON(path, c, 0o600); err != nil {
 		return fmt.Errorf("write credentials %s: %w", path, err)
 	}
 	return nil

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -458,7 +457,7 @@ func launch(ctx context.Context, p *nodePlan, lock *os.File) (*Node, error) {
 	if err := n.attachAuth(auth, token); err != nil {
 		return nil, fail("start bus node in %s: credential watch: %w", c.Dir, err)
 	}
-	if err := writeFileAtomic(filepath.Join(c.Dir, bus.DiscoveryFile), n.disc); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(c.Dir, bus.DiscoveryFile), n.disc, 0o600); err != nil {
 		n.authStop()
 		n.authConn.Close()
 		s.Shutdown()
@@ -748,15 +747,6 @@ func loadToken(dir string) (string, error) {
 		return "", fmt.Errorf("write token file: %w", err)
 	}
 	return tok, nil
-}
-
-// writeFileAtomic writes v as JSON to path, mode 0600, durably.
-func writeFileAtomic(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.Write(path, append(b, '\n'), 0o600)
 }
 
 // serverLogger routes the server's log to slog. Notices and debug lines

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/internal/atomicfile"
 )
 
 // MarksFile is the node's record of its high-water marks, in its
@@ -305,7 +306,7 @@ func (k *marksKeeper) update(ctx context.Context, js jetstream.JetStream) error 
 	if k.last != nil && reflect.DeepEqual(k.last, m) {
 		return nil
 	}
-	if err := writeFileAtomic(filepath.Join(k.dir, MarksFile), m); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(k.dir, MarksFile), m, 0o600); err != nil {
 		return err
 	}
 	k.last = m

@@ -11,6 +11,7 @@ package atomicfile
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -80,4 +81,14 @@ func SyncDir(dir string) error {
 		return fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	return nil
+}
+
+// WriteJSON replaces path with v as indented JSON and a newline, atomically
+// and durably, with mode.
+func WriteJSON(path string, v any, mode fs.FileMode) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return Write(path, append(b, '\n'), mode)
 }
