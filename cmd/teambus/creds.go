@@ -38,11 +38,8 @@ func teamCredsCommand() *cli.Command {
 }
 
 func teamCreds(c *cli.Context) error {
-	if err := exactArgs(c, 1); err != nil {
-		return err
-	}
-	teamID := c.Args().First()
-	if err := teambus.ValidateID("team", teamID); err != nil {
+	teamID, err := teamArg(c)
+	if err != nil {
 		return err
 	}
 	member := c.String("member")

@@ -29,18 +29,11 @@ func sendCommand() *cli.Command {
 			&cli.StringFlag{Name: "data", Usage: "JSON data attached to the message"},
 			jsonFlag(),
 		}),
-		Action: send,
+		Action: actorAction(1, send),
 	}
 }
 
-func send(c *cli.Context) error {
-	if err := exactArgs(c, 1); err != nil {
-		return err
-	}
-	a, err := actor(c)
-	if err != nil {
-		return err
-	}
+func send(c *cli.Context, a team.Actor) error {
 	body := c.Args().First()
 	if body == "-" {
 		b, err := io.ReadAll(io.LimitReader(c.App.Reader, 64<<20))
@@ -105,19 +98,15 @@ func inboxCommand() *cli.Command {
 			&cli.IntFlag{Name: "limit", Usage: "at most this many messages", Value: 100},
 			jsonFlag(),
 		}),
-		Action: inbox,
+		Action: actorAction(0, inbox),
 	}
 }
 
-func inbox(c *cli.Context) error {
-	if err := exactArgs(c, 0); err != nil {
-		return err
-	}
-	a, err := actor(c)
-	if err != nil {
-		return err
-	}
-	var wait time.Duration
+func inbox(c *cli.Context, a team.Actor) error {
+	var (
+		wait time.Duration
+		err  error
+	)
 	if w := c.String("wait"); w != "" {
 		if wait, err = teambus.ParseDuration("--wait", w); err != nil {
 			return err
@@ -320,7 +309,7 @@ func replayCommand() *cli.Command {
 			&cli.BoolFlag{Name: "held", Usage: "include mail held while its sender was a zombie"},
 			jsonFlag(),
 		}),
-		Action: replay,
+		Action: teamAction(0, replay),
 	}
 }
 
@@ -353,14 +342,7 @@ func replayFilter(c *cli.Context) (bus.ReplayFilter, error) {
 	return f, f.Validate()
 }
 
-func replay(c *cli.Context) error {
-	if err := exactArgs(c, 0); err != nil {
-		return err
-	}
-	teamID, err := teamID(c)
-	if err != nil {
-		return err
-	}
+func replay(c *cli.Context, teamID string) error {
 	f, err := replayFilter(c)
 	if err != nil {
 		return err
@@ -444,18 +426,11 @@ func checkpointCommand() *cli.Command {
 			&cli.StringFlag{Name: "task", Usage: "the task (default: the one you hold)"},
 			jsonFlag(),
 		}),
-		Action: checkpoint,
+		Action: actorAction(0, checkpoint),
 	}
 }
 
-func checkpoint(c *cli.Context) error {
-	if err := exactArgs(c, 0); err != nil {
-		return err
-	}
-	a, err := actor(c)
-	if err != nil {
-		return err
-	}
+func checkpoint(c *cli.Context, a team.Actor) error {
 	spec := team.CheckpointSpec{Done: c.StringSlice("done"), Remaining: c.StringSlice("remaining"),
 		LastAction: c.String("last-action"), Files: c.StringSlice("file"), Task: c.String("task")}
 	if spec.Task != "" {

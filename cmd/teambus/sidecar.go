@@ -267,19 +267,8 @@ func resumeCommands() []*cli.Command {
 		{
 			Name: "review", Usage: "review a finished team (read-only)", ArgsUsage: "TEAM",
 			Flags: flags(connFlags(), []cli.Flag{jsonFlag()}),
-			Action: func(c *cli.Context) error {
-				if err := exactArgs(c, 1); err != nil {
-					return err
-				}
-				if err := teambus.ValidateID("team", c.Args().First()); err != nil {
-					return err
-				}
-				s, err := open(c)
-				if err != nil {
-					return err
-				}
-				defer s.close()
-				v, err := s.svc.Show(s.ctx, c.Args().First())
+			Action: teamArgAction(func(c *cli.Context, s *session, id string) error {
+				v, err := s.svc.Show(s.ctx, id)
 				if err != nil {
 					return err
 				}
@@ -290,7 +279,7 @@ func resumeCommands() []*cli.Command {
 					fmt.Fprintf(c.App.Writer, "note: team %s is %s, not finished; this is its current state\n", v.Team.ID, v.Team.Status)
 				}
 				return printView(c.App.Writer, v)
-			},
+			}),
 		},
 		transitionCommand("consolidate", "mark the team consolidating (the lead's final phase: merge, build, commit)", teambus.TeamConsolidating),
 		transitionCommand("complete", "mark the team complete (refused while tasks are unfinished, unless --force); sidecars shut down; its streams, buckets and credentials stay for review until `team delete`", teambus.TeamComplete),
@@ -334,54 +323,32 @@ func transitionCommand(name, usage string, to teambus.TeamStatus) *cli.Command {
 	}
 	return &cli.Command{
 		Name: name, Usage: usage, ArgsUsage: "TEAM", Flags: flags(connFlags(), extra),
-		Action: func(c *cli.Context) error {
-			if err := exactArgs(c, 1); err != nil {
-				return err
-			}
-			id := c.Args().First()
-			if err := teambus.ValidateID("team", id); err != nil {
-				return err
-			}
+		Action: teamArgAction(func(c *cli.Context, s *session, id string) error {
 			wt := c.String("worktree")
 			if to == teambus.TeamConsolidating && wt == "" {
 				wt, _ = os.Getwd()
 			}
-			s, err := open(c)
-			if err != nil {
-				return err
-			}
-			defer s.close()
 			t, err := s.svc.TransitionChecked(s.ctx, id, to, wt, c.Bool("force"))
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(c.App.Writer, "team %s is %s\n", t.ID, t.Status)
 			return nil
-		},
+		}),
 	}
 }
 
 func teamReport(c *cli.Context, fn func(*session, string) (*team.Report, error)) error {
-	if err := exactArgs(c, 1); err != nil {
-		return err
-	}
-	id := c.Args().First()
-	if err := teambus.ValidateID("team", id); err != nil {
-		return err
-	}
-	s, err := open(c)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	r, err := fn(s, id)
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return printJSON(c.App.Writer, r)
-	}
-	return printReport(c, r)
+	return teamArgAction(func(c *cli.Context, s *session, id string) error {
+		r, err := fn(s, id)
+		if err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, r)
+		}
+		return printReport(c, r)
+	})(c)
 }
 
 func printReport(c *cli.Context, r *team.Report) error {

@@ -62,16 +62,16 @@ func taskCommand() *cli.Command {
 					&cli.IntFlag{Name: "priority", Usage: "higher runs first among equals"},
 					&cli.StringFlag{Name: "quantum", Usage: "the area of work; members of the same quantum prefer it"},
 					jsonFlag()}),
-				Action: taskAdd,
+				Action: teamAction(1, taskAdd),
 			},
 			{
 				Name: "list", Usage: "list the team's tasks", Flags: flags(connFlags(), []cli.Flag{teamFlag(),
 					&cli.StringFlag{Name: "status", Usage: "only tasks with this status"}, jsonFlag()}),
-				Action: taskList,
+				Action: teamAction(0, taskList),
 			},
 			{
 				Name: "show", Usage: "show one task with its checkpoint", ArgsUsage: "ID",
-				Flags: flags(connFlags(), []cli.Flag{teamFlag(), jsonFlag()}), Action: taskShow,
+				Flags: flags(connFlags(), []cli.Flag{teamFlag(), jsonFlag()}), Action: teamAction(1, taskShow),
 			},
 			member("claim", "claim a task (exactly one of concurrent claimers wins; the others exit 3)", "ID", nil,
 				func(c *cli.Context, s *session, a team.Actor) (*teambus.Task, string, error) {
@@ -170,14 +170,7 @@ func taskSummary(t *teambus.Task) string {
 	return s
 }
 
-func taskAdd(c *cli.Context) error {
-	if err := exactArgs(c, 1); err != nil {
-		return err
-	}
-	teamID, err := teamID(c)
-	if err != nil {
-		return err
-	}
+func taskAdd(c *cli.Context, teamID string) error {
 	var deps []string
 	for _, d := range c.StringSlice("dep") {
 		for _, p := range strings.Split(d, ",") {
@@ -206,14 +199,7 @@ func taskAdd(c *cli.Context) error {
 	return nil
 }
 
-func taskList(c *cli.Context) error {
-	if err := exactArgs(c, 0); err != nil {
-		return err
-	}
-	teamID, err := teamID(c)
-	if err != nil {
-		return err
-	}
+func taskList(c *cli.Context, teamID string) error {
 	status := c.String("status")
 	if status != "" {
 		ok := false
@@ -255,14 +241,7 @@ func taskList(c *cli.Context) error {
 	return printTasks(c.App.Writer, tasks)
 }
 
-func taskShow(c *cli.Context) error {
-	if err := exactArgs(c, 1); err != nil {
-		return err
-	}
-	teamID, err := teamID(c)
-	if err != nil {
-		return err
-	}
+func taskShow(c *cli.Context, teamID string) error {
 	id := c.Args().First()
 	if err := teambus.ValidateID("task", id); err != nil {
 		return err

@@ -55,11 +55,8 @@ func teamCreateCommand() *cli.Command {
 }
 
 func teamCreate(c *cli.Context) error {
-	if err := exactArgs(c, 1); err != nil {
-		return err
-	}
-	id := c.Args().First()
-	if err := teambus.ValidateID("team", id); err != nil {
+	id, err := teamArg(c)
+	if err != nil {
 		return err
 	}
 	pol, err := policyFromFlags(c)
@@ -258,23 +255,11 @@ func teamShowCommand() *cli.Command {
 		Usage:     "show a team: status, policy, members with liveness, tasks",
 		ArgsUsage: "TEAM",
 		Flags:     flags(connFlags(), []cli.Flag{jsonFlag()}),
-		Action:    teamShow,
+		Action:    teamArgAction(teamShow),
 	}
 }
 
-func teamShow(c *cli.Context) error {
-	if err := exactArgs(c, 1); err != nil {
-		return err
-	}
-	id := c.Args().First()
-	if err := teambus.ValidateID("team", id); err != nil {
-		return err
-	}
-	s, err := open(c)
-	if err != nil {
-		return err
-	}
-	defer s.close()
+func teamShow(c *cli.Context, s *session, id string) error {
 	v, isMember, err := s.memberView(id)
 	if err != nil {
 		return err
@@ -373,23 +358,11 @@ func teamDeleteCommand() *cli.Command {
 		Flags: flags(connFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "force", Usage: "delete even while sidecars of the team heartbeat", EnvVars: []string{"TEAMBUS_FORCE"}},
 		}),
-		Action: teamDelete,
+		Action: teamArgAction(teamDelete),
 	}
 }
 
-func teamDelete(c *cli.Context) error {
-	if err := exactArgs(c, 1); err != nil {
-		return err
-	}
-	id := c.Args().First()
-	if err := teambus.ValidateID("team", id); err != nil {
-		return err
-	}
-	s, err := open(c)
-	if err != nil {
-		return err
-	}
-	defer s.close()
+func teamDelete(c *cli.Context, s *session, id string) error {
 	ids, err := s.svc.Store().ListTeams(s.ctx)
 	if err != nil {
 		return err
