@@ -208,18 +208,11 @@ type streamSession struct {
 
 // withTeamLog connects, checks that the team exists and runs fn.
 func withTeamLog(c *cli.Context, teamID string, fn func(*streamSession) error) error {
-	cfg, err := connConfig(c)
-	if err != nil {
-		return err
-	}
-	conn, err := bus.Connect(c.Context, cfg)
+	conn, err := streamConn(c)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if err := operatorOnly(c, conn); err != nil {
-		return err
-	}
 	keepConn(c, conn)
 	svc := team.New(conn.JS, team.Config{})
 	if _, _, err := svc.Store().Team(c.Context, teamID); err != nil {
