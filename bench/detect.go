@@ -24,6 +24,7 @@ type tracker struct {
 	status map[string][]statusAt
 	beats  map[string][]time.Time
 	wake   chan struct{}
+	stop   context.CancelFunc
 }
 
 type statusAt struct {
@@ -32,16 +33,20 @@ type statusAt struct {
 	epoch  int64
 }
 
-// track watches the team's state and heartbeat buckets until ctx ends.
+// track watches the team's state and heartbeat buckets until ctx ends or
+// Close is called.
 func track(ctx context.Context, store *kv.Store, teamID string) (*tracker, error) {
-	t := &tracker{status: map[string][]statusAt{}, beats: map[string][]time.Time{}, wake: make(chan struct{})}
+	ctx, stop := context.WithCancel(ctx)
+	t := &tracker{status: map[string][]statusAt{}, beats: map[string][]time.Time{}, wake: make(chan struct{}), stop: stop}
 	sw, err := store.WatchState(ctx, teamID, jetstream.UpdatesOnly())
 	if err != nil {
+		stop()
 		return nil, err
 	}
 	hw, err := store.WatchHeartbeats(ctx, teamID, jetstream.UpdatesOnly())
 	if err != nil {
 		sw.Stop()
+		stop()
 		return nil, err
 	}
 	go func() {
@@ -76,6 +81,9 @@ func track(ctx context.Context, store *kv.Store, teamID string) (*tracker, error
 	}()
 	return t, nil
 }
+
+// Close stops watching.
+func (t *tracker) Close() { t.stop() }
 
 func (t *tracker) note(fn func()) {
 	t.mu.Lock()
@@ -158,17 +166,11 @@ func (r *run) detectPolicy() teambus.Policy {
 // times heartbeat silence → crashed, agent exit → crashed and lead death →
 // zombie.
 func (r *run) detect(ctx context.Context) error {
-	node, err := r.node(ctx, "node-detect", bus.SyncModeAlways)
+	node, svc, stop, err := r.teamNode(ctx, "node-detect", bus.SyncModeAlways, team.Config{})
 	if err != nil {
 		return err
 	}
-	defer node.Close()
-	conn, err := connect(ctx, node)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	svc := team.New(conn.JS, team.Config{})
+	defer stop()
 	var procs children
 	defer procs.killAll()
 	if err := r.detectCrashes(ctx, node, svc, &procs); err != nil {
@@ -274,12 +276,11 @@ func (r *run) detectCrashes(ctx context.Context, node *bus.Node, svc *team.Servi
 			return err
 		}
 	}
-	tctx, stop := context.WithCancel(ctx)
-	defer stop()
-	tr, err := track(tctx, svc.Store(), teamID)
+	tr, err := track(ctx, svc.Store(), teamID)
 	if err != nil {
 		return err
 	}
+	defer tr.Close()
 	leadAgent, err := start(r.logs, "det-lead-agent", "sleep", "3600")
 	if err != nil {
 		return err
@@ -400,12 +401,11 @@ func (r *run) detectZombies(ctx context.Context, node *bus.Node, svc *team.Servi
 	if _, err := svc.CreateTeam(ctx, teamID, "", specs, pol); err != nil {
 		return err
 	}
-	tctx, stop := context.WithCancel(ctx)
-	defer stop()
-	tr, err := track(tctx, svc.Store(), teamID)
+	tr, err := track(ctx, svc.Store(), teamID)
 	if err != nil {
 		return err
 	}
+	defer tr.Close()
 	lead, err := r.startLead(ctx, node, svc, procs, teamID, "Z0", false)
 	if err != nil {
 		return err

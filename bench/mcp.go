@@ -86,17 +86,11 @@ func callTool(ctx context.Context, cs *mcp.ClientSession, name string, args map[
 // inbox tool returning 50 waiting messages (a peek: the server releases
 // them before it answers, so every call finds the same 50).
 func (r *run) mcpCalls(ctx context.Context) error {
-	node, err := r.node(ctx, "node-mcp", bus.SyncModeAlways)
+	node, svc, stop, err := r.teamNode(ctx, "node-mcp", bus.SyncModeAlways, team.Config{})
 	if err != nil {
 		return err
 	}
-	defer node.Close()
-	conn, err := connect(ctx, node)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	svc := team.New(conn.JS, team.Config{})
+	defer stop()
 	const teamID = "mcp"
 	actors, err := sendTeam(ctx, svc, teamID, "tm1", "tm2", "tm3", "tm4")
 	if err != nil {
