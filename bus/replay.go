@@ -240,7 +240,7 @@ func (mb *Mailbox) ReleaseHeld(ctx context.Context, member string) ([]teambus.Me
 			// The release has the idempotency key of a direct send: an
 			// agent that sends the same id again after leaving zombie mode
 			// stores it once.
-			res, err := mb.publish(ctx, mb.subject(&m, false), m.From+"/"+m.ID, &m, false)
+			res, err := mb.publish(ctx, &m, false)
 			if err != nil {
 				_ = jm.Nak() // the held copy comes back after the ack wait; the publish error is the one to report
 				return out, err
