@@ -3,7 +3,6 @@ package teambus
 import (
 	"fmt"
 	"regexp"
-	"unicode"
 	"unicode/utf8"
 )
 
@@ -55,10 +54,8 @@ func ValidateSession(s string) error {
 	if !utf8.ValidString(s) {
 		return Invalidf("invalid session id: not valid UTF-8")
 	}
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return Invalidf("invalid session id %q: only printable characters", clip(s))
-		}
+	if !Printable(s) {
+		return Invalidf("invalid session id %q: only printable characters", clip(s))
 	}
 	return nil
 }

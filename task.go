@@ -158,13 +158,7 @@ func Claim(t *Task, member string, epoch int64, tasks map[string]*Task, now time
 	case !Claimable(t, tasks):
 		return Statef("task %s is %s: only available tasks can be claimed", t.ID, t.Status)
 	}
-	t.Status = TaskInProgress
-	t.AssignedTo = member
-	t.Epoch = epoch
-	t.Attempts++
-	t.StartedAt = TimePtr(now)
-	t.clearBlock()
-	t.UpdatedAt = now.UTC()
+	t.start(member, epoch, now)
 	return nil
 }
 
@@ -269,13 +263,7 @@ func Reassign(t *Task, member string, epoch int64, now time.Time) error {
 	if t.Active() && t.AssignedTo == member {
 		return nil
 	}
-	t.Status = TaskInProgress
-	t.AssignedTo = member
-	t.Epoch = epoch
-	t.Attempts++
-	t.StartedAt = TimePtr(now)
-	t.clearBlock()
-	t.UpdatedAt = now.UTC()
+	t.start(member, epoch, now)
 	return nil
 }
 
@@ -438,6 +426,18 @@ func (t *Task) requeue(tasks map[string]*Task, now time.Time) {
 	if !DepsDone(t, tasks) {
 		t.Status = TaskPending
 	}
+	t.UpdatedAt = now.UTC()
+}
+
+// start puts t in progress with member (incarnation epoch): one more
+// attempt.
+func (t *Task) start(member string, epoch int64, now time.Time) {
+	t.Status = TaskInProgress
+	t.AssignedTo = member
+	t.Epoch = epoch
+	t.Attempts++
+	t.StartedAt = TimePtr(now)
+	t.clearBlock()
 	t.UpdatedAt = now.UTC()
 }
 

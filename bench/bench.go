@@ -18,6 +18,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/node"
+	"github.com/teambus/teambus/team"
 )
 
 // Sections of a run, in the order they run.
@@ -95,48 +96,18 @@ type Config struct {
 // run.
 func (c Config) Defaults() Config {
 	q := c.Quick
-	pick := func(full, quick int) int {
-		if q {
-			return quick
-		}
-		return full
-	}
-	dur := func(full, quick time.Duration) time.Duration {
-		if q {
-			return quick
-		}
-		return full
-	}
 	if c.Dir == "" {
 		c.Dir = os.TempDir()
 	}
-	if c.Duration == 0 {
-		c.Duration = dur(3*time.Second, 500*time.Millisecond)
-	}
-	if c.MsgSize == 0 {
-		c.MsgSize = 1024
-	}
-	if c.OneShotRuns == 0 {
-		c.OneShotRuns = pick(40, 8)
-	}
-	if c.HookRuns == 0 {
-		c.HookRuns = pick(200, 20)
-	}
-	if c.SessionStartRuns == 0 {
-		c.SessionStartRuns = pick(30, 5)
-	}
-	if c.MCPCalls == 0 {
-		c.MCPCalls = pick(300, 30)
-	}
-	if c.ReadMessages == 0 {
-		c.ReadMessages = pick(5000, 500)
-	}
-	if c.ClaimTasks == 0 {
-		c.ClaimTasks = pick(400, 80)
-	}
-	if c.ClaimMembers == 0 {
-		c.ClaimMembers = 8
-	}
+	orDefault(&c.Duration, q, 3*time.Second, 500*time.Millisecond)
+	orDefault(&c.MsgSize, q, 1024, 1024)
+	orDefault(&c.OneShotRuns, q, 40, 8)
+	orDefault(&c.HookRuns, q, 200, 20)
+	orDefault(&c.SessionStartRuns, q, 30, 5)
+	orDefault(&c.MCPCalls, q, 300, 30)
+	orDefault(&c.ReadMessages, q, 5000, 500)
+	orDefault(&c.ClaimTasks, q, 400, 80)
+	orDefault(&c.ClaimMembers, q, 8, 8)
 	if len(c.ResumeMembers) == 0 {
 		if q {
 			c.ResumeMembers = []int{10, 50}
@@ -144,46 +115,34 @@ func (c Config) Defaults() Config {
 			c.ResumeMembers = []int{10, 50, 100, 1000}
 		}
 	}
-	if c.ResumeTasks == 0 {
-		c.ResumeTasks = pick(10000, 1000)
-	}
-	if c.ResumeMessages == 0 {
-		c.ResumeMessages = pick(1000000, 20000)
-	}
-	if c.ResumeRuns == 0 {
-		c.ResumeRuns = pick(9, 3)
-	}
-	if c.Trials == 0 {
-		c.Trials = pick(20, 3)
-	}
-	if c.Heartbeat == 0 {
-		c.Heartbeat = dur(500*time.Millisecond, 250*time.Millisecond)
-	}
-	if c.MemberTimeout == 0 {
-		c.MemberTimeout = dur(2*time.Second, time.Second)
-	}
-	if c.ProbeTimeout == 0 {
-		c.ProbeTimeout = dur(time.Second, 500*time.Millisecond)
-	}
-	if c.LeadTimeout == 0 {
-		c.LeadTimeout = dur(2*time.Second, time.Second)
-	}
-	if c.MemoryTeams == 0 {
-		c.MemoryTeams = pick(100, 20)
-	}
-	if c.ScaleMembers == 0 {
-		c.ScaleMembers = pick(1000, 200)
-	}
-	if c.ScaleInterval == 0 {
-		c.ScaleInterval = time.Second
-	}
-	if c.ScaleWindow == 0 {
-		c.ScaleWindow = dur(10*time.Second, 2*time.Second)
-	}
+	orDefault(&c.ResumeTasks, q, 10000, 1000)
+	orDefault(&c.ResumeMessages, q, 1000000, 20000)
+	orDefault(&c.ResumeRuns, q, 9, 3)
+	orDefault(&c.Trials, q, 20, 3)
+	orDefault(&c.Heartbeat, q, 500*time.Millisecond, 250*time.Millisecond)
+	orDefault(&c.MemberTimeout, q, 2*time.Second, time.Second)
+	orDefault(&c.ProbeTimeout, q, time.Second, 500*time.Millisecond)
+	orDefault(&c.LeadTimeout, q, 2*time.Second, time.Second)
+	orDefault(&c.MemoryTeams, q, 100, 20)
+	orDefault(&c.ScaleMembers, q, 1000, 200)
+	orDefault(&c.ScaleInterval, q, time.Second, time.Second)
+	orDefault(&c.ScaleWindow, q, 10*time.Second, 2*time.Second)
 	if c.Progress == nil {
 		c.Progress = func(string, ...any) {}
 	}
 	return c
+}
+
+// orDefault sets a zero *v to full, or to quick in a quick run.
+func orDefault[T comparable](v *T, q bool, full, quick T) {
+	var zero T
+	switch {
+	case *v != zero:
+	case q:
+		*v = quick
+	default:
+		*v = full
+	}
 }
 
 // Validate checks a configuration after Defaults.
@@ -332,6 +291,22 @@ func (r *run) node(ctx context.Context, name, sync string) (*node.Node, error) {
 // connect opens a TCP connection to a node, as another process would.
 func connect(ctx context.Context, n *node.Node) (*bus.Conn, error) {
 	return bus.Connect(ctx, bus.ConnectConfig{Dir: n.Dir(), Name: "teambus bench", Timeout: 30 * time.Second})
+}
+
+// teamNode starts a node (see node) and connects to it over TCP (see
+// connect), with a team service of cfg on that connection; stop closes
+// the connection and the node.
+func (r *run) teamNode(ctx context.Context, name, sync string, cfg team.Config) (n *node.Node, svc *team.Service, stop func(), err error) {
+	n, err = r.node(ctx, name, sync)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	conn, err := connect(ctx, n)
+	if err != nil {
+		n.Close()
+		return nil, nil, nil, err
+	}
+	return n, team.New(conn.JS, cfg), func() { conn.Close(); n.Close() }, nil
 }
 
 // env is the environment of child processes: the bench's, without any

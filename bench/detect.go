@@ -25,6 +25,7 @@ type tracker struct {
 	status map[string][]statusAt
 	beats  map[string][]time.Time
 	wake   chan struct{}
+	stop   context.CancelFunc
 }
 
 type statusAt struct {
@@ -33,16 +34,20 @@ type statusAt struct {
 	epoch  int64
 }
 
-// track watches the team's state and heartbeat buckets until ctx ends.
+// track watches the team's state and heartbeat buckets until ctx ends or
+// Close is called.
 func track(ctx context.Context, store *kv.Store, teamID string) (*tracker, error) {
-	t := &tracker{status: map[string][]statusAt{}, beats: map[string][]time.Time{}, wake: make(chan struct{})}
+	ctx, stop := context.WithCancel(ctx)
+	t := &tracker{status: map[string][]statusAt{}, beats: map[string][]time.Time{}, wake: make(chan struct{}), stop: stop}
 	sw, err := store.WatchState(ctx, teamID, jetstream.UpdatesOnly())
 	if err != nil {
+		stop()
 		return nil, err
 	}
 	hw, err := store.WatchHeartbeats(ctx, teamID, jetstream.UpdatesOnly())
 	if err != nil {
 		sw.Stop()
+		stop()
 		return nil, err
 	}
 	go func() {
@@ -77,6 +82,9 @@ func track(ctx context.Context, store *kv.Store, teamID string) (*tracker, error
 	}()
 	return t, nil
 }
+
+// Close stops watching.
+func (t *tracker) Close() { t.stop() }
 
 func (t *tracker) note(fn func()) {
 	t.mu.Lock()
@@ -159,17 +167,11 @@ func (r *run) detectPolicy() teambus.Policy {
 // times heartbeat silence → crashed, agent exit → crashed and lead death →
 // zombie.
 func (r *run) detect(ctx context.Context) error {
-	nd, err := r.node(ctx, "node-detect", bus.SyncModeAlways)
+	nd, svc, stop, err := r.teamNode(ctx, "node-detect", bus.SyncModeAlways, team.Config{})
 	if err != nil {
 		return err
 	}
-	defer nd.Close()
-	conn, err := connect(ctx, nd)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	svc := team.New(conn.JS, team.Config{})
+	defer stop()
 	var procs children
 	defer procs.killAll()
 	if err := r.detectCrashes(ctx, nd, svc, &procs); err != nil {
@@ -275,12 +277,11 @@ func (r *run) detectCrashes(ctx context.Context, nd *node.Node, svc *team.Servic
 			return err
 		}
 	}
-	tctx, stop := context.WithCancel(ctx)
-	defer stop()
-	tr, err := track(tctx, svc.Store(), teamID)
+	tr, err := track(ctx, svc.Store(), teamID)
 	if err != nil {
 		return err
 	}
+	defer tr.Close()
 	leadAgent, err := start(r.logs, "det-lead-agent", "sleep", "3600")
 	if err != nil {
 		return err
@@ -401,12 +402,11 @@ func (r *run) detectZombies(ctx context.Context, nd *node.Node, svc *team.Servic
 	if _, err := svc.CreateTeam(ctx, teamID, "", specs, pol); err != nil {
 		return err
 	}
-	tctx, stop := context.WithCancel(ctx)
-	defer stop()
-	tr, err := track(tctx, svc.Store(), teamID)
+	tr, err := track(ctx, svc.Store(), teamID)
 	if err != nil {
 		return err
 	}
+	defer tr.Close()
 	lead, err := r.startLead(ctx, nd, svc, procs, teamID, "Z0", false)
 	if err != nil {
 		return err

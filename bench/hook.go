@@ -83,17 +83,11 @@ func (r *run) newHookSession(teamID, member, stateDir string, n int) (*hookSessi
 // binary; SessionStart (binding, registration, sidecar spawn, brief) runs
 // after them, one new session each, its sidecar killed after each run.
 func (r *run) hooks(ctx context.Context) error {
-	node, err := r.node(ctx, "node-hook", bus.SyncModeAlways)
+	node, svc, stop, err := r.teamNode(ctx, "node-hook", bus.SyncModeAlways, team.Config{})
 	if err != nil {
 		return err
 	}
-	defer node.Close()
-	conn, err := connect(ctx, node)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	svc := team.New(conn.JS, team.Config{})
+	defer stop()
 	const teamID = "hook"
 	// One member per SessionStart run (and its warm-up), so every run
 	// registers a member that has no session yet, as a new session does.

@@ -112,17 +112,11 @@ func inboxSeqs(out map[string]any) ([]uint64, error) {
 // inbox tool returning 50 waiting messages (a peek: they are released
 // before the server answers, so every call finds the same 50).
 func (r *run) mcpCalls(ctx context.Context) error {
-	nd, err := r.node(ctx, "node-mcp", bus.SyncModeAlways)
+	nd, svc, stop, err := r.teamNode(ctx, "node-mcp", bus.SyncModeAlways, team.Config{})
 	if err != nil {
 		return err
 	}
-	defer nd.Close()
-	conn, err := connect(ctx, nd)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	svc := team.New(conn.JS, team.Config{})
+	defer stop()
 	const teamID = "mcp"
 	actors, err := sendTeam(ctx, svc, teamID, "tm1", "tm2", "tm3", "tm4")
 	if err != nil {

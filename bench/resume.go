@@ -72,7 +72,7 @@ func (r *run) resume(ctx context.Context) error {
 	if mbBytes == 0 {
 		mbBytes = resumeMailboxBytes(cfg.ResumeMessages, cfg.MsgSize)
 	}
-	svc := bigMailbox(conn.JS, mbBytes)
+	svc := team.New(conn.JS, bigMailbox(mbBytes))
 	var sizes []int
 	var fillErrs []error
 	for _, m := range cfg.ResumeMembers {

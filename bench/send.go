@@ -71,8 +71,8 @@ func sendTeam(ctx context.Context, svc *team.Service, id string, members ...stri
 
 // bigMailbox is a team service whose new mailboxes hold a throughput loop
 // of any length.
-func bigMailbox(js jetstream.JetStream, maxBytes int64) *team.Service {
-	return team.New(js, team.Config{Mailbox: bus.MailboxConfig{MaxBytes: maxBytes}, KV: kv.Config{}})
+func bigMailbox(maxBytes int64) team.Config {
+	return team.Config{Mailbox: bus.MailboxConfig{MaxBytes: maxBytes}, KV: kv.Config{}}
 }
 
 // meter is one figure of the throughput section.
@@ -183,7 +183,7 @@ func (r *run) sendMeters(ctx context.Context, mode string) (*node.Node, *bus.Con
 		nd.Close()
 		return nil, nil, nil, err
 	}
-	svc := bigMailbox(conn.JS, 8<<30)
+	svc := team.New(conn.JS, bigMailbox(8<<30))
 	actors, err := sendTeam(ctx, svc, "send", "tm1", "tm2")
 	if err != nil {
 		conn.Close()
@@ -344,17 +344,11 @@ func pipelined(ctx context.Context, conn *bus.Conn, mb *bus.Mailbox, d time.Dura
 // oneShot times one-shot processes: `teambus send` against a node of this
 // process, and beside it the standalone JSONL peer (bench/peers/jsonl).
 func (r *run) oneShot(ctx context.Context) error {
-	nd, err := r.node(ctx, "node-oneshot", bus.SyncModeAlways)
+	nd, svc, stop, err := r.teamNode(ctx, "node-oneshot", bus.SyncModeAlways, team.Config{})
 	if err != nil {
 		return err
 	}
-	defer nd.Close()
-	conn, err := connect(ctx, nd)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	svc := team.New(conn.JS, team.Config{})
+	defer stop()
 	if _, err := sendTeam(ctx, svc, "oneshot", "tm1", "tm2"); err != nil {
 		return err
 	}
@@ -461,7 +455,7 @@ func (r *run) inbox(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close()
-	svc := bigMailbox(conn.JS, 4<<30)
+	svc := team.New(conn.JS, bigMailbox(4<<30))
 	actors, err := sendTeam(ctx, svc, "read", "tm1", "tm2")
 	if err != nil {
 		return err
@@ -517,17 +511,11 @@ func (r *run) claims(ctx context.Context) error {
 	}
 	r.rateRow("peer", keyStateClaim, fmt.Sprintf("state.json claim + complete under flock, %d members, %d tasks", workers, tasks), s, "op = one task claimed and completed (two atomic rewrites)").Short = "state.json claims"
 
-	nd, err := r.node(ctx, "node-claim", bus.SyncModeAlways)
+	nd, svc, stop, err := r.teamNode(ctx, "node-claim", bus.SyncModeAlways, team.Config{})
 	if err != nil {
 		return err
 	}
-	defer nd.Close()
-	conn, err := connect(ctx, nd)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	svc := team.New(conn.JS, team.Config{})
+	defer stop()
 	var members []string
 	for i := 0; i < workers; i++ {
 		members = append(members, fmt.Sprintf("c%d", i))

@@ -225,12 +225,27 @@ func (mb *Mailbox) Send(ctx context.Context, m *teambus.Message, held bool) (Sen
 	if err := mb.check(m); err != nil {
 		return SendResult{}, err
 	}
-	subject := mb.subject(m, held)
-	msgID := m.From + "/" + m.ID
+	return mb.publish(ctx, m, held)
+}
+
+// encode stamps m's time when it has none and returns its deduplication
+// id (scoped by sender; held mail apart) and its stored form, without Seq
+// and Held: the stream position and the subject carry them.
+func encode(m *teambus.Message, held bool) (msgID string, payload []byte, err error) {
+	if m.TS.IsZero() {
+		m.TS = time.Now().UTC()
+	}
+	msgID = m.From + "/" + m.ID
 	if held {
 		msgID = "held/" + msgID
 	}
-	return mb.publish(ctx, subject, msgID, m, held)
+	stored := *m
+	stored.Seq = 0
+	stored.Held = false
+	if payload, err = json.Marshal(&stored); err != nil {
+		return "", nil, fmt.Errorf("encode message: %w", err)
+	}
+	return msgID, payload, nil
 }
 
 func (mb *Mailbox) check(m *teambus.Message) error {
@@ -264,18 +279,14 @@ func (mb *Mailbox) subject(m *teambus.Message, held bool) string {
 	}
 }
 
-func (mb *Mailbox) publish(ctx context.Context, subject, msgID string, m *teambus.Message, held bool) (SendResult, error) {
-	if m.TS.IsZero() {
-		m.TS = time.Now().UTC()
-	}
-	payload := *m
-	payload.Seq = 0
-	payload.Held = false
-	b, err := json.Marshal(&payload)
+// publish stores m under its subject and deduplication id; the caller
+// checked it.
+func (mb *Mailbox) publish(ctx context.Context, m *teambus.Message, held bool) (SendResult, error) {
+	msgID, b, err := encode(m, held)
 	if err != nil {
-		return SendResult{}, fmt.Errorf("encode message: %w", err)
+		return SendResult{}, err
 	}
-	ack, err := mb.js.Publish(ctx, subject, b, jetstream.WithMsgID(msgID))
+	ack, err := mb.js.Publish(ctx, mb.subject(m, held), b, jetstream.WithMsgID(msgID))
 	if err != nil {
 		return SendResult{}, mb.publishErr(err)
 	}
@@ -757,19 +768,9 @@ func (mb *Mailbox) SendFenced(ctx context.Context, m *teambus.Message, held bool
 	if err := mb.check(m); err != nil {
 		return SendResult{}, err
 	}
-	msgID := m.From + "/" + m.ID
-	if held {
-		msgID = "held/" + msgID
-	}
-	if m.TS.IsZero() {
-		m.TS = time.Now().UTC()
-	}
-	payload := *m
-	payload.Seq = 0
-	payload.Held = false
-	b, err := json.Marshal(&payload)
+	msgID, b, err := encode(m, held)
 	if err != nil {
-		return SendResult{}, fmt.Errorf("encode message: %w", err)
+		return SendResult{}, err
 	}
 	ack, err := mb.js.Publish(ctx, mb.subject(m, held), b, jetstream.WithMsgID(msgID),
 		jetstream.WithExpectLastSequenceForSubject(marker, mb.MarkerSubject(m.From)))

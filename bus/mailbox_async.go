@@ -1,8 +1,6 @@
 package bus
 
 import (
-	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -30,19 +28,9 @@ func (mb *Mailbox) SendAsync(m *teambus.Message, held bool) (jetstream.PubAckFut
 	if err := mb.check(m); err != nil {
 		return nil, err
 	}
-	if m.TS.IsZero() {
-		m.TS = time.Now().UTC()
-	}
-	msgID := m.From + "/" + m.ID
-	if held {
-		msgID = "held/" + msgID
-	}
-	payload := *m
-	payload.Seq = 0
-	payload.Held = false
-	b, err := json.Marshal(&payload)
+	msgID, b, err := encode(m, held)
 	if err != nil {
-		return nil, fmt.Errorf("encode message: %w", err)
+		return nil, err
 	}
 	f, err := mb.js.PublishAsync(mb.subject(m, held), b, jetstream.WithMsgID(msgID), jetstream.WithStallWait(AsyncStallWait))
 	if err != nil {

@@ -2,9 +2,6 @@ package bus
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -40,19 +37,9 @@ func (mb *Mailbox) SendBatch(ctx context.Context, msgs []*teambus.Message, held 
 		batch := msgs[start:min(start+jsbatch.Max, len(msgs))]
 		nm := make([]*nats.Msg, len(batch))
 		for i, m := range batch {
-			if m.TS.IsZero() {
-				m.TS = time.Now().UTC()
-			}
-			payload := *m
-			payload.Seq = 0
-			payload.Held = false
-			b, err := json.Marshal(&payload)
+			msgID, b, err := encode(m, held)
 			if err != nil {
-				return out, fmt.Errorf("encode message: %w", err)
-			}
-			msgID := m.From + "/" + m.ID
-			if held {
-				msgID = "held/" + msgID
+				return out, err
 			}
 			nm[i] = &nats.Msg{Subject: mb.subject(m, held), Data: b, Header: nats.Header{jetstream.MsgIDHeader: []string{msgID}}}
 		}

@@ -121,13 +121,9 @@ func (s *Store) Upgrade(ctx context.Context, team string) error {
 // putAt writes key if its revision is still rev (0: absent) and the
 // bucket's last sequence is still seq.
 func (s *Store) putAt(ctx context.Context, team, key string, v any, rev, seq uint64) (uint64, error) {
-	kv, err := s.stateBucket(ctx, team)
+	kv, b, err := s.encode(ctx, team, key, v)
 	if err != nil {
 		return 0, err
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return 0, fmt.Errorf("encode %s: %w", key, err)
 	}
 	ack, err := s.js.Publish(ctx, subject(kv.Bucket(), key), b,
 		jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithExpectLastSequence(seq))

@@ -415,15 +415,25 @@ func (s *Store) WatchState(ctx context.Context, team string, opts ...jetstream.W
 }
 
 func (s *Store) put(ctx context.Context, team, key string, v any, rev uint64) (uint64, error) {
-	kv, err := s.stateBucket(ctx, team)
+	kv, b, err := s.encode(ctx, team, key, v)
 	if err != nil {
 		return 0, err
 	}
+	return update(ctx, kv, key, b, rev)
+}
+
+// encode returns the team's state bucket and v encoded as the value of
+// key: what a write of key needs.
+func (s *Store) encode(ctx context.Context, team, key string, v any) (jetstream.KeyValue, []byte, error) {
+	kv, err := s.stateBucket(ctx, team)
+	if err != nil {
+		return nil, nil, err
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return 0, fmt.Errorf("encode %s: %w", key, err)
+		return nil, nil, fmt.Errorf("encode %s: %w", key, err)
 	}
-	return update(ctx, kv, key, b, rev)
+	return kv, b, nil
 }
 
 // update is the one compare-and-set write: rev 0 creates the key.

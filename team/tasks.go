@@ -125,47 +125,17 @@ func (s *Service) putTask(ctx context.Context, snap *kv.Snapshot, a Actor, t *te
 // task: the claim first takes the member's claim slot (see takeSlot), then
 // writes the task, each with compare-and-set.
 func (s *Service) Claim(ctx context.Context, a Actor, id string) (*teambus.Task, error) {
-	if err := a.Validate(); err != nil {
-		return nil, err
-	}
-	if err := teambus.ValidateID("task", id); err != nil {
-		return nil, err
-	}
-	var (
-		out     *teambus.Task
-		changed bool
-	)
-	err := kv.Retry(ctx, func() error {
-		snap, err := s.store.Snapshot(ctx, a.Team)
-		if err != nil {
-			return err
-		}
-		epoch, err := authorize(snap, a)
-		if err != nil {
-			return err
-		}
-		t, err := snap.Task(id)
-		if err != nil {
-			return err
-		}
-		changed, err = s.claimStep(snap, a, t, epoch)
+	out, changed, err := s.mutateTask(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, epoch int64) (bool, error) {
+		changed, err := s.claimStep(snap, a, t, epoch)
 		if err != nil || !changed {
-			out = t
-			return err
+			return changed, err
 		}
-		if err := s.takeSlot(ctx, snap, a.Member, id); err != nil {
-			return err
-		}
-		if err := s.putTask(ctx, snap, a, t); err != nil {
-			return err
-		}
-		out = t
-		return nil
+		// The slot first, then the task (mutateTask writes it).
+		return true, s.takeSlot(ctx, snap, a.Member, id)
 	})
 	if err != nil {
 		return nil, err
 	}
-	s.touch(ctx, a)
 	if changed {
 		s.LogEvent(ctx, a.Team, eventlog.EvTaskClaimed, a.Member, map[string]any{"taskId": out.ID, "agent": a.Member, "attempts": out.Attempts, "epoch": out.Epoch})
 	}

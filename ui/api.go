@@ -82,6 +82,15 @@ func teamParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return id, true
 }
 
+// actionTeam checks an operator action request (see checkAction) and
+// returns its team.
+func (s *Server) actionTeam(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if !s.checkAction(w, r) {
+		return "", false
+	}
+	return teamParam(w, r)
+}
+
 func (s *Server) handleTeams(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
@@ -279,10 +288,7 @@ type ActionResult struct {
 }
 
 func (s *Server) handleTaskAction(w http.ResponseWriter, r *http.Request) {
-	if !s.checkAction(w, r) {
-		return
-	}
-	teamID, ok := teamParam(w, r)
+	teamID, ok := s.actionTeam(w, r)
 	if !ok {
 		return
 	}
@@ -365,10 +371,7 @@ func (s *Server) pause(ctx context.Context, teamID, taskID string) (*teambus.Tas
 }
 
 func (s *Server) handleMemberAction(w http.ResponseWriter, r *http.Request) {
-	if !s.checkAction(w, r) {
-		return
-	}
-	teamID, ok := teamParam(w, r)
+	teamID, ok := s.actionTeam(w, r)
 	if !ok {
 		return
 	}

@@ -124,26 +124,12 @@ func (h *hook) preCompact(ctx context.Context) int {
 	if h.b.Lead() {
 		return 0
 	}
-	if err := h.connect(ctx); err != nil {
-		return h.fail(err)
-	}
-	t := h.heldTask(ctx)
-	if t == nil {
-		h.rec.Outcome = "no-task"
-		return 0
-	}
-	trigger := Clean(clipChars(h.p.Trigger, 40))
-	data := mergeData(t.Checkpoint, map[string]any{"compaction": map[string]any{"trigger": trigger, "at": h.cfg.Now().UTC()}})
-	spec := carry(t.Checkpoint)
-	spec.LastAction = fmt.Sprintf("context compaction (%s)", trigger)
-	spec.Files = gitFiles(ctx, h.p.Cwd)
-	spec.Data = data
-	spec.Task = t.ID
-	if _, err := h.svc.Checkpoint(ctx, h.actor(), spec); err != nil {
-		return h.fail(err)
-	}
-	h.rec.Outcome = "checkpoint"
-	return 0
+	return h.checkpointHeld(ctx, func(t *teambus.Task, spec *team.CheckpointSpec) {
+		trigger := Clean(clipChars(h.p.Trigger, 40))
+		spec.LastAction = fmt.Sprintf("context compaction (%s)", trigger)
+		spec.Files = gitFiles(ctx, h.p.Cwd)
+		spec.Data = mergeData(t.Checkpoint, map[string]any{"compaction": map[string]any{"trigger": trigger, "at": h.cfg.Now().UTC()}})
+	})
 }
 
 // postCompact keeps the first 4,000 characters of the compaction summary
@@ -152,6 +138,14 @@ func (h *hook) postCompact(ctx context.Context) int {
 	if h.b.Lead() || h.p.CompactSummary == "" {
 		return 0
 	}
+	return h.checkpointHeld(ctx, func(t *teambus.Task, spec *team.CheckpointSpec) {
+		spec.Data = mergeData(t.Checkpoint, map[string]any{"compact_summary": clipChars(h.p.CompactSummary, 4000)})
+	})
+}
+
+// checkpointHeld saves a checkpoint of the member's held task: the
+// previous checkpoint carried over, then changed by fill.
+func (h *hook) checkpointHeld(ctx context.Context, fill func(t *teambus.Task, spec *team.CheckpointSpec)) int {
 	if err := h.connect(ctx); err != nil {
 		return h.fail(err)
 	}
@@ -161,7 +155,7 @@ func (h *hook) postCompact(ctx context.Context) int {
 		return 0
 	}
 	spec := carry(t.Checkpoint)
-	spec.Data = mergeData(t.Checkpoint, map[string]any{"compact_summary": clipChars(h.p.CompactSummary, 4000)})
+	fill(t, &spec)
 	spec.Task = t.ID
 	if _, err := h.svc.Checkpoint(ctx, h.actor(), spec); err != nil {
 		return h.fail(err)

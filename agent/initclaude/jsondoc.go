@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -124,43 +125,37 @@ func indent(depth int) string { return strings.Repeat("  ", depth) }
 // writeObject writes members as an object at depth, each member on its own
 // line, values as they are.
 func writeObject(ms []member, depth int) []byte {
-	if len(ms) == 0 {
-		return []byte("{}")
-	}
-	var b bytes.Buffer
-	b.WriteString("{\n")
+	lines := make([][]byte, len(ms))
 	for i, m := range ms {
-		b.WriteString(indent(depth + 1))
-		b.Write(m.rawKey)
-		b.WriteString(": ")
-		b.Write(m.value)
-		if i < len(ms)-1 {
-			b.WriteByte(',')
-		}
-		b.WriteByte('\n')
+		lines[i] = slices.Concat(m.rawKey, []byte(": "), m.value)
 	}
-	b.WriteString(indent(depth))
-	b.WriteByte('}')
-	return b.Bytes()
+	return writeLines('{', '}', lines, depth)
 }
 
 // writeArray writes elements as an array at depth, one per line.
 func writeArray(elems [][]byte, depth int) []byte {
-	if len(elems) == 0 {
-		return []byte("[]")
+	return writeLines('[', ']', elems, depth)
+}
+
+// writeLines writes items between the brackets at depth, one per line;
+// no items is the two brackets on one line.
+func writeLines(opening, closing byte, items [][]byte, depth int) []byte {
+	if len(items) == 0 {
+		return []byte{opening, closing}
 	}
 	var b bytes.Buffer
-	b.WriteString("[\n")
-	for i, e := range elems {
+	b.WriteByte(opening)
+	b.WriteByte('\n')
+	for i, item := range items {
 		b.WriteString(indent(depth + 1))
-		b.Write(e)
-		if i < len(elems)-1 {
+		b.Write(item)
+		if i < len(items)-1 {
 			b.WriteByte(',')
 		}
 		b.WriteByte('\n')
 	}
 	b.WriteString(indent(depth))
-	b.WriteByte(']')
+	b.WriteByte(closing)
 	return b.Bytes()
 }
 

@@ -38,11 +38,8 @@ func teamCredsCommand() *cli.Command {
 }
 
 func teamCreds(c *cli.Context) error {
-	if err := exactArgs(c, 1); err != nil {
-		return err
-	}
-	teamID := c.Args().First()
-	if err := teambus.ValidateID("team", teamID); err != nil {
+	teamID, err := teamArg(c)
+	if err != nil {
 		return err
 	}
 	member := c.String("member")
@@ -54,46 +51,43 @@ func teamCreds(c *cli.Context) error {
 			return err
 		}
 	}
-	s, err := open(c)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	if c.Bool("revoke") {
-		if err := bus.RevokeCreds(s.ctx, s.conn, teamID, member); err != nil {
+	return withSession(c, func(s *session) error {
+		if c.Bool("revoke") {
+			if err := bus.RevokeCreds(s.ctx, s.conn, teamID, member); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "revoked the credential of %s in team %s\n", member, teamID)
+			return nil
+		}
+		t, _, err := s.svc.Store().Team(s.ctx, teamID)
+		if err != nil {
 			return err
 		}
-		fmt.Fprintf(c.App.Writer, "revoked the credential of %s in team %s\n", member, teamID)
+		if member != teambus.Lead {
+			if _, _, err := s.svc.Store().Member(s.ctx, t.ID, member); err != nil {
+				return err
+			}
+		}
+		cr, err := bus.IssueCreds(s.ctx, s.conn, teamID, member, credsServers(c))
+		if err != nil {
+			return err
+		}
+		out := c.String("out")
+		if out == "" {
+			return printJSON(c.App.Writer, cr)
+		}
+		if abs, err := filepath.Abs(out); err == nil {
+			out = abs
+		}
+		if err := bus.WriteCreds(out, cr); err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, map[string]string{"team": teamID, "member": member, "user": cr.User, "inbox_prefix": cr.InboxPrefix, "file": out})
+		}
+		fmt.Fprintf(c.App.Writer, "wrote the credential of %s in team %s to %s (user %s): pass --creds %s\n", member, teamID, out, cr.User, out)
 		return nil
-	}
-	t, _, err := s.svc.Store().Team(s.ctx, teamID)
-	if err != nil {
-		return err
-	}
-	if member != teambus.Lead {
-		if _, _, err := s.svc.Store().Member(s.ctx, t.ID, member); err != nil {
-			return err
-		}
-	}
-	cr, err := bus.IssueCreds(s.ctx, s.conn, teamID, member, credsServers(c))
-	if err != nil {
-		return err
-	}
-	out := c.String("out")
-	if out == "" {
-		return printJSON(c.App.Writer, cr)
-	}
-	if abs, err := filepath.Abs(out); err == nil {
-		out = abs
-	}
-	if err := bus.WriteCreds(out, cr); err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return printJSON(c.App.Writer, map[string]string{"team": teamID, "member": member, "user": cr.User, "inbox_prefix": cr.InboxPrefix, "file": out})
-	}
-	fmt.Fprintf(c.App.Writer, "wrote the credential of %s in team %s to %s (user %s): pass --creds %s\n", member, teamID, out, cr.User, out)
-	return nil
+	})
 }
 
 // credsServers are the bus URLs a credential names: --server, else the

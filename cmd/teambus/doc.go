@@ -36,6 +36,17 @@
 //	exactArgs(c, n) error                 // n positional arguments, else usage error
 //	minArgs(c, n) error                   // at least n
 //
+// or, for the common shapes, let the action's preamble check arguments and
+// identity in that order before anything connects (action.go, service.go):
+//
+//	teamAction(n, fn(c, teamID))          // n arguments, then --team
+//	actorAction(n, fn(c, team.Actor))     // n arguments, then --team --member --session
+//	teamArgAction(fn(c, *session, teamID)) // one argument, a team id, then a session
+//	teamArg(c) (string, error)            // one argument, a team id
+//	withSession(c, fn(*session)) error    // open (--timeout), fn, close
+//	withMember(c, a, fn(*session, *mapi.Client)) error // the same with the actor's service client
+//	streamConn(c) (*bus.Conn, error)      // a connection for a stream or server: operatorOnly checked
+//
 // Set ArgsUsage on a command that takes arguments ("T", "SEQ..."): it is
 // shown in help and in these errors. Do not mark flags Required (urfave
 // would print the whole help): check in the action with the helpers below.

@@ -56,18 +56,11 @@ func eventsAppendCommand() *cli.Command {
 			&cli.StringFlag{Name: "ts", Usage: "the event's time, RFC 3339 (default: now)"},
 			jsonFlag(),
 		}),
-		Action: eventsAppend,
+		Action: teamAction(0, eventsAppend),
 	}
 }
 
-func eventsAppend(c *cli.Context) error {
-	if err := exactArgs(c, 0); err != nil {
-		return err
-	}
-	teamID, err := teamID(c)
-	if err != nil {
-		return err
-	}
+func eventsAppend(c *cli.Context, teamID string) error {
 	if c.String("type") == "" {
 		return usageError(c, "missing --type")
 	}
@@ -83,6 +76,7 @@ func eventsAppend(c *cli.Context) error {
 	if e.Feature == "" {
 		e.Feature = teamID
 	}
+	var err error
 	if v := c.String("ts"); v != "" {
 		if e.TS, err = time.Parse(time.RFC3339Nano, v); err != nil {
 			return teambus.Invalidf("invalid --ts %q: an RFC 3339 time such as 2026-11-22T10:00:00Z", v)
@@ -215,18 +209,11 @@ type streamSession struct {
 
 // withTeamLog connects, checks that the team exists and runs fn.
 func withTeamLog(c *cli.Context, teamID string, fn func(*streamSession) error) error {
-	cfg, err := connConfig(c)
-	if err != nil {
-		return err
-	}
-	conn, err := bus.Connect(c.Context, cfg)
+	conn, err := streamConn(c)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if err := operatorOnly(c, conn); err != nil {
-		return err
-	}
 	keepConn(c, conn)
 	svc := team.New(conn.JS, team.Config{})
 	if _, _, err := svc.Store().Team(c.Context, teamID); err != nil {
@@ -355,18 +342,11 @@ func eventsImportCommand() *cli.Command {
 			&cli.StringFlag{Name: "file", Usage: "the JSONL file to import"},
 			jsonFlag(),
 		}),
-		Action: eventsImport,
+		Action: teamAction(0, eventsImport),
 	}
 }
 
-func eventsImport(c *cli.Context) error {
-	if err := exactArgs(c, 0); err != nil {
-		return err
-	}
-	teamID, err := teamID(c)
-	if err != nil {
-		return err
-	}
+func eventsImport(c *cli.Context, teamID string) error {
 	path := c.String("file")
 	if path == "" {
 		return usageError(c, "missing --file")
@@ -405,18 +385,11 @@ func eventsExportCommand() *cli.Command {
 		Flags: flags(connFlags(), []cli.Flag{teamFlag(),
 			&cli.StringFlag{Name: "file", Usage: "write to this file, replaced atomically (default: stdout)"},
 		}),
-		Action: eventsExport,
+		Action: teamAction(0, eventsExport),
 	}
 }
 
-func eventsExport(c *cli.Context) error {
-	if err := exactArgs(c, 0); err != nil {
-		return err
-	}
-	teamID, err := teamID(c)
-	if err != nil {
-		return err
-	}
+func eventsExport(c *cli.Context, teamID string) error {
 	path := c.String("file")
 	return withTeamLog(c, teamID, func(s *streamSession) error {
 		ev := s.svc.Events(teamID)
@@ -455,19 +428,13 @@ func eventsReplayCommand() *cli.Command {
 			&cli.BoolFlag{Name: "follow", Usage: "keep printing new events until interrupted"},
 			jsonFlag(),
 		}),
-		Action: eventsReplay,
+		Action: teamAction(0, eventsReplay),
 	}
 }
 
-func eventsReplay(c *cli.Context) error {
-	if err := exactArgs(c, 0); err != nil {
-		return err
-	}
-	teamID, err := teamID(c)
-	if err != nil {
-		return err
-	}
+func eventsReplay(c *cli.Context, teamID string) error {
 	f := bus.EventFilter{Type: c.String("type"), Agent: c.String("agent"), SID: c.String("sid"), Limit: c.Int("limit"), Follow: c.Bool("follow")}
+	var err error
 	if f.SinceSeq, f.SinceTime, err = parseSeqOrTime("--since", c.String("since")); err != nil {
 		return err
 	}
@@ -525,24 +492,12 @@ func teamCheckpointCommand() *cli.Command {
 			&cli.StringFlag{Name: "label", Usage: "label of the checkpoint event (default: team-checkpoint-N)"},
 			jsonFlag(),
 		}),
-		Action: teamCheckpoint,
+		Action: teamArgAction(teamCheckpoint),
 	}
 }
 
-func teamCheckpoint(c *cli.Context) error {
-	if err := exactArgs(c, 1); err != nil {
-		return err
-	}
-	id := c.Args().First()
-	if err := teambus.ValidateID("team", id); err != nil {
-		return err
-	}
+func teamCheckpoint(c *cli.Context, s *session, id string) error {
 	dir := c.String("export")
-	s, err := open(c)
-	if err != nil {
-		return err
-	}
-	defer s.close()
 	t, err := s.svc.CheckpointTeam(s.ctx, id, c.String("label"))
 	if err != nil {
 		return err

@@ -29,18 +29,11 @@ func sendCommand() *cli.Command {
 			&cli.StringFlag{Name: "data", Usage: "JSON data attached to the message"},
 			jsonFlag(),
 		}),
-		Action: send,
+		Action: actorAction(1, send),
 	}
 }
 
-func send(c *cli.Context) error {
-	if err := exactArgs(c, 1); err != nil {
-		return err
-	}
-	a, err := actor(c)
-	if err != nil {
-		return err
-	}
+func send(c *cli.Context, a team.Actor) error {
 	body := c.Args().First()
 	if body == "-" {
 		b, err := io.ReadAll(io.LimitReader(c.App.Reader, 64<<20))
@@ -65,34 +58,27 @@ func send(c *cli.Context) error {
 			return err
 		}
 	}
-	s, err := open(c)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	cl, err := s.member(a)
-	if err != nil {
-		return err
-	}
-	res, err := cl.Send(s.ctx, mapi.SendRequest{To: spec.To, Type: string(spec.Type), ID: spec.ID, Body: spec.Body, Data: spec.Data})
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return printJSON(c.App.Writer, res)
-	}
-	line := fmt.Sprintf("stored seq %d", res.Seq)
-	if res.Duplicate {
-		line += " (duplicate)"
-	}
-	if res.Held {
-		line = "held: you are in zombie mode; it gets a seq when it is released, before any later mail of yours"
+	return withMember(c, a, func(s *session, cl *mapi.Client) error {
+		res, err := cl.Send(s.ctx, mapi.SendRequest{To: spec.To, Type: string(spec.Type), ID: spec.ID, Body: spec.Body, Data: spec.Data})
+		if err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, res)
+		}
+		line := fmt.Sprintf("stored seq %d", res.Seq)
 		if res.Duplicate {
 			line += " (duplicate)"
 		}
-	}
-	fmt.Fprintln(c.App.Writer, line)
-	return nil
+		if res.Held {
+			line = "held: you are in zombie mode; it gets a seq when it is released, before any later mail of yours"
+			if res.Duplicate {
+				line += " (duplicate)"
+			}
+		}
+		fmt.Fprintln(c.App.Writer, line)
+		return nil
+	})
 }
 
 func inboxCommand() *cli.Command {
@@ -105,19 +91,15 @@ func inboxCommand() *cli.Command {
 			&cli.IntFlag{Name: "limit", Usage: "at most this many messages", Value: 100},
 			jsonFlag(),
 		}),
-		Action: inbox,
+		Action: actorAction(0, inbox),
 	}
 }
 
-func inbox(c *cli.Context) error {
-	if err := exactArgs(c, 0); err != nil {
-		return err
-	}
-	a, err := actor(c)
-	if err != nil {
-		return err
-	}
-	var wait time.Duration
+func inbox(c *cli.Context, a team.Actor) error {
+	var (
+		wait time.Duration
+		err  error
+	)
 	if w := c.String("wait"); w != "" {
 		if wait, err = teambus.ParseDuration("--wait", w); err != nil {
 			return err
@@ -135,64 +117,57 @@ func inbox(c *cli.Context) error {
 			return err
 		}
 	}
-	s, err := open(c)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	cl, err := s.member(a)
-	if err != nil {
-		return err
-	}
-	mode := mapi.InboxPeek
-	if c.Bool("ack") {
-		mode = mapi.InboxLease
-	}
-	leased, err := cl.Inbox(s.ctx, mode, c.Int("limit"), wait)
-	if err != nil {
-		return err
-	}
-	msgs := make([]teambus.Message, len(leased))
-	for i, m := range leased {
-		msgs[i] = m.Message
-	}
-	// With --ack the mail is acked only once all of it is written: a
-	// failed write acks nothing and the mail is delivered again.
-	w := &checkedWriter{w: c.App.Writer}
-	if c.Bool("json") {
-		jl := newJSONLines(w)
-		for _, m := range msgs {
-			if err := jl.Write(messageJSON(m)); err != nil {
-				w.err = errors.Join(w.err, err)
-				break
-			}
+	return withMember(c, a, func(s *session, cl *mapi.Client) error {
+		mode := mapi.InboxPeek
+		if c.Bool("ack") {
+			mode = mapi.InboxLease
 		}
-	} else if len(msgs) == 0 {
-		fmt.Fprintln(w, "no unacknowledged mail")
-	} else {
-		for _, m := range msgs {
-			printMessage(w, m)
-		}
-		if !c.Bool("ack") {
-			seqs := make([]string, len(msgs))
-			for i, m := range msgs {
-				seqs[i] = strconv.FormatUint(m.Seq, 10)
-			}
-			fmt.Fprintf(w, "(%d unacknowledged; ack with `teambus ack %s`)\n", len(msgs), strings.Join(seqs, " "))
-		}
-	}
-	if err := w.flush(); err != nil {
-		if c.Bool("ack") && len(leased) > 0 {
-			_, _ = cl.Release(s.ctx, leased)
-		}
-		return teambus.Unavailablef("write inbox: %w: nothing was acked", err)
-	}
-	if c.Bool("ack") && len(leased) > 0 {
-		if _, err := cl.AckLeased(s.ctx, leased); err != nil {
+		leased, err := cl.Inbox(s.ctx, mode, c.Int("limit"), wait)
+		if err != nil {
 			return err
 		}
-	}
-	return nil
+		msgs := make([]teambus.Message, len(leased))
+		for i, m := range leased {
+			msgs[i] = m.Message
+		}
+		// With --ack the mail is acked only once all of it is written: a
+		// failed write acks nothing and the mail is delivered again.
+		w := &checkedWriter{w: c.App.Writer}
+		if c.Bool("json") {
+			jl := newJSONLines(w)
+			for _, m := range msgs {
+				if err := jl.Write(messageJSON(m)); err != nil {
+					w.err = errors.Join(w.err, err)
+					break
+				}
+			}
+		} else if len(msgs) == 0 {
+			fmt.Fprintln(w, "no unacknowledged mail")
+		} else {
+			for _, m := range msgs {
+				printMessage(w, m)
+			}
+			if !c.Bool("ack") {
+				seqs := make([]string, len(msgs))
+				for i, m := range msgs {
+					seqs[i] = strconv.FormatUint(m.Seq, 10)
+				}
+				fmt.Fprintf(w, "(%d unacknowledged; ack with `teambus ack %s`)\n", len(msgs), strings.Join(seqs, " "))
+			}
+		}
+		if err := w.flush(); err != nil {
+			if c.Bool("ack") && len(leased) > 0 {
+				_, _ = cl.Release(s.ctx, leased)
+			}
+			return teambus.Unavailablef("write inbox: %w: nothing was acked", err)
+		}
+		if c.Bool("ack") && len(leased) > 0 {
+			if _, err := cl.AckLeased(s.ctx, leased); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // checkedWriter keeps the first write error; flush reports it after
@@ -278,29 +253,22 @@ func ack(c *cli.Context) error {
 		}
 		seqs = append(seqs, n)
 	}
-	s, err := open(c)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	cl, err := s.member(a)
-	if err != nil {
-		return err
-	}
-	res, err := cl.Ack(s.ctx, seqs)
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return printJSON(c.App.Writer, res)
-	}
-	for _, n := range res.Acked {
-		fmt.Fprintf(c.App.Writer, "acked seq %d\n", n)
-	}
-	for _, n := range res.Already {
-		fmt.Fprintf(c.App.Writer, "seq %d was already acked\n", n)
-	}
-	return nil
+	return withMember(c, a, func(s *session, cl *mapi.Client) error {
+		res, err := cl.Ack(s.ctx, seqs)
+		if err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, res)
+		}
+		for _, n := range res.Acked {
+			fmt.Fprintf(c.App.Writer, "acked seq %d\n", n)
+		}
+		for _, n := range res.Already {
+			fmt.Fprintf(c.App.Writer, "seq %d was already acked\n", n)
+		}
+		return nil
+	})
 }
 
 func replayCommand() *cli.Command {
@@ -320,7 +288,7 @@ func replayCommand() *cli.Command {
 			&cli.BoolFlag{Name: "held", Usage: "include mail held while its sender was a zombie"},
 			jsonFlag(),
 		}),
-		Action: replay,
+		Action: teamAction(0, replay),
 	}
 }
 
@@ -353,32 +321,18 @@ func replayFilter(c *cli.Context) (bus.ReplayFilter, error) {
 	return f, f.Validate()
 }
 
-func replay(c *cli.Context) error {
-	if err := exactArgs(c, 0); err != nil {
-		return err
-	}
-	teamID, err := teamID(c)
-	if err != nil {
-		return err
-	}
+func replay(c *cli.Context, teamID string) error {
 	f, err := replayFilter(c)
-	if err != nil {
-		return err
-	}
-	cfg, err := connConfig(c)
 	if err != nil {
 		return err
 	}
 	// Replay streams for as long as it takes (or until interrupted with
 	// --follow): --timeout bounds the connection, not the stream.
-	conn, err := bus.Connect(c.Context, cfg)
+	conn, err := streamConn(c)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if err := operatorOnly(c, conn); err != nil {
-		return err
-	}
 	ctx, cancel := watchDenied(c, c.Context, func() {}, conn)
 	defer cancel()
 	jl := newJSONLines(c.App.Writer)
@@ -444,18 +398,11 @@ func checkpointCommand() *cli.Command {
 			&cli.StringFlag{Name: "task", Usage: "the task (default: the one you hold)"},
 			jsonFlag(),
 		}),
-		Action: checkpoint,
+		Action: actorAction(0, checkpoint),
 	}
 }
 
-func checkpoint(c *cli.Context) error {
-	if err := exactArgs(c, 0); err != nil {
-		return err
-	}
-	a, err := actor(c)
-	if err != nil {
-		return err
-	}
+func checkpoint(c *cli.Context, a team.Actor) error {
 	spec := team.CheckpointSpec{Done: c.StringSlice("done"), Remaining: c.StringSlice("remaining"),
 		LastAction: c.String("last-action"), Files: c.StringSlice("file"), Task: c.String("task")}
 	if spec.Task != "" {
@@ -469,22 +416,15 @@ func checkpoint(c *cli.Context) error {
 		}
 		spec.Data = json.RawMessage(d)
 	}
-	s, err := open(c)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	cl, err := s.member(a)
-	if err != nil {
-		return err
-	}
-	t, err := cl.Checkpoint(s.ctx, mapi.CheckpointRequest{Task: spec.Task, Done: spec.Done, Remaining: spec.Remaining, LastAction: spec.LastAction, Files: spec.Files, Data: spec.Data})
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return printJSON(c.App.Writer, t.Checkpoint)
-	}
-	fmt.Fprintf(c.App.Writer, "checkpoint #%d saved with task %s\n", t.Checkpoint.Seq, t.ID)
-	return nil
+	return withMember(c, a, func(s *session, cl *mapi.Client) error {
+		t, err := cl.Checkpoint(s.ctx, mapi.CheckpointRequest{Task: spec.Task, Done: spec.Done, Remaining: spec.Remaining, LastAction: spec.LastAction, Files: spec.Files, Data: spec.Data})
+		if err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, t.Checkpoint)
+		}
+		fmt.Fprintf(c.App.Writer, "checkpoint #%d saved with task %s\n", t.Checkpoint.Seq, t.ID)
+		return nil
+	})
 }

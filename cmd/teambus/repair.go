@@ -25,7 +25,7 @@ func teamRepairCommand() *cli.Command {
 			&cli.BoolFlag{Name: "apply", Usage: "carry the repair out (default: show the plan only)", EnvVars: []string{"TEAMBUS_APPLY"}},
 			jsonFlag(),
 		}),
-		Action: teamRepair,
+		Action: teamArgAction(teamRepair),
 	}
 }
 
@@ -36,19 +36,7 @@ type repairReport struct {
 	Steps   []kv.RepairStep `json:"steps"`
 }
 
-func teamRepair(c *cli.Context) error {
-	if err := exactArgs(c, 1); err != nil {
-		return err
-	}
-	id := c.Args().First()
-	if err := teambus.ValidateID("team", id); err != nil {
-		return err
-	}
-	s, err := open(c)
-	if err != nil {
-		return err
-	}
-	defer s.close()
+func teamRepair(c *cli.Context, s *session, id string) error {
 	apply := c.Bool("apply")
 	steps, err := s.svc.Repair(s.ctx, id, apply)
 	if err != nil {

@@ -54,6 +54,22 @@ func (s *session) close() {
 	s.cancel()
 }
 
+// streamConn connects a command that streams or serves for as long as it
+// takes: --timeout bounds connecting, not what follows. A member
+// credential is refused at once where the command needs the operator's.
+// The caller closes the connection.
+func streamConn(c *cli.Context) (*bus.Conn, error) {
+	conn, err := connect(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := operatorOnly(c, conn); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
 // actor returns the member running the command from --team, --member and
 // --session (the session may be empty while the member has none).
 func actor(c *cli.Context) (team.Actor, error) {

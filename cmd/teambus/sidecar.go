@@ -10,6 +10,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/lead"
+	mapi "github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/teammate"
 )
@@ -18,16 +19,8 @@ import (
 // (and reconnects) for as long as it runs. What the service can not do
 // without failing an operation (an event it could not log) goes to log.
 func sidecarConn(c *cli.Context, log *slog.Logger) (*bus.Conn, *team.Service, error) {
-	cfg, err := connConfig(c)
+	conn, err := streamConn(c)
 	if err != nil {
-		return nil, nil, err
-	}
-	conn, err := bus.Connect(c.Context, cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := operatorOnly(c, conn); err != nil {
-		conn.Close()
 		return nil, nil, err
 	}
 	return conn, team.New(conn.JS, team.Config{Logger: log}), nil
@@ -148,44 +141,30 @@ func joinCommand() *cli.Command {
 		Name:   "join",
 		Usage:  "register a new incarnation of a member without a sidecar (epoch up; the old session is fenced)",
 		Flags:  flags(connFlags(), memberFlags(), []cli.Flag{jsonFlag()}),
-		Action: join,
+		Action: teamAction(0, join),
 	}
 }
 
-func join(c *cli.Context) error {
-	if err := exactArgs(c, 0); err != nil {
-		return err
-	}
-	teamID, err := teamID(c)
-	if err != nil {
-		return err
-	}
+func join(c *cli.Context, teamID string) error {
 	member, err := memberID(c)
 	if err != nil {
 		return err
 	}
-	session, err := sessionID(c)
+	sess, err := sessionID(c)
 	if err != nil {
 		return err
 	}
-	s, err := open(c)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	cl, err := s.member(team.Actor{Team: teamID, Member: member, Session: session})
-	if err != nil {
-		return err
-	}
-	m, err := cl.Join(s.ctx)
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return printJSON(c.App.Writer, m)
-	}
-	fmt.Fprintf(c.App.Writer, "%s registered: epoch %d, session %s\n", member, m.Epoch, session)
-	return nil
+	return withMember(c, team.Actor{Team: teamID, Member: member, Session: sess}, func(s *session, cl *mapi.Client) error {
+		m, err := cl.Join(s.ctx)
+		if err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, m)
+		}
+		fmt.Fprintf(c.App.Writer, "%s registered: epoch %d, session %s\n", member, m.Epoch, sess)
+		return nil
+	})
 }
 
 func briefCommand() *cli.Command {
@@ -195,18 +174,11 @@ func briefCommand() *cli.Command {
 		Flags: flags(connFlags(), []cli.Flag{teamFlag(), memberFlag(),
 			&cli.IntFlag{Name: "mail", Usage: "recent messages to include", Value: 10, EnvVars: []string{"TEAMBUS_BRIEF_MAIL"}},
 			jsonFlag()}),
-		Action: brief,
+		Action: teamAction(0, brief),
 	}
 }
 
-func brief(c *cli.Context) error {
-	if err := exactArgs(c, 0); err != nil {
-		return err
-	}
-	teamID, err := teamID(c)
-	if err != nil {
-		return err
-	}
+func brief(c *cli.Context, teamID string) error {
 	member, err := memberID(c)
 	if err != nil {
 		return err
@@ -214,29 +186,26 @@ func brief(c *cli.Context) error {
 	if err := teambus.ValidateMemberID(member); err != nil {
 		return err
 	}
-	s, err := open(c)
-	if err != nil {
+	return withSession(c, func(s *session) error {
+		a := team.Actor{Team: teamID, Member: member}
+		if ct, cm, ok := s.conn.MemberOf(); ok && ct == teamID {
+			// A member credential asks as itself (the lead may brief anyone).
+			a.Member = cm
+		}
+		cl, err := s.member(a)
+		if err != nil {
+			return err
+		}
+		var b team.Brief
+		if err := cl.Brief(s.ctx, member, c.Int("mail"), &b); err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, b)
+		}
+		_, err = fmt.Fprint(c.App.Writer, b.Text)
 		return err
-	}
-	defer s.close()
-	a := team.Actor{Team: teamID, Member: member}
-	if ct, cm, ok := s.conn.MemberOf(); ok && ct == teamID {
-		// A member credential asks as itself (the lead may brief anyone).
-		a.Member = cm
-	}
-	cl, err := s.member(a)
-	if err != nil {
-		return err
-	}
-	var b team.Brief
-	if err := cl.Brief(s.ctx, member, c.Int("mail"), &b); err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return printJSON(c.App.Writer, b)
-	}
-	_, err = fmt.Fprint(c.App.Writer, b.Text)
-	return err
+	})
 }
 
 // resumeCommands are `team resume`, `team probe`, `team review` and the
@@ -267,19 +236,8 @@ func resumeCommands() []*cli.Command {
 		{
 			Name: "review", Usage: "review a finished team (read-only)", ArgsUsage: "TEAM",
 			Flags: flags(connFlags(), []cli.Flag{jsonFlag()}),
-			Action: func(c *cli.Context) error {
-				if err := exactArgs(c, 1); err != nil {
-					return err
-				}
-				if err := teambus.ValidateID("team", c.Args().First()); err != nil {
-					return err
-				}
-				s, err := open(c)
-				if err != nil {
-					return err
-				}
-				defer s.close()
-				v, err := s.svc.Show(s.ctx, c.Args().First())
+			Action: teamArgAction(func(c *cli.Context, s *session, id string) error {
+				v, err := s.svc.Show(s.ctx, id)
 				if err != nil {
 					return err
 				}
@@ -290,7 +248,7 @@ func resumeCommands() []*cli.Command {
 					fmt.Fprintf(c.App.Writer, "note: team %s is %s, not finished; this is its current state\n", v.Team.ID, v.Team.Status)
 				}
 				return printView(c.App.Writer, v)
-			},
+			}),
 		},
 		transitionCommand("consolidate", "mark the team consolidating (the lead's final phase: merge, build, commit)", teambus.TeamConsolidating),
 		transitionCommand("complete", "mark the team complete (refused while tasks are unfinished, unless --force); sidecars shut down; its streams, buckets and credentials stay for review until `team delete`", teambus.TeamComplete),
@@ -306,19 +264,16 @@ func resumeCommands() []*cli.Command {
 				if err := teambus.ValidateID("team", id); err != nil {
 					return err
 				}
-				s, err := open(c)
-				if err != nil {
-					return err
-				}
-				defer s.close()
-				facts, err := s.svc.RegisterFacts(s.ctx, id, c.Args().Tail())
-				if err != nil {
-					return err
-				}
-				for p, sum := range facts {
-					fmt.Fprintf(c.App.Writer, "%s  %s\n", sum, p)
-				}
-				return nil
+				return withSession(c, func(s *session) error {
+					facts, err := s.svc.RegisterFacts(s.ctx, id, c.Args().Tail())
+					if err != nil {
+						return err
+					}
+					for p, sum := range facts {
+						fmt.Fprintf(c.App.Writer, "%s  %s\n", sum, p)
+					}
+					return nil
+				})
 			},
 		},
 	}
@@ -334,54 +289,32 @@ func transitionCommand(name, usage string, to teambus.TeamStatus) *cli.Command {
 	}
 	return &cli.Command{
 		Name: name, Usage: usage, ArgsUsage: "TEAM", Flags: flags(connFlags(), extra),
-		Action: func(c *cli.Context) error {
-			if err := exactArgs(c, 1); err != nil {
-				return err
-			}
-			id := c.Args().First()
-			if err := teambus.ValidateID("team", id); err != nil {
-				return err
-			}
+		Action: teamArgAction(func(c *cli.Context, s *session, id string) error {
 			wt := c.String("worktree")
 			if to == teambus.TeamConsolidating && wt == "" {
 				wt, _ = os.Getwd()
 			}
-			s, err := open(c)
-			if err != nil {
-				return err
-			}
-			defer s.close()
 			t, err := s.svc.TransitionChecked(s.ctx, id, to, wt, c.Bool("force"))
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(c.App.Writer, "team %s is %s\n", t.ID, t.Status)
 			return nil
-		},
+		}),
 	}
 }
 
 func teamReport(c *cli.Context, fn func(*session, string) (*team.Report, error)) error {
-	if err := exactArgs(c, 1); err != nil {
-		return err
-	}
-	id := c.Args().First()
-	if err := teambus.ValidateID("team", id); err != nil {
-		return err
-	}
-	s, err := open(c)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	r, err := fn(s, id)
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return printJSON(c.App.Writer, r)
-	}
-	return printReport(c, r)
+	return teamArgAction(func(c *cli.Context, s *session, id string) error {
+		r, err := fn(s, id)
+		if err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, r)
+		}
+		return printReport(c, r)
+	})(c)
 }
 
 func printReport(c *cli.Context, r *team.Report) error {

@@ -63,16 +63,21 @@ func taskCommand() *cli.Command {
 					&cli.StringFlag{Name: "quantum", Usage: "the area of work; members of the same quantum prefer it"},
 					&cli.StringFlag{Name: "from", Usage: "add the tasks of this JSON Lines `FILE` (- for stdin), one {\"id\",\"desc\",\"deps\",\"priority\",\"quantum\"} a line; checked whole before anything is written"},
 					jsonFlag()}),
-				Action: taskAdd,
+				Action: func(c *cli.Context) error {
+					if c.IsSet("from") {
+						return taskImport(c)
+					}
+					return teamAction(1, taskAdd)(c)
+				},
 			},
 			{
 				Name: "list", Usage: "list the team's tasks", Flags: flags(connFlags(), []cli.Flag{teamFlag(),
 					&cli.StringFlag{Name: "status", Usage: "only tasks with this status"}, jsonFlag()}),
-				Action: taskList,
+				Action: teamAction(0, taskList),
 			},
 			{
 				Name: "show", Usage: "show one task with its checkpoint", ArgsUsage: "ID",
-				Flags: flags(connFlags(), []cli.Flag{teamFlag(), jsonFlag()}), Action: taskShow,
+				Flags: flags(connFlags(), []cli.Flag{teamFlag(), jsonFlag()}), Action: teamAction(1, taskShow),
 			},
 			member("claim", "claim a task (exactly one of concurrent claimers wins; the others exit 3)", "ID", nil,
 				func(c *cli.Context, s *session, a team.Actor) (*teambus.Task, string, error) {
@@ -171,17 +176,7 @@ func taskSummary(t *teambus.Task) string {
 	return s
 }
 
-func taskAdd(c *cli.Context) error {
-	if c.IsSet("from") {
-		return taskImport(c)
-	}
-	if err := exactArgs(c, 1); err != nil {
-		return err
-	}
-	teamID, err := teamID(c)
-	if err != nil {
-		return err
-	}
+func taskAdd(c *cli.Context, teamID string) error {
 	var deps []string
 	for _, d := range c.StringSlice("dep") {
 		for _, p := range strings.Split(d, ",") {
@@ -194,30 +189,20 @@ func taskAdd(c *cli.Context) error {
 	if err := teambus.ValidateID("task", spec.ID); err != nil {
 		return err
 	}
-	s, err := open(c)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	t, err := s.svc.AddTask(s.ctx, teamID, spec)
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return printJSON(c.App.Writer, t)
-	}
-	fmt.Fprintf(c.App.Writer, "added task %s (%s)\n", t.ID, t.Status)
-	return nil
+	return withSession(c, func(s *session) error {
+		t, err := s.svc.AddTask(s.ctx, teamID, spec)
+		if err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, t)
+		}
+		fmt.Fprintf(c.App.Writer, "added task %s (%s)\n", t.ID, t.Status)
+		return nil
+	})
 }
 
-func taskList(c *cli.Context) error {
-	if err := exactArgs(c, 0); err != nil {
-		return err
-	}
-	teamID, err := teamID(c)
-	if err != nil {
-		return err
-	}
+func taskList(c *cli.Context, teamID string) error {
 	status := c.String("status")
 	if status != "" {
 		ok := false
@@ -228,92 +213,79 @@ func taskList(c *cli.Context) error {
 			return teambus.Invalidf("invalid --status %q: one of pending, available, in_progress, blocked, complete, failed, paused, skipped", status)
 		}
 	}
-	s, err := open(c)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	all, err := teamTasks(s, teamID)
-	if err != nil {
-		return err
-	}
-	var tasks []*teambus.Task
-	for _, t := range all {
-		if status == "" || string(t.Status) == status {
-			tasks = append(tasks, t)
+	return withSession(c, func(s *session) error {
+		all, err := teamTasks(s, teamID)
+		if err != nil {
+			return err
 		}
-	}
-	if c.Bool("json") {
-		jl := newJSONLines(c.App.Writer)
-		for _, t := range tasks {
-			if err := jl.Write(t); err != nil {
-				return err
+		var tasks []*teambus.Task
+		for _, t := range all {
+			if status == "" || string(t.Status) == status {
+				tasks = append(tasks, t)
 			}
 		}
-		return nil
-	}
-	if len(tasks) == 0 {
-		fmt.Fprintf(c.App.Writer, "no tasks in team %s: add one with `teambus task add ID --team %s`\n", teamID, teamID)
-		return nil
-	}
-	return printTasks(c.App.Writer, tasks)
+		if c.Bool("json") {
+			jl := newJSONLines(c.App.Writer)
+			for _, t := range tasks {
+				if err := jl.Write(t); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if len(tasks) == 0 {
+			fmt.Fprintf(c.App.Writer, "no tasks in team %s: add one with `teambus task add ID --team %s`\n", teamID, teamID)
+			return nil
+		}
+		return printTasks(c.App.Writer, tasks)
+	})
 }
 
-func taskShow(c *cli.Context) error {
-	if err := exactArgs(c, 1); err != nil {
-		return err
-	}
-	teamID, err := teamID(c)
-	if err != nil {
-		return err
-	}
+func taskShow(c *cli.Context, teamID string) error {
 	id := c.Args().First()
 	if err := teambus.ValidateID("task", id); err != nil {
 		return err
 	}
-	s, err := open(c)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	var t *teambus.Task
-	if v, isMember, err := s.memberView(teamID); err != nil {
-		return err
-	} else if isMember {
-		for _, tk := range v.Tasks {
-			if tk.ID == id {
-				t = tk
+	return withSession(c, func(s *session) error {
+		var t *teambus.Task
+		if v, isMember, err := s.memberView(teamID); err != nil {
+			return err
+		} else if isMember {
+			for _, tk := range v.Tasks {
+				if tk.ID == id {
+					t = tk
+				}
+			}
+			if t == nil {
+				return teambus.NotFoundf("task %s not found in team %s: see `teambus task list`", id, teamID)
+			}
+		} else if t, _, err = s.svc.Store().Task(s.ctx, teamID, id); err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, t)
+		}
+		w := c.App.Writer
+		fmt.Fprintf(w, "task %s: %s\n", t.ID, taskSummary(t))
+		fmt.Fprintf(w, "description: %s\n", textBody(dash(t.Description)))
+		fmt.Fprintf(w, "priority %d, attempts %d, failures %d, crashes %d\n", t.Priority, t.Attempts, t.Failures, t.Crashes)
+		if len(t.Dependencies) > 0 {
+			fmt.Fprintf(w, "depends on: %s\n", strings.Join(t.Dependencies, ", "))
+		}
+		if t.Status == teambus.TaskBlocked {
+			fmt.Fprintf(w, "blocked on: %s %s\n", dash(t.BlockedOn), textBody(t.BlockedReason))
+		}
+		if t.LastError != "" {
+			fmt.Fprintf(w, "last error: %s\n", textBody(t.LastError))
+		}
+		if cp := t.Checkpoint; cp != nil {
+			fmt.Fprintf(w, "checkpoint #%s by %s (epoch %d) at %s\n", strconv.FormatInt(cp.Seq, 10), cp.Member, cp.Epoch, formatTime(cp.At))
+			fmt.Fprintf(w, "  done: %s\n  remaining: %s\n  last action: %s\n  files: %s\n",
+				teambus.SanitizeLine(dash(strings.Join(cp.TasksCompleted, "; "))), teambus.SanitizeLine(dash(strings.Join(cp.TasksRemaining, "; "))), textBody(dash(cp.LastAction)), teambus.SanitizeLine(dash(strings.Join(cp.Files, ", "))))
+			if len(cp.Data) > 0 {
+				fmt.Fprintf(w, "  data: %s\n", textBody(string(cp.Data)))
 			}
 		}
-		if t == nil {
-			return teambus.NotFoundf("task %s not found in team %s: see `teambus task list`", id, teamID)
-		}
-	} else if t, _, err = s.svc.Store().Task(s.ctx, teamID, id); err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return printJSON(c.App.Writer, t)
-	}
-	w := c.App.Writer
-	fmt.Fprintf(w, "task %s: %s\n", t.ID, taskSummary(t))
-	fmt.Fprintf(w, "description: %s\n", textBody(dash(t.Description)))
-	fmt.Fprintf(w, "priority %d, attempts %d, failures %d, crashes %d\n", t.Priority, t.Attempts, t.Failures, t.Crashes)
-	if len(t.Dependencies) > 0 {
-		fmt.Fprintf(w, "depends on: %s\n", strings.Join(t.Dependencies, ", "))
-	}
-	if t.Status == teambus.TaskBlocked {
-		fmt.Fprintf(w, "blocked on: %s %s\n", dash(t.BlockedOn), textBody(t.BlockedReason))
-	}
-	if t.LastError != "" {
-		fmt.Fprintf(w, "last error: %s\n", textBody(t.LastError))
-	}
-	if cp := t.Checkpoint; cp != nil {
-		fmt.Fprintf(w, "checkpoint #%s by %s (epoch %d) at %s\n", strconv.FormatInt(cp.Seq, 10), cp.Member, cp.Epoch, formatTime(cp.At))
-		fmt.Fprintf(w, "  done: %s\n  remaining: %s\n  last action: %s\n  files: %s\n",
-			teambus.SanitizeLine(dash(strings.Join(cp.TasksCompleted, "; "))), teambus.SanitizeLine(dash(strings.Join(cp.TasksRemaining, "; "))), textBody(dash(cp.LastAction)), teambus.SanitizeLine(dash(strings.Join(cp.Files, ", "))))
-		if len(cp.Data) > 0 {
-			fmt.Fprintf(w, "  data: %s\n", textBody(string(cp.Data)))
-		}
-	}
-	return nil
+		return nil
+	})
 }

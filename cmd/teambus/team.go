@@ -55,11 +55,8 @@ func teamCreateCommand() *cli.Command {
 }
 
 func teamCreate(c *cli.Context) error {
-	if err := exactArgs(c, 1); err != nil {
-		return err
-	}
-	id := c.Args().First()
-	if err := teambus.ValidateID("team", id); err != nil {
+	id, err := teamArg(c)
+	if err != nil {
 		return err
 	}
 	pol, err := policyFromFlags(c)
@@ -111,30 +108,27 @@ func teamCreate(c *cli.Context) error {
 	if replicas < 0 || replicas > 5 {
 		return teambus.Invalidf("invalid --replicas %d: 1 to 5 (0 derives it from the cluster)", replicas)
 	}
-	s, err := open(c)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	if replicas == 0 {
-		replicas = s.conn.Replicas()
-	}
-	mbc.Replicas = replicas
-	evc.Replicas = replicas
-	s.svc = team.New(s.conn.JS, team.Config{Mailbox: mbc, KV: kv.Config{Replicas: replicas}, Events: evc})
-	t, err := s.svc.CreateTeam(s.ctx, id, c.String("lead-session"), specs, pol)
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return printJSON(c.App.Writer, t)
-	}
-	var ids []string
-	for _, m := range specs {
-		ids = append(ids, m.ID)
-	}
-	fmt.Fprintf(c.App.Writer, "created team %s (%s) with %d member(s): %s\n", t.ID, t.Status, len(specs), strings.Join(ids, ", "))
-	return nil
+	return withSession(c, func(s *session) error {
+		if replicas == 0 {
+			replicas = s.conn.Replicas()
+		}
+		mbc.Replicas = replicas
+		evc.Replicas = replicas
+		s.svc = team.New(s.conn.JS, team.Config{Mailbox: mbc, KV: kv.Config{Replicas: replicas}, Events: evc})
+		t, err := s.svc.CreateTeam(s.ctx, id, c.String("lead-session"), specs, pol)
+		if err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, t)
+		}
+		var ids []string
+		for _, m := range specs {
+			ids = append(ids, m.ID)
+		}
+		fmt.Fprintf(c.App.Writer, "created team %s (%s) with %d member(s): %s\n", t.ID, t.Status, len(specs), strings.Join(ids, ", "))
+		return nil
+	})
 }
 
 func teamAddMemberCommand() *cli.Command {
@@ -155,16 +149,13 @@ func teamAddMemberCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			s, err := open(c)
-			if err != nil {
-				return err
-			}
-			defer s.close()
-			if _, err := s.svc.AddMember(s.ctx, id, spec); err != nil {
-				return err
-			}
-			fmt.Fprintf(c.App.Writer, "added member %s to team %s\n", spec.ID, id)
-			return nil
+			return withSession(c, func(s *session) error {
+				if _, err := s.svc.AddMember(s.ctx, id, spec); err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.Writer, "added member %s to team %s\n", spec.ID, id)
+				return nil
+			})
 		},
 	}
 }
@@ -192,64 +183,61 @@ func teamList(c *cli.Context) error {
 	if err := exactArgs(c, 0); err != nil {
 		return err
 	}
-	s, err := open(c)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	ids, err := s.svc.Store().ListTeams(s.ctx)
-	if err != nil {
-		return err
-	}
-	// A shared bus may hold a thousand teams: read them eight at a time
-	// (one at a time, 1,000 teams took 2.4 s), in the order listed.
-	found := make([]*teamLine, len(ids))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for i, id := range ids {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			snap, err := s.svc.Store().Snapshot(s.ctx, id)
-			if errors.Is(err, kv.ErrDamaged) {
-				found[i] = &teamLine{ID: id, Status: "damaged"} // `team repair` fixes it
-				return
-			}
-			if err != nil {
-				return // a team being created
-			}
-			found[i] = &teamLine{ID: id, Status: string(snap.Team.Status), Members: len(snap.Members),
-				Tasks: len(snap.Tasks), Progress: teambus.Progress(snap.Tasks), Lead: snap.Team.LeadSession, Created: formatTime(snap.Team.CreatedAt)}
-		}()
-	}
-	wg.Wait()
-	var lines []teamLine
-	for _, l := range found {
-		if l != nil {
-			lines = append(lines, *l)
+	return withSession(c, func(s *session) error {
+		ids, err := s.svc.Store().ListTeams(s.ctx)
+		if err != nil {
+			return err
 		}
-	}
-	if c.Bool("json") {
-		jl := newJSONLines(c.App.Writer)
+		// A shared bus may hold a thousand teams: read them eight at a time
+		// (one at a time, 1,000 teams took 2.4 s), in the order listed.
+		found := make([]*teamLine, len(ids))
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 8)
+		for i, id := range ids {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				snap, err := s.svc.Store().Snapshot(s.ctx, id)
+				if errors.Is(err, kv.ErrDamaged) {
+					found[i] = &teamLine{ID: id, Status: "damaged"} // `team repair` fixes it
+					return
+				}
+				if err != nil {
+					return // a team being created
+				}
+				found[i] = &teamLine{ID: id, Status: string(snap.Team.Status), Members: len(snap.Members),
+					Tasks: len(snap.Tasks), Progress: teambus.Progress(snap.Tasks), Lead: snap.Team.LeadSession, Created: formatTime(snap.Team.CreatedAt)}
+			}()
+		}
+		wg.Wait()
+		var lines []teamLine
+		for _, l := range found {
+			if l != nil {
+				lines = append(lines, *l)
+			}
+		}
+		if c.Bool("json") {
+			jl := newJSONLines(c.App.Writer)
+			for _, l := range lines {
+				if err := jl.Write(l); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if len(lines) == 0 {
+			fmt.Fprintln(c.App.Writer, "no teams: create one with `teambus team create TEAM --member tm1`")
+			return nil
+		}
+		tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TEAM\tSTATUS\tMEMBERS\tTASKS\tDONE\tCREATED")
 		for _, l := range lines {
-			if err := jl.Write(l); err != nil {
-				return err
-			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d%%\t%s\n", l.ID, l.Status, l.Members, l.Tasks, l.Progress, l.Created)
 		}
-		return nil
-	}
-	if len(lines) == 0 {
-		fmt.Fprintln(c.App.Writer, "no teams: create one with `teambus team create TEAM --member tm1`")
-		return nil
-	}
-	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TEAM\tSTATUS\tMEMBERS\tTASKS\tDONE\tCREATED")
-	for _, l := range lines {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d%%\t%s\n", l.ID, l.Status, l.Members, l.Tasks, l.Progress, l.Created)
-	}
-	return tw.Flush()
+		return tw.Flush()
+	})
 }
 
 func teamShowCommand() *cli.Command {
@@ -258,23 +246,11 @@ func teamShowCommand() *cli.Command {
 		Usage:     "show a team: status, policy, members with liveness, tasks",
 		ArgsUsage: "TEAM",
 		Flags:     flags(connFlags(), []cli.Flag{jsonFlag()}),
-		Action:    teamShow,
+		Action:    teamArgAction(teamShow),
 	}
 }
 
-func teamShow(c *cli.Context) error {
-	if err := exactArgs(c, 1); err != nil {
-		return err
-	}
-	id := c.Args().First()
-	if err := teambus.ValidateID("team", id); err != nil {
-		return err
-	}
-	s, err := open(c)
-	if err != nil {
-		return err
-	}
-	defer s.close()
+func teamShow(c *cli.Context, s *session, id string) error {
 	v, isMember, err := s.memberView(id)
 	if err != nil {
 		return err
@@ -373,23 +349,11 @@ func teamDeleteCommand() *cli.Command {
 		Flags: flags(connFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "force", Usage: "delete even while sidecars of the team heartbeat", EnvVars: []string{"TEAMBUS_FORCE"}},
 		}),
-		Action: teamDelete,
+		Action: teamArgAction(teamDelete),
 	}
 }
 
-func teamDelete(c *cli.Context) error {
-	if err := exactArgs(c, 1); err != nil {
-		return err
-	}
-	id := c.Args().First()
-	if err := teambus.ValidateID("team", id); err != nil {
-		return err
-	}
-	s, err := open(c)
-	if err != nil {
-		return err
-	}
-	defer s.close()
+func teamDelete(c *cli.Context, s *session, id string) error {
 	ids, err := s.svc.Store().ListTeams(s.ctx)
 	if err != nil {
 		return err

@@ -66,18 +66,11 @@ func runUI(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := connConfig(c)
-	if err != nil {
-		return err
-	}
-	conn, err := bus.Connect(c.Context, cfg)
+	conn, err := streamConn(c)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if err := operatorOnly(c, conn); err != nil {
-		return err
-	}
 	r := conn.Replicas()
 	svc := team.New(conn.JS, team.Config{Logger: log, Mailbox: bus.MailboxConfig{Replicas: r}, KV: kv.Config{Replicas: r}})
 	srv, err := ui.New(ui.Config{Service: svc, Token: ui.NewToken(), AllowActions: c.Bool("allow-actions"), Secure: cert != "", Logger: log})
