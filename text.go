@@ -158,3 +158,52 @@ func OneLine(s string, n int) string {
 	}
 	return s
 }
+
+// Strip removes from member text what a view an agent reads must not pass
+// on: control characters (terminal escapes, NUL, DEL, the C1 range),
+// format characters (bidirectional overrides, zero-width joiners) and
+// anything else unicode.IsPrint refuses, except the space, newline and
+// tab; the line and paragraph separators (U+2028, U+2029) and carriage
+// returns become newlines; invalid UTF-8 becomes U+FFFD. It is the one
+// rule of the hook and MCP text views (terminal views escape instead:
+// Sanitize). Text that is printable ASCII comes back as it is.
+func Strip(s string) string {
+	if plainASCII(s) {
+		return s
+	}
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n' || r == '\t' || r == ' ':
+			return r
+		case r == '\r' || r == '\u2028' || r == '\u2029':
+			return '\n'
+		case !unicode.IsPrint(r):
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// StripLine is Strip for one line: newlines and tabs become spaces.
+func StripLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' {
+			return ' '
+		}
+		return r
+	}, Strip(s))
+}
+
+// plainASCII reports whether s is printable ASCII, newlines and tabs only.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < 0x20 && c != '\n' && c != '\t') || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}

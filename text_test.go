@@ -77,3 +77,22 @@ func FuzzSanitize(f *testing.F) {
 		}
 	})
 }
+
+func TestStrip(t *testing.T) {
+	tests := []struct{ in, body, line string }{
+		{"plain text\n\tline 2", "plain text\n\tline 2", "plain text  line 2"},
+		{"red \x1b[31mX\x1b[0m", "red [31mX[0m", "red [31mX[0m"},
+		{"evil\u202Egnp.exe", "evilgnp.exe", "evilgnp.exe"},
+		{"a\u2028b\r\nc\rd", "a\nb\nc\nd", "a b c d"},
+		{"bad \xff byte", "bad \uFFFD byte", "bad \uFFFD byte"},
+		{"nul\x00del\x7f", "nuldel", "nuldel"},
+	}
+	for _, tt := range tests {
+		if got := teambus.Strip(tt.in); got != tt.body {
+			t.Errorf("Strip(%q) = %q, want %q", tt.in, got, tt.body)
+		}
+		if got := teambus.StripLine(tt.in); got != tt.line {
+			t.Errorf("StripLine(%q) = %q, want %q", tt.in, got, tt.line)
+		}
+	}
+}

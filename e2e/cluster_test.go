@@ -22,6 +22,7 @@ type clusterNode struct {
 	name string
 	dir  string
 	url  string
+	args []string // the bus start command line, to start it again
 	proc *child
 }
 
@@ -41,12 +42,13 @@ func startCluster(t *testing.T, e *env, token string) []*clusterNode {
 			dir:  filepath.Join(t.TempDir(), fmt.Sprintf("n%d", i+1)),
 			url:  fmt.Sprintf("nats://127.0.0.1:%d", ports[i]),
 		}
-		n.proc = e.startCmd(n.name, exec.Command(bin, "bus", "start",
+		n.args = []string{"bus", "start",
 			"--dir", n.dir, "--name", n.name, "--token", token,
 			"--listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
 			"--cluster-name", "tbc", "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[3+i]),
 			"--routes", strings.Join(routes, ","),
-			"--max-store", "1GiB", "--log-level", "info"))
+			"--max-store", "1GiB", "--log-level", "info"}
+		n.proc = e.startCmd(n.name, exec.Command(bin, n.args...))
 		nodes = append(nodes, n)
 	}
 	for _, n := range nodes {

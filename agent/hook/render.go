@@ -3,8 +3,6 @@ package hook
 import (
 	"fmt"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/teambus/teambus"
 )
@@ -26,23 +24,10 @@ const (
 
 // Clean removes control characters (terminal escapes, NUL, line and
 // paragraph separators) from one line of member text and keeps it valid
-// UTF-8; tabs become spaces. It is the hook's counterpart of the
+// UTF-8; tabs become spaces (teambus.StripLine). It is the hook's counterpart of the
 // printable checks of the team service, which refuse such text at the
 // door; mail bodies may still carry newlines and tabs.
-func Clean(s string) string {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	return strings.Map(func(r rune) rune {
-		if r == '\t' {
-			return ' '
-		}
-		if !unicode.IsPrint(r) && r != ' ' {
-			return -1
-		}
-		return r
-	}, s)
-}
+func Clean(s string) string { return teambus.StripLine(s) }
 
 // Indent renders a body as lines indented two spaces, each cleaned, so no
 // body line can look like a header.
