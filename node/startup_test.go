@@ -69,7 +69,7 @@ func TestStartup_Measure(t *testing.T) {
 		have := int(st.CachedInfo().State.Msgs)
 		subj := fmt.Sprintf("startup.%d.m", s)
 		for i := have; i < per; i++ {
-			if _, err := c.JS.PublishAsync(subj, body); err != nil {
+			if _, err := c.JS.PublishAsync(subj, body, jetstream.WithStallWait(time.Minute)); err != nil {
 				t.Fatal(err)
 			}
 			if i%100_000 == 0 {
