@@ -124,7 +124,7 @@ func (r *run) resume(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("store check after the restart: %w", err)
 	}
-	r.res.add(Row{Group: "resume", Key: "tb.storecheck", Name: "node start-up store check of those teams (reads every mailbox)", Value: ms(time.Since(t0)), Unit: UnitMs, N: 1,
+	r.res.add(Row{Group: "resume", Key: "tb.storecheck", Name: "node start-up store check of those teams (stream state, messages since the marks)", Value: ms(time.Since(t0)), Unit: UnitMs, N: 1,
 		Note: "from the start of node.Start until the node's store check reports done; the resumes below run after it"})
 	cfg.Progress("  start-up store check done %s after the restart", time.Since(t0).Round(100*time.Millisecond))
 
