@@ -287,6 +287,11 @@ func busScrub(c *cli.Context) error {
 		return err
 	}
 	defer conn.Close()
+	// The position is kept per --dir: the local node's directory, or any
+	// directory for a scrub of --server.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("scrub: %w", err)
+	}
 	sc := node.ScrubConfig{Stream: c.String("stream"), PositionFile: filepath.Join(dir, node.ScrubFile)}
 	var tty *os.File
 	if f, ok := c.App.ErrWriter.(*os.File); ok && isTerminal(f) {
