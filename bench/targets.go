@@ -80,6 +80,9 @@ func (r *run) targets() []Target {
 		sizes = fmt.Sprintf(" (at %d tasks, %d messages)", r.cfg.ResumeTasks, r.cfg.ResumeMessages)
 	}
 	value("resume ≤ 100 ms for 50 members, 10,000 tasks, 1,000,000 messages", "tb.resume.50", "%.1f ms p50", func(v float64) bool { return v <= 100 }, sizes)
+	restart := fmt.Sprintf(" (%d teams × %d messages)", len(r.cfg.ResumeMembers), r.cfg.ResumeMessages)
+	value("node ready after a clean restart with 4 × 1M stored messages ≤ 1 s", "tb.restart", "%.0f ms", func(v float64) bool { return v <= 1000 }, restart)
+	value("its start-up store check done ≤ 1 s after the start", "tb.storecheck", "%.0f ms", func(v float64) bool { return v <= 1000 }, restart)
 	value("crash detection ≤ timeout + 0.3 s at p99 (heartbeat silence)", "tb.detect.silence", "timeout + %.2f s", func(v float64) bool { return v <= 0.3 }, "")
 	value("crash detection ≤ 0.2 s after a pid exit (p99)", "tb.detect.pid", "%.2f s", func(v float64) bool { return v <= 0.2 }, "")
 	value("zombie within lead-timeout + 0.3 s (p99)", "tb.detect.zombie", "lead-timeout + %.2f s", func(v float64) bool { return v <= 0.3 }, "")

@@ -16,6 +16,7 @@
 //	bus.token   the generated auth token, kept across restarts (0600)
 //	store/      the JetStream store (the server adds "jetstream/")
 //	bus.marks   high-water marks for the store check (0600)
+//	bus.scrub   position of an interrupted `teambus bus scrub`
 //	quarantine/ damaged consumer state the store check moved aside
 //
 // Only one node runs per directory: Start takes an exclusive, non-blocking
@@ -84,12 +85,20 @@
 // The server recovers damaged store files by dropping what it cannot read
 // (a flipped byte loses a record; after a kill -9 it loses everything after
 // it), and skips a record whose checksum fails, without a word. So every
-// start runs a store check in the background (CheckStore, storecheck.go): it reads every
-// message of the streams teambus never deletes from (mailboxes, event
-// logs) once and reports the sequences missing. The node also records high
-// water marks (MarksFile, bus.marks): the last sequence of those streams
-// and the acknowledged position and configuration of their durable
-// consumers, rewritten when they change while it runs and when it closes.
+// start runs a store check in the background (Node.checkStore): per stream
+// teambus never deletes from (mailboxes, event logs) it trusts the
+// stream's own state (sequences deleted or below the first) and reads
+// only the messages written since the marks of the last run, so its cost
+// does not grow with the history. The node records high water marks
+// (MarksFile, bus.marks): the last sequence of those streams and the
+// acknowledged position and configuration of their durable consumers,
+// rewritten when they change while it runs (every second at most) and
+// when it closes, then marked clean. After a clean stop nothing is read;
+// after a kill -9 the last second's messages are; without marks (an old
+// store, a cluster) everything is. Damage in old data is found by an
+// explicit scrub (Scrub, scrub.go, `teambus bus scrub`): it reads every
+// message, records its position in ScrubFile (bus.scrub) so an
+// interrupted scrub continues, and reports what the start-up check would.
 // The next start compares: a tail below the mark or a stream gone is
 // reported; a durable consumer the server dropped because its state file
 // was damaged is created again from its last acknowledged position (its

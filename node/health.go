@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -105,7 +106,7 @@ func (n *Node) serveHealth(token string) {
 				if n.storeFingerprint() == fp && time.Since(full) < 30*time.Second {
 					continue
 				}
-				if err := n.health.marks.update(ctx, js); err != nil && ctx.Err() == nil {
+				if err := n.health.marks.update(ctx, js, false); err != nil && ctx.Err() == nil {
 					n.log.Debug("store marks", "err", err)
 				}
 				fp, full = n.storeFingerprint(), time.Now()
@@ -114,11 +115,16 @@ func (n *Node) serveHealth(token string) {
 	}()
 }
 
-// checkStore runs the store check of a start: the scan of every stream
-// teambus never deletes from (CheckStore), and the comparison with the
-// marks of the last run (MarksFile): streams gone, messages below the last
-// high-water mark, durable consumers the server dropped (recreated). It
-// reports whether the marks are kept from now on: not in a cluster (a
+// checkStore runs the store check of a start. Its cost does not grow
+// with the history: per stream teambus never deletes from, it trusts the
+// stream's own state (sequences deleted or below its first one) and reads
+// only the messages written since the marks of the last run (MarksFile):
+// none after a clean stop, the last second's after a kill -9. Without
+// marks (the first start of a store, a cluster) it reads every message.
+// Then it compares with the marks: streams gone, messages below the last
+// high-water mark, durable consumers the server dropped (recreated).
+// Old data is verified by an explicit scrub (Scrub, `teambus bus scrub`).
+// It reports whether the marks are kept from now on: not in a cluster (a
 // starting member's view is partial), not after a failed check.
 func (n *Node) checkStore(ctx context.Context, js jetstream.JetStream) bool {
 	start := time.Now()
@@ -127,8 +133,43 @@ func (n *Node) checkStore(ctx context.Context, js jetstream.JetStream) bool {
 	if err != nil {
 		n.log.Warn("store check: marks of the last run unreadable", "err", err)
 	}
-	damage, err := CheckStore(ctx, js)
-	if err == nil && old != nil && useMarks {
+	if !useMarks {
+		old = nil
+	}
+	var (
+		damage []StoreDamage
+		read   uint64
+	)
+	names, err := neverDeleteStreams(ctx, js)
+	for _, name := range names {
+		if err != nil {
+			break
+		}
+		from := uint64(1)
+		if old != nil {
+			if om, ok := old.Streams[name]; ok {
+				from = om.LastSeq + 1
+			}
+		}
+		var (
+			d StoreDamage
+			r uint64
+		)
+		d, r, err = checkSince(ctx, js, name, from)
+		read += r
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			err = nil
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			err = fmt.Errorf("check stream %s: %w", name, err)
+			break
+		}
+		if d.Lost > 0 {
+			damage = append(damage, d)
+		}
+	}
+	if err == nil && old != nil {
 		var now *storeMarks
 		if now, err = collectMarks(ctx, js); err == nil {
 			damage, err = compareMarks(ctx, js, old, now, damage, n.disc.StoreDir, filepath.Join(n.dir, QuarantineDir))
@@ -144,14 +185,14 @@ func (n *Node) checkStore(ctx context.Context, js jetstream.JetStream) bool {
 	for _, d := range damage {
 		n.log.Error("store damaged", "stream", d.Stream, "lost", d.Lost, "first_seq", d.First, "last_seq", d.Last, "gone", d.Gone, "recreated", d.Recreated, "what", d.String())
 	}
-	n.log.Debug("store checked", "damaged_streams", len(damage), "took", time.Since(start))
+	n.log.Info("store checked", "streams", len(names), "read", read, "after_clean_stop", old != nil && old.Clean, "damaged_streams", len(damage), "took", time.Since(start))
 	n.health.mu.Lock()
 	n.health.damage, n.health.checked, n.health.marking = damage, true, useMarks
 	n.health.mu.Unlock()
 	if !useMarks {
 		return false
 	}
-	if err := n.health.marks.update(ctx, js); err != nil && ctx.Err() == nil {
+	if err := n.health.marks.update(ctx, js, false); err != nil && ctx.Err() == nil {
 		n.log.Warn("store marks", "err", err)
 	}
 	return true
@@ -186,7 +227,7 @@ func (n *Node) stopHealth() {
 	n.health.mu.Unlock()
 	if marking {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := n.health.marks.update(ctx, n.health.js); err != nil {
+		if err := n.health.marks.update(ctx, n.health.js, true); err != nil {
 			n.log.Warn("store marks", "err", err)
 		}
 		cancel()

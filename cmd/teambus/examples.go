@@ -8,6 +8,7 @@ var examples = map[string][]string{
 	"bus start":  {"teambus bus start                          # a node in ~/.local/state/teambus, until Ctrl-C", "teambus bus start --listen 0.0.0.0:4222 --allow-remote"},
 	"bus status": {"teambus bus status", "teambus bus status --json"},
 	"bus stop":   {"teambus bus stop"},
+	"bus scrub":  {"teambus bus scrub                          # read every stored message; Ctrl-C and run again to continue", "teambus bus scrub --stream TBM_alpha --json"},
 	"serve":      {"teambus serve --server nats://nats.example:4222 --creds ops.creds"},
 
 	"team create":      {"teambus team create alpha --member tm1:backend --member tm2:tests", "teambus team create alpha --member tm1 --lead-timeout 2m --member-timeout 1m"},
