@@ -19,34 +19,68 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	return newAppWith(stdout, stderr, commands)
 }
 
-// commands builds every command of the binary.
-func commands() []*cli.Command {
-	return []*cli.Command{
-		busCommand(), serveCommand(),
-		teamCommand(),
-		taskCommand(),
-		sendCommand(),
-		inboxCommand(),
-		ackCommand(),
-		replayCommand(),
-		eventsCommand(),
-		checkpointCommand(),
-		leadCommand(),
-		teammateCommand(),
-		joinCommand(),
-		initCommand(),
-		briefCommand(), hookCommand(), mcpCommand(), uiCommand(),
-		demoCommand(), agentSimCommand(),
-		benchCommand(),
-		versionCommand(),
-		helpCommand(),
-	}
+// topLevel is every top-level command with its constructor, in the order
+// help lists them. The command list is written out here, one constructor
+// per command file.
+var topLevel = []struct {
+	name  string
+	build func() *cli.Command
+}{
+	{"bus", busCommand}, {"serve", serveCommand},
+	{"team", teamCommand},
+	{"task", taskCommand},
+	{"send", sendCommand},
+	{"inbox", inboxCommand},
+	{"ack", ackCommand},
+	{"replay", replayCommand},
+	{"events", eventsCommand},
+	{"checkpoint", checkpointCommand},
+	{"lead", leadCommand},
+	{"teammate", teammateCommand},
+	{"join", joinCommand},
+	{"init", initCommand},
+	{"brief", briefCommand}, {"hook", hookCommand}, {"mcp", mcpCommand}, {"ui", uiCommand},
+	{"demo", demoCommand}, {"agent-sim", agentSimCommand},
+	{"bench", benchCommand},
+	{"version", versionCommand},
+	{"help", helpCommand},
 }
 
-// hookCommands is all a hook run needs: Claude Code starts `teambus hook
-// <Event>` several times a turn, and building and preparing the ~60
-// other commands cost ~3 ms of each run (bench row hook.posttoolbatch).
-func hookCommands() []*cli.Command { return []*cli.Command{hookCommand()} }
+// commands builds every command of the binary.
+func commands() []*cli.Command {
+	out := make([]*cli.Command, 0, len(topLevel))
+	for _, c := range topLevel {
+		out = append(out, c.build())
+	}
+	return out
+}
+
+// commandsFor returns what a run of args needs: only the command it names
+// when it names one and asks for no help — Claude Code runs `teambus hook`
+// several times a turn and agents run one-shot commands all the time, and
+// building and preparing the ~60 commands costs ~3 ms of each run — and
+// every command otherwise (help, --version, a mistyped name, no command),
+// so help and the suggestions for a typo list them all.
+func commandsFor(args []string) func() []*cli.Command {
+	if len(args) < 2 {
+		return commands
+	}
+	for _, a := range args[1:] {
+		if a == "-h" || a == "--help" || a == "-help" {
+			return commands
+		}
+		if a == "--" {
+			break
+		}
+	}
+	for _, c := range topLevel {
+		if c.name == args[1] && c.name != "help" {
+			build := c.build
+			return func() []*cli.Command { return []*cli.Command{build()} }
+		}
+	}
+	return commands
+}
 
 // newAppWith is the app with the commands cmds builds.
 func newAppWith(stdout, stderr io.Writer, cmds func() []*cli.Command) *cli.App {
@@ -72,11 +106,7 @@ func newAppWith(stdout, stderr io.Writer, cmds func() []*cli.Command) *cli.App {
 // run runs the command line args (args[0] is the program name) and returns
 // the exit code. Errors are printed as one line on stderr.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	cmds := commands
-	if len(args) > 2 && args[1] == "hook" {
-		cmds = hookCommands
-	}
-	app := newAppWith(stdout, stderr, cmds)
+	app := newAppWith(stdout, stderr, commandsFor(args))
 	app.Reader = stdin
 	return exit(ctx, explainDenied(app, runApp(ctx, app, args)), stderr)
 }

@@ -270,3 +270,26 @@ func TestHelp_NoPlaceholderGlitches(t *testing.T) {
 		check(strings.Join(append(append([]string{}, parents...), c.Name), " "), c.Flags)
 	})
 }
+
+// TestRun_OneCommandAppAnswersAlike runs command lines through run, which
+// builds only the command a line names, and through the whole tree: the
+// exit code and output are the same.
+func TestRun_OneCommandAppAnswersAlike(t *testing.T) {
+	lines := [][]string{
+		{"version"}, {"version", "--json"}, {"send", "--bogus"}, {"team", "bogus"}, {"team", "create"},
+		{"task", "add", "--team", "a", "--from", "/nonexistent/x.jsonl", "--dir", t.TempDir()},
+		{"ack", "--member", "tm1"}, {"bus", "status", "--timeout", "0s"}, {"bogus"}, {"--version"},
+		{"hook", "Nope"}, {"events", "analyze", "--file", "/nonexistent"},
+	}
+	for _, l := range lines {
+		var out, errb strings.Builder
+		code := run(t.Context(), append([]string{"teambus"}, l...), strings.NewReader(""), &out, &errb)
+		want := runCLI(t, l...)
+		if code != want.code || out.String() != want.stdout || errb.String() != want.stderr {
+			t.Errorf("%v: run gave %d %q %q; the whole tree %d %q %q", l, code, out.String(), errb.String(), want.code, want.stdout, want.stderr)
+		}
+	}
+	if len(topLevel) != len(newApp(io.Discard, io.Discard).Commands) {
+		t.Fatal("topLevel and the app disagree")
+	}
+}
