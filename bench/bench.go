@@ -308,15 +308,3 @@ func (r *run) teamNode(ctx context.Context, name, sync string, cfg team.Config) 
 	}
 	return n, team.New(conn.JS, cfg), func() { conn.Close(); n.Close() }, nil
 }
-
-// env is the environment of child processes: the bench's, without any
-// TEAMBUS_ variable that would point them elsewhere.
-func childEnv() []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "TEAMBUS_") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}

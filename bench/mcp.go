@@ -13,6 +13,7 @@ import (
 
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/node"
+	"github.com/teambus/teambus/proc"
 	"github.com/teambus/teambus/team"
 )
 
@@ -38,7 +39,7 @@ func (r *run) mcpClient(ctx context.Context, nd *node.Node, teamID, member strin
 		return nil, nil, err
 	}
 	cmd := exec.Command(r.cfg.Exe, "mcp", "--dir", nd.Dir(), "--team", teamID, "--member", member, "--session", "s-"+member)
-	cmd.Env = childEnv()
+	cmd.Env = proc.CleanEnv()
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "teambus-bench", Version: "0"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/teambus/teambus/proc"
 )
 
 // jsonlPeerSource is bench/peers/jsonl, the standalone one-shot peer: a
@@ -60,7 +62,7 @@ func buildJSONLPeer(ctx context.Context, dir string) (string, error) {
 	exe := filepath.Join(dir, "jsonl")
 	cmd := exec.CommandContext(ctx, goBin, "build", "-o", exe, ".")
 	cmd.Dir = dir
-	cmd.Env = append(childEnv(), "GOWORK=off", "GOFLAGS=", "GOTOOLCHAIN=local", "CGO_ENABLED=0")
+	cmd.Env = append(proc.CleanEnv(), "GOWORK=off", "GOFLAGS=", "GOTOOLCHAIN=local", "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build the jsonl peer: %v: %s", err, strings.TrimSpace(string(out)))
 	}

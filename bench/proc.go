@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/teambus/teambus/proc"
 )
 
 // child is a process the bench started. It dies with the bench
@@ -33,7 +35,7 @@ func start(logs, name, exe string, args ...string) (*child, error) {
 		return nil, err
 	}
 	cmd := exec.Command(exe, args...)
-	cmd.Env = childEnv()
+	cmd.Env = proc.CleanEnv()
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -111,7 +113,7 @@ func timeRun(ctx context.Context, exe string, args ...string) (time.Duration, er
 // fork until its exit is reaped.
 func timeProc(ctx context.Context, exe string, env []string, stdin []byte, args ...string) (time.Duration, error) {
 	cmd := exec.CommandContext(ctx, exe, args...)
-	cmd.Env = append(childEnv(), env...)
+	cmd.Env = append(proc.CleanEnv(), env...)
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/node"
+	"github.com/teambus/teambus/proc"
 	"github.com/teambus/teambus/team"
 )
 
@@ -1038,7 +1039,7 @@ func (d *demo) spawn(name, logName string, args ...string) (*demoChild, error) {
 		return nil, err
 	}
 	cmd := exec.Command(d.exe, args...)
-	cmd.Env = childEnv()
+	cmd.Env = proc.CleanEnv()
 	cmd.Stdout = &relay{d: d, f: f, name: name}
 	cmd.Stderr = f
 	dieWithParent(cmd)
@@ -1087,7 +1088,7 @@ func (d *demo) cli(ctx context.Context, args ...string) (string, int) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, d.exe, args...)
-	cmd.Env = childEnv()
+	cmd.Env = proc.CleanEnv()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -1100,19 +1101,6 @@ func (d *demo) cli(ctx context.Context, args ...string) (string, int) {
 		}
 	}
 	return out.String() + errb.String(), code
-}
-
-// childEnv is this environment without TEAMBUS_ variables: the processes
-// get everything they need as flags, and a TEAMBUS_SERVER of the user's
-// must not send them elsewhere.
-func childEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "TEAMBUS_") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }
 
 // dieWithParent asks the kernel to kill the process when the demo dies

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -481,7 +480,7 @@ func (s *Sidecar) releaseStragglers(ctx context.Context) {
 // autoCheckpoint keeps the member's checkpoint fresh while the lead is
 // away, adding the files git reports changed in the work tree.
 func (s *Sidecar) autoCheckpoint(ctx context.Context) {
-	err := s.svc.AutoCheckpoint(ctx, s.cfg.Team, s.cfg.Member, s.cfg.Session, gitChangedFiles(ctx, s.cfg.WorkDir), "automatic checkpoint in zombie mode")
+	err := s.svc.AutoCheckpoint(ctx, s.cfg.Team, s.cfg.Member, s.cfg.Session, proc.GitChanged(ctx, s.cfg.WorkDir, 2*time.Second), "automatic checkpoint in zombie mode")
 	if err != nil && !errors.Is(err, teambus.ErrState) {
 		s.log.Warn("auto checkpoint", "err", err)
 	}
@@ -594,24 +593,4 @@ func (s *Sidecar) zombieExpired(ctx context.Context) (Outcome, error) {
 		s.log.Info("held mail released at zombie-max", "released", len(released))
 	}
 	return OutcomeZombieMax, err
-}
-
-// gitChangedFiles lists the files git reports changed in dir, or nil.
-func gitChangedFiles(ctx context.Context, dir string) []string {
-	if dir == "" {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "git", "-C", dir, "status", "--porcelain").Output()
-	if err != nil {
-		return nil
-	}
-	var files []string
-	for _, line := range strings.Split(string(out), "\n") {
-		if len(line) > 3 {
-			files = append(files, strings.TrimSpace(line[3:]))
-		}
-	}
-	return files
 }

@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/binding"
+	"github.com/teambus/teambus/proc"
 	"github.com/teambus/teambus/team"
 )
 
@@ -127,7 +126,7 @@ func (h *hook) preCompact(ctx context.Context) int {
 	return h.checkpointHeld(ctx, func(t *teambus.Task, spec *team.CheckpointSpec) {
 		trigger := Clean(clipChars(h.p.Trigger, 40))
 		spec.LastAction = fmt.Sprintf("context compaction (%s)", trigger)
-		spec.Files = gitFiles(ctx, h.p.Cwd)
+		spec.Files = proc.GitChanged(ctx, h.p.Cwd, 500*time.Millisecond)
 		spec.Data = mergeData(t.Checkpoint, map[string]any{"compaction": map[string]any{"trigger": trigger, "at": h.cfg.Now().UTC()}})
 	})
 }
@@ -187,26 +186,6 @@ func mergeData(cp *teambus.Checkpoint, add map[string]any) json.RawMessage {
 	}
 	raw, _ := json.Marshal(data)
 	return raw
-}
-
-// gitFiles lists the files git reports changed in dir.
-func gitFiles(ctx context.Context, dir string) []string {
-	if dir == "" {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "git", "-C", dir, "status", "--porcelain").Output()
-	if err != nil {
-		return nil
-	}
-	var files []string
-	for _, line := range strings.Split(string(out), "\n") {
-		if len(line) > 3 {
-			files = append(files, Clean(strings.TrimSpace(line[3:])))
-		}
-	}
-	return files
 }
 
 // condition records a liveness condition from Notification or StopFailure

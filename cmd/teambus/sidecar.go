@@ -42,16 +42,24 @@ func leadCommand() *cli.Command {
 	}
 }
 
-func runLead(c *cli.Context) error {
+// sidecarRun is the preamble of the sidecar commands: no arguments, the
+// team, the member (the teammate's; the lead is "lead"), the session, the
+// logger and a connection kept open while run runs.
+func sidecarRun(c *cli.Context, withMember bool, run func(a team.Actor, log *slog.Logger, svc *team.Service) error) error {
 	if err := exactArgs(c, 0); err != nil {
 		return err
 	}
-	teamID, err := teamID(c)
-	if err != nil {
+	a := team.Actor{Member: teambus.Lead}
+	var err error
+	if a.Team, err = teamID(c); err != nil {
 		return err
 	}
-	session, err := sessionID(c)
-	if err != nil {
+	if withMember {
+		if a.Member, err = memberID(c); err != nil {
+			return err
+		}
+	}
+	if a.Session, err = sessionID(c); err != nil {
 		return err
 	}
 	log, err := newLogger(c)
@@ -63,6 +71,16 @@ func runLead(c *cli.Context) error {
 		return err
 	}
 	defer conn.Close()
+	return run(a, log, svc)
+}
+
+func runLead(c *cli.Context) error {
+	return sidecarRun(c, false, func(a team.Actor, log *slog.Logger, svc *team.Service) error {
+		return runLeadSidecar(c, a.Team, a.Session, log, svc)
+	})
+}
+
+func runLeadSidecar(c *cli.Context, teamID, session string, log *slog.Logger, svc *team.Service) error {
 	sc, err := lead.New(svc.SidecarAPI(), lead.Config{Team: teamID, Session: session, Force: c.Bool("force"), PID: c.Int("pid"), Adopt: c.Bool("adopt"), Logger: log,
 		OnAttach: func(r *team.Report) {
 			fmt.Fprintf(c.App.Writer, "lead attached to team %s: %s, lead epoch %d, %d%% done (took %s)\n", r.Team, r.Decision, r.LeadEpoch, r.Progress, r.Took)
@@ -93,30 +111,12 @@ func teammateCommand() *cli.Command {
 }
 
 func runTeammate(c *cli.Context) error {
-	if err := exactArgs(c, 0); err != nil {
-		return err
-	}
-	teamID, err := teamID(c)
-	if err != nil {
-		return err
-	}
-	member, err := memberID(c)
-	if err != nil {
-		return err
-	}
-	session, err := sessionID(c)
-	if err != nil {
-		return err
-	}
-	log, err := newLogger(c)
-	if err != nil {
-		return err
-	}
-	conn, svc, err := sidecarConn(c, log)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
+	return sidecarRun(c, true, func(a team.Actor, log *slog.Logger, svc *team.Service) error {
+		return runTeammateSidecar(c, a.Team, a.Member, a.Session, log, svc)
+	})
+}
+
+func runTeammateSidecar(c *cli.Context, teamID, member, session string, log *slog.Logger, svc *team.Service) error {
 	sc, err := teammate.New(svc.SidecarAPI(), teammate.Config{Team: teamID, Member: member, Session: session, PID: c.Int("pid"), WorkDir: c.String("workdir"), Adopt: c.Bool("adopt"), Logger: log})
 	if err != nil {
 		return err
