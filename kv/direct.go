@@ -90,15 +90,20 @@ func readLast(ctx context.Context, nc *nats.Conn, bucket string) ([]entry, error
 }
 
 // readLastAt is readLast that also returns the stream sequence the pages
-// were read up to (the server reads each page isolated from writes).
-func readLastAt(ctx context.Context, nc *nats.Conn, bucket string) ([]entry, uint64, error) {
+// were read up to (the server reads each page isolated from writes). With
+// filters (subjects, wildcards allowed) it reads only the keys they match;
+// without, every key.
+func readLastAt(ctx context.Context, nc *nats.Conn, bucket string, filters ...string) ([]entry, uint64, error) {
+	if len(filters) == 0 {
+		filters = []string{"$KV." + bucket + ".>"}
+	}
 	var (
 		out  []entry
 		from uint64
 		upTo uint64
 	)
 	for {
-		req := directRequest{MultiLast: []string{"$KV." + bucket + ".>"}, Seq: from, UpToSeq: upTo}
+		req := directRequest{MultiLast: filters, Seq: from, UpToSeq: upTo}
 		page, eob, err := direct(ctx, nc, bucket, req)
 		if err != nil {
 			return nil, 0, err

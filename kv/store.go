@@ -263,15 +263,7 @@ func (s *Store) Snapshot(ctx context.Context, team string) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap := &Snapshot{
-		id: team,
-		State: teambus.State{
-			Members:  map[string]*teambus.Member{},
-			Tasks:    map[string]*teambus.Task{},
-			Activity: map[string]time.Time{},
-		},
-		MemberRev: map[string]uint64{}, TaskRev: map[string]uint64{},
-	}
+	snap := newSnapshot(team)
 	// A direct read, not a watch: it needs no consumer, so a member
 	// credential, which may not create one, can read its team (direct.go).
 	var entries []entry
@@ -283,11 +275,8 @@ func (s *Store) Snapshot(ctx context.Context, team string) (*Snapshot, error) {
 		return nil, unavailable("read team "+team, err)
 	}
 	snap.addAll(entries)
-	if d, bad := snap.Damage(keyTeam); bad {
-		return nil, damagedTeamError(team, d)
-	}
-	if snap.Team == nil {
-		return nil, teambus.NotFoundf("team %s not found: use `teambus team list`", team)
+	if err := snap.check(team); err != nil {
+		return nil, err
 	}
 	return snap, nil
 }
