@@ -198,3 +198,45 @@ func lastSeqOf(ctx context.Context, s *Store, bucket, filter string) (uint64, er
 	}
 	return seq, nil
 }
+
+// Records reads the team record, the given members and tasks in one
+// isolated read: a Snapshot holding only those records, consistent at its
+// Seq, so a fenced write decided on it is one message (PutTaskFenced). A
+// transition that needs no other record (a completion, a failure, a
+// checkpoint) reads O(1) records, not the team.
+func (s *Store) Records(ctx context.Context, team string, members, tasks []string) (*Snapshot, error) {
+	kv, err := s.stateBucket(ctx, team)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
+	pre := "$KV." + kv.Bucket() + "."
+	subjects := []string{pre + keyTeam}
+	for _, id := range members {
+		if err := teambus.ValidateMemberID(id); err != nil {
+			return nil, err
+		}
+		subjects = append(subjects, pre+preMember+id)
+	}
+	for _, id := range tasks {
+		if err := teambus.ValidateID("task", id); err != nil {
+			return nil, err
+		}
+		subjects = append(subjects, pre+preTask+id)
+	}
+	entries, seq, err := readLastAt(ctx, s.js.Conn(), kv.Bucket(), subjects...)
+	if err != nil {
+		return nil, unavailable("read team "+team, err)
+	}
+	snap := newSnapshot(team)
+	snap.Seq = seq
+	snap.addAll(entries)
+	if err := snap.check(team); err != nil {
+		return nil, err
+	}
+	return snap, nil
+}

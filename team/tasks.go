@@ -65,6 +65,20 @@ func (s *Service) AddTask(ctx context.Context, team string, spec TaskSpec) (*tea
 // changed the task; an unchanged task is not written (a repeated command
 // is harmless).
 func (s *Service) mutateTask(ctx context.Context, a Actor, id string, fn func(snap *kv.Snapshot, t *teambus.Task, epoch int64) (bool, error)) (*teambus.Task, bool, error) {
+	return s.mutate(ctx, a, id, false, fn)
+}
+
+// mutateOwn is mutateTask for a transition that needs only the team
+// record, the actor's member record and the task (a completion, a
+// failure, a checkpoint): it reads those three records in one isolated
+// read (kv.Store.Records), not the whole team, and the fenced write is one
+// message expecting nothing in the team's state to have moved since.
+func (s *Service) mutateOwn(ctx context.Context, a Actor, id string, fn func(snap *kv.Snapshot, t *teambus.Task, epoch int64) (bool, error)) (*teambus.Task, bool, error) {
+	return s.mutate(ctx, a, id, true, fn)
+}
+
+// mutate is mutateTask; narrow reads only the records mutateOwn names.
+func (s *Service) mutate(ctx context.Context, a Actor, id string, narrow bool, fn func(snap *kv.Snapshot, t *teambus.Task, epoch int64) (bool, error)) (*teambus.Task, bool, error) {
 	if err := a.Validate(); err != nil {
 		return nil, false, err
 	}
@@ -75,8 +89,20 @@ func (s *Service) mutateTask(ctx context.Context, a Actor, id string, fn func(sn
 		out     *teambus.Task
 		changed bool
 	)
+	var members []string
+	if !a.IsLead() {
+		members = []string{a.Member}
+	}
 	err := kv.Retry(ctx, func() error {
-		snap, err := s.store.Snapshot(ctx, a.Team)
+		var (
+			snap *kv.Snapshot
+			err  error
+		)
+		if narrow {
+			snap, err = s.store.Records(ctx, a.Team, members, []string{id})
+		} else {
+			snap, err = s.store.Snapshot(ctx, a.Team)
+		}
 		if err != nil {
 			return err
 		}
@@ -283,7 +309,7 @@ func (s *Service) Complete(ctx context.Context, a Actor, id, commit string) (*te
 	if len(commit) > 64 || strings.ContainsAny(commit, " \t\n") {
 		return nil, false, teambus.Invalidf("invalid commit %q: a git sha", commit)
 	}
-	t, changed, err := s.mutateTask(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, _ int64) (bool, error) {
+	t, changed, err := s.mutateOwn(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, _ int64) (bool, error) {
 		return teambus.Complete(t, a.Member, commit, s.Now())
 	})
 	if err != nil {
@@ -332,7 +358,7 @@ func (s *Service) Fail(ctx context.Context, a Actor, id, reason string) (*teambu
 	if len(reason) > 4096 {
 		return nil, teambus.Invalidf("failure reason is %d bytes, at most 4096", len(reason))
 	}
-	t, _, err := s.mutateTask(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, _ int64) (bool, error) {
+	t, _, err := s.mutateOwn(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, _ int64) (bool, error) {
 		return true, teambus.Fail(t, a.Member, reason, snap.Team.Policy.MaxAttempts, s.Now())
 	})
 	if err == nil {
@@ -470,7 +496,7 @@ func (s *Service) Checkpoint(ctx context.Context, a Actor, spec CheckpointSpec) 
 		}
 		id = busy[0].ID
 	}
-	t, _, err := s.mutateTask(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, epoch int64) (bool, error) {
+	t, _, err := s.mutateOwn(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, epoch int64) (bool, error) {
 		if !t.Active() || t.AssignedTo != a.Member {
 			return false, teambus.Conflictf("task %s is not held by %s (it is %s): checkpoint refused", id, a.Member, t.Status)
 		}
