@@ -194,6 +194,10 @@ func (s *Store) CreateTeam(ctx context.Context, t *teambus.Team, members []*team
 			return unavailable("create member "+m.ID, err)
 		}
 	}
+	// The dependents index is complete from the first task (dependents.go).
+	if err := markIndexed(ctx, kv); err != nil {
+		return unavailable("create team "+t.ID, err)
+	}
 	// The team record goes last: a team exists once its record does.
 	b, _ := json.Marshal(t)
 	if _, err := kv.Create(ctx, keyTeam, b); err != nil {

@@ -44,6 +44,13 @@ func (s *Service) AddTask(ctx context.Context, team string, spec TaskSpec) (*tea
 		if err != nil {
 			return err
 		}
+		// The dependents index first (kv.AddDependents): it must name the
+		// task before the task can wait on anything.
+		for _, d := range t.Dependencies {
+			if err := s.store.AddDependents(ctx, team, d, t.ID); err != nil {
+				return err
+			}
+		}
 		if _, err := s.store.PutTask(ctx, team, t, 0); err != nil {
 			if errors.Is(err, kv.ErrConflict) {
 				return teambus.Statef("task %s already exists: use a new id", spec.ID)
@@ -318,8 +325,65 @@ func (s *Service) Complete(ctx context.Context, a Actor, id, commit string) (*te
 	if changed {
 		s.LogEvent(ctx, a.Team, eventlog.EvTaskCompleted, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "commit": commit})
 	}
-	_, err = s.PromoteReady(ctx, a.Team)
+	_, err = s.promoteAfter(ctx, a.Team, id)
 	return t, changed, err
+}
+
+// promoteAfter makes the tasks waiting on task done available, and returns
+// their ids: PromoteReady for the tasks the dependents index names
+// (kv.Store.Dependents), reading those tasks and their dependencies, not
+// the team. A team without a complete index is promoted by PromoteReady.
+func (s *Service) promoteAfter(ctx context.Context, team, done string) ([]string, error) {
+	ids, indexed, err := s.store.Dependents(ctx, team, done)
+	if err != nil {
+		return nil, err
+	}
+	if !indexed || len(ids) > 256 {
+		return s.PromoteReady(ctx, team)
+	}
+	var out []string
+	for _, id := range ids {
+		promoted, err := s.promoteOne(ctx, team, id)
+		if err != nil {
+			return out, err
+		}
+		if promoted {
+			out = append(out, id)
+			s.LogEvent(ctx, team, eventlog.EvTaskUnblocked, "", map[string]any{"taskId": id, "status": teambus.TaskAvailable})
+		}
+	}
+	return out, nil
+}
+
+// promoteOne makes task id available if it is pending with every
+// dependency done, with compare-and-set. An absent task (its creation
+// failed after the index named it) is not an error.
+func (s *Service) promoteOne(ctx context.Context, team, id string) (bool, error) {
+	var promoted bool
+	err := kv.Retry(ctx, func() error {
+		promoted = false
+		snap, err := s.store.Records(ctx, team, nil, []string{id})
+		if err != nil {
+			return err
+		}
+		t, ok := snap.Tasks[id]
+		if !ok || t.Status != teambus.TaskPending {
+			return nil
+		}
+		deps, err := s.store.Records(ctx, team, nil, t.Dependencies)
+		if err != nil {
+			return err
+		}
+		if !teambus.Promote(t, deps.Tasks, s.Now()) {
+			return nil
+		}
+		if _, err := s.store.PutTask(ctx, team, t, snap.TaskRev[id]); err != nil {
+			return err
+		}
+		promoted = true
+		return nil
+	})
+	return promoted, err
 }
 
 // PromoteReady makes every pending task whose dependencies are done
