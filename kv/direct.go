@@ -61,10 +61,6 @@ func readBucketAt(ctx context.Context, nc *nats.Conn, bucket string, fn func(ent
 	}
 	last, upTo, err := readLastAt(ctx, nc, bucket)
 	if errors.Is(err, errTooMany) {
-		last, upTo, err = readListed(ctx, nc, bucket)
-	}
-	if errors.Is(err, errNoList) {
-		// A connection that may not list the stream's subjects.
 		upTo = 0
 		last, err = scan(ctx, nc, bucket)
 	}
@@ -127,72 +123,6 @@ func readLastAt(ctx context.Context, nc *nats.Conn, bucket string, filters ...st
 		// sequence, at the same upper bound.
 		from = page[len(page)-1].rev + 1
 	}
-}
-
-// errNoList is a stream info request that was not answered.
-var errNoList = errors.New("can not list the bucket's keys")
-
-// readListed reads the last value of every key of a bucket too large for
-// one multi_last: the stream info lists its keys and the stream's last
-// sequence, and multi_last requests of at most directBatch keys each read
-// them up to that sequence. It is consistent at that sequence, like
-// readLastAt, and reads one message per key, not the keys' history.
-func readListed(ctx context.Context, nc *nats.Conn, bucket string) ([]entry, uint64, error) {
-	var (
-		keys   []string
-		upTo   uint64
-		offset int
-	)
-	for {
-		body, _ := json.Marshal(map[string]any{"subjects_filter": "$KV." + bucket + ".>", "offset": offset})
-		m, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.INFO.KV_"+bucket, body)
-		if err != nil {
-			return nil, 0, fmt.Errorf("%w: %w", errNoList, err)
-		}
-		var info struct {
-			Error *struct {
-				Description string `json:"description"`
-			} `json:"error"`
-			Total int `json:"total"`
-			State struct {
-				LastSeq  uint64            `json:"last_seq"`
-				Subjects map[string]uint64 `json:"subjects"`
-			} `json:"state"`
-		}
-		if err := json.Unmarshal(m.Data, &info); err != nil || info.Error != nil {
-			return nil, 0, fmt.Errorf("%w: %s", errNoList, m.Data)
-		}
-		if upTo == 0 {
-			upTo = info.State.LastSeq
-		}
-		for subj := range info.State.Subjects {
-			keys = append(keys, subj)
-		}
-		offset += len(info.State.Subjects)
-		if len(info.State.Subjects) == 0 || offset >= info.Total {
-			break
-		}
-	}
-	var out []entry
-	for lo := 0; lo < len(keys); lo += directBatch {
-		req := directRequest{MultiLast: keys[lo:min(lo+directBatch, len(keys))], UpToSeq: upTo}
-		for {
-			page, eob, err := direct(ctx, nc, bucket, req)
-			if err != nil {
-				return nil, 0, err
-			}
-			for _, e := range page {
-				if e.live {
-					out = append(out, e.entry)
-				}
-			}
-			if eob.pending == 0 || len(page) == 0 {
-				break
-			}
-			req.Seq = page[len(page)-1].rev + 1
-		}
-	}
-	return out, upTo, nil
 }
 
 // scan reads every revision of the bucket in batches and keeps the last of
