@@ -53,13 +53,14 @@ func readBucket(ctx context.Context, nc *nats.Conn, bucket string, fn func(entry
 // readBucketAt is readBucket that also returns the stream sequence the
 // read is consistent at: every write up to it is seen, none after it. It
 // is 0 when the bucket was too large for one isolated read (a scan).
-func readBucketAt(ctx context.Context, nc *nats.Conn, bucket string, fn func(entry) error) (uint64, error) {
+// With filters it reads only the keys they match (readLastAt).
+func readBucketAt(ctx context.Context, nc *nats.Conn, bucket string, fn func(entry) error, filters ...string) (uint64, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 	}
-	last, upTo, err := readLastAt(ctx, nc, bucket)
+	last, upTo, err := readLastAt(ctx, nc, bucket, filters...)
 	if errors.Is(err, errTooMany) {
 		upTo = 0
 		last, err = scan(ctx, nc, bucket)

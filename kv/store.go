@@ -271,10 +271,15 @@ func (s *Store) Snapshot(ctx context.Context, team string) (*Snapshot, error) {
 	// A direct read, not a watch: it needs no consumer, so a member
 	// credential, which may not create one, can read its team (direct.go).
 	var entries []entry
+	// Only the records: the index and summary records (dependents.go,
+	// summary.go) do not count toward the keys of one isolated read.
+	pre := "$KV." + kv.Bucket() + "."
 	snap.Seq, err = readBucketAt(ctx, s.js.Conn(), kv.Bucket(), func(e entry) error {
-		entries = append(entries, e)
+		if recordKey(e.key) {
+			entries = append(entries, e)
+		}
 		return nil
-	})
+	}, pre+keyTeam, pre+preMember+">", pre+preTask+">", pre+preActivity+">")
 	if err != nil {
 		return nil, unavailable("read team "+team, err)
 	}
@@ -521,4 +526,10 @@ func unavailable(what string, err error) error {
 	// The cause is kept: the CLI says "interrupted" for a Ctrl-C and adds
 	// the bus hint to a deadline (cmd/teambus errorLine).
 	return teambus.Unavailablef("%s: %w", what, err)
+}
+
+// recordKey reports whether key is a team, member, task or activity
+// record (a scan reads the other keys too).
+func recordKey(key string) bool {
+	return key == keyTeam || strings.HasPrefix(key, preMember) || strings.HasPrefix(key, preTask) || strings.HasPrefix(key, preActivity)
 }

@@ -134,20 +134,64 @@ func (s *Store) ReportSnapshot(ctx context.Context, team string) (*Snapshot, *Ta
 		return nil, nil, err
 	}
 	sum = summarize(snap, last)
-	for _, rev := range snap.TaskRev {
-		if rev > last {
+	s.saveSummary(ctx, kv, snap, sum, sumRev)
+	return snap, sum, nil
+}
+
+// TaskSeq returns the stream sequence of the team's last task write, 0
+// if none: read it before a Snapshot to pass to SaveSummary.
+func (s *Store) TaskSeq(ctx context.Context, team string) (uint64, error) {
+	kv, err := s.stateBucket(ctx, team)
+	if err != nil {
+		return 0, err
+	}
+	last, err := lastSeqOf(ctx, s, kv.Bucket(), preTask+">")
+	if err != nil {
+		return 0, unavailable("read team "+team, err)
+	}
+	return last, nil
+}
+
+// SaveSummary writes the task summary of snap, read after TaskSeq
+// returned last, unless the record is already at last: whoever reads the
+// whole team anyway (the lead's promotion on each heartbeat) keeps the
+// summary current for the next resume. Best effort: it reports nothing.
+func (s *Store) SaveSummary(ctx context.Context, snap *Snapshot, last uint64) {
+	kv, err := s.stateBucket(ctx, snap.Team.ID)
+	if err != nil {
+		return
+	}
+	var rev uint64
+	e, err := kv.Get(ctx, keySummary)
+	switch {
+	case err == nil:
+		var ts TaskSummary
+		if json.Unmarshal(e.Value(), &ts) == nil && ts.Counts != nil && ts.TaskSeq == last {
+			return
+		}
+		rev = e.Revision()
+	case !isNotFound(err):
+		return
+	}
+	s.saveSummary(ctx, kv, snap, summarize(snap, last), rev)
+}
+
+// saveSummary writes sum, computed from snap, over the summary record at
+// rev (0: absent), unless a task write newer than sum.TaskSeq is in snap.
+func (s *Store) saveSummary(ctx context.Context, kv jetstream.KeyValue, snap *Snapshot, sum *TaskSummary, rev uint64) {
+	for _, r := range snap.TaskRev {
+		if r > sum.TaskSeq {
 			// A task write landed between the two reads: the figures are
-			// right for this report but not at last; leave the record.
-			return snap, sum, nil
+			// right for this reader but not at TaskSeq; leave the record.
+			return
 		}
 	}
 	b, _ := json.Marshal(sum)
-	if _, err := update(ctx, kv, keySummary, b, sumRev); err != nil {
-		// Best effort: another reader wrote it, or this connection may
-		// not write; the next report recomputes.
-		slog.Debug("task summary not written", "team", team, "err", err)
+	if _, err := update(ctx, kv, keySummary, b, rev); err != nil {
+		// Another reader wrote it, or this connection may not write; the
+		// next report recomputes.
+		slog.Debug("task summary not written", "team", snap.Team.ID, "err", err)
 	}
-	return snap, sum, nil
 }
 
 // newSnapshot returns an empty snapshot of team.

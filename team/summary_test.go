@@ -86,6 +86,19 @@ func TestResume_TaskSummaryInStep(t *testing.T) {
 	f.checkProbe(t, "sum", "after a completion", false)
 	f.checkProbe(t, "sum", "again", true)
 
+	// The lead's promotion on each heartbeat reads the whole team and
+	// refreshes the summary: the next resume reads the summary.
+	if _, err := f.svc.Claim(ctx, actorOf("sum", "tm2"), "t1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.PromoteReady(ctx, "sum"); err != nil {
+		t.Fatal(err)
+	}
+	f.checkProbe(t, "sum", "after a claim and the lead's promotion", true)
+	if _, _, err := f.svc.Complete(ctx, actorOf("sum", "tm2"), "t1", ""); err != nil {
+		t.Fatal(err)
+	}
+
 	// Members claim at once while reports are made: each report is right
 	// for its moment, and once they stop the summary matches again.
 	var wg sync.WaitGroup

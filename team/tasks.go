@@ -393,11 +393,21 @@ func (s *Service) PromoteReady(ctx context.Context, team string) ([]string, erro
 	var out []string
 	err := kv.Retry(ctx, func() error {
 		out = out[:0]
+		last, err := s.store.TaskSeq(ctx, team)
+		if err != nil {
+			return err
+		}
 		snap, err := s.store.Snapshot(ctx, team)
 		if err != nil {
 			return err
 		}
-		for _, id := range teambus.Unblocked(snap.Tasks) {
+		ready := teambus.Unblocked(snap.Tasks)
+		if len(ready) == 0 {
+			// The whole team is read: keep the resume summary current
+			// (kv.TaskSummary).
+			s.store.SaveSummary(ctx, snap, last)
+		}
+		for _, id := range ready {
 			t := snap.Tasks[id]
 			if teambus.Promote(t, snap.Tasks, s.Now()) {
 				if _, err := s.store.PutTask(ctx, team, t, snap.TaskRev[id]); err != nil {
