@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -89,7 +90,24 @@ func (s *Store) ReportSnapshot(ctx context.Context, team string) (*Snapshot, *Ta
 		return nil, nil, unavailable("read team "+team, err)
 	}
 	pre := "$KV." + bucket + "."
-	entries, _, err := readLastAt(ctx, s.js.Conn(), bucket, pre+keyTeam, pre+keySummary, pre+preMember+">", pre+preActivity+">")
+	// The members and their activity in two reads at once, so a team of
+	// up to 1,022 members fits the 1,024 keys of one multi_last each.
+	var (
+		activity []entry
+		actErr   error
+		wg       sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		activity, _, actErr = readLastAt(ctx, s.js.Conn(), bucket, pre+preActivity+">")
+	}()
+	entries, _, err := readLastAt(ctx, s.js.Conn(), bucket, pre+keyTeam, pre+keySummary, pre+preMember+">")
+	wg.Wait()
+	if err == nil {
+		err = actErr
+	}
+	entries = append(entries, activity...)
 	if err != nil && !errors.Is(err, errTooMany) {
 		return nil, nil, unavailable("read team "+team, err)
 	}
