@@ -53,13 +53,14 @@ func readBucket(ctx context.Context, nc *nats.Conn, bucket string, fn func(entry
 // readBucketAt is readBucket that also returns the stream sequence the
 // read is consistent at: every write up to it is seen, none after it. It
 // is 0 when the bucket was too large for one isolated read (a scan).
-func readBucketAt(ctx context.Context, nc *nats.Conn, bucket string, fn func(entry) error) (uint64, error) {
+// With filters it reads only the keys they match (readLastAt).
+func readBucketAt(ctx context.Context, nc *nats.Conn, bucket string, fn func(entry) error, filters ...string) (uint64, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 	}
-	last, upTo, err := readLastAt(ctx, nc, bucket)
+	last, upTo, err := readLastAt(ctx, nc, bucket, filters...)
 	if errors.Is(err, errTooMany) {
 		upTo = 0
 		last, err = scan(ctx, nc, bucket)
@@ -90,15 +91,20 @@ func readLast(ctx context.Context, nc *nats.Conn, bucket string) ([]entry, error
 }
 
 // readLastAt is readLast that also returns the stream sequence the pages
-// were read up to (the server reads each page isolated from writes).
-func readLastAt(ctx context.Context, nc *nats.Conn, bucket string) ([]entry, uint64, error) {
+// were read up to (the server reads each page isolated from writes). With
+// filters (subjects, wildcards allowed) it reads only the keys they match;
+// without, every key.
+func readLastAt(ctx context.Context, nc *nats.Conn, bucket string, filters ...string) ([]entry, uint64, error) {
+	if len(filters) == 0 {
+		filters = []string{"$KV." + bucket + ".>"}
+	}
 	var (
 		out  []entry
 		from uint64
 		upTo uint64
 	)
 	for {
-		req := directRequest{MultiLast: []string{"$KV." + bucket + ".>"}, Seq: from, UpToSeq: upTo}
+		req := directRequest{MultiLast: filters, Seq: from, UpToSeq: upTo}
 		page, eob, err := direct(ctx, nc, bucket, req)
 		if err != nil {
 			return nil, 0, err

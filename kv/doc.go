@@ -21,4 +21,13 @@
 // (repair.go) restores such a record from its key's history, or deletes
 // it, with compare-and-set on the damaged revision. A damaged team record
 // makes that team unreadable until it is repaired.
+//
+// Beside the records the state bucket holds two kinds of derived keys,
+// never decoded as records and left out of Snapshot: "summary", the task
+// counts, progress and active tasks a resume reports, valid while it names
+// the last task write (summary.go, ReportSnapshot); and the dependents
+// index, "dependents.<id>" per dependency plus the "index" marker of a
+// team created with it, which lets a completion promote its dependents
+// without reading the team (dependents.go). Store.Records reads a few
+// named records in one isolated read, consistent at a stream sequence.
 package kv

@@ -194,6 +194,10 @@ func (s *Store) CreateTeam(ctx context.Context, t *teambus.Team, members []*team
 			return unavailable("create member "+m.ID, err)
 		}
 	}
+	// The dependents index is complete from the first task (dependents.go).
+	if err := markIndexed(ctx, kv); err != nil {
+		return unavailable("create team "+t.ID, err)
+	}
 	// The team record goes last: a team exists once its record does.
 	b, _ := json.Marshal(t)
 	if _, err := kv.Create(ctx, keyTeam, b); err != nil {
@@ -263,31 +267,25 @@ func (s *Store) Snapshot(ctx context.Context, team string) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap := &Snapshot{
-		id: team,
-		State: teambus.State{
-			Members:  map[string]*teambus.Member{},
-			Tasks:    map[string]*teambus.Task{},
-			Activity: map[string]time.Time{},
-		},
-		MemberRev: map[string]uint64{}, TaskRev: map[string]uint64{},
-	}
+	snap := newSnapshot(team)
 	// A direct read, not a watch: it needs no consumer, so a member
 	// credential, which may not create one, can read its team (direct.go).
 	var entries []entry
+	// Only the records: the index and summary records (dependents.go,
+	// summary.go) do not count toward the keys of one isolated read.
+	pre := "$KV." + kv.Bucket() + "."
 	snap.Seq, err = readBucketAt(ctx, s.js.Conn(), kv.Bucket(), func(e entry) error {
-		entries = append(entries, e)
+		if recordKey(e.key) {
+			entries = append(entries, e)
+		}
 		return nil
-	})
+	}, pre+keyTeam, pre+preMember+">", pre+preTask+">", pre+preActivity+">")
 	if err != nil {
 		return nil, unavailable("read team "+team, err)
 	}
 	snap.addAll(entries)
-	if d, bad := snap.Damage(keyTeam); bad {
-		return nil, damagedTeamError(team, d)
-	}
-	if snap.Team == nil {
-		return nil, teambus.NotFoundf("team %s not found: use `teambus team list`", team)
+	if err := snap.check(team); err != nil {
+		return nil, err
 	}
 	return snap, nil
 }
@@ -528,4 +526,10 @@ func unavailable(what string, err error) error {
 	// The cause is kept: the CLI says "interrupted" for a Ctrl-C and adds
 	// the bus hint to a deadline (cmd/teambus errorLine).
 	return teambus.Unavailablef("%s: %w", what, err)
+}
+
+// recordKey reports whether key is a team, member, task or activity
+// record (a scan reads the other keys too).
+func recordKey(key string) bool {
+	return key == keyTeam || strings.HasPrefix(key, preMember) || strings.HasPrefix(key, preTask) || strings.HasPrefix(key, preActivity)
 }

@@ -230,3 +230,65 @@ func BenchmarkProcess_True(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkNextComplete_4Members is the claims row of issue 15 in
+// process: four members, each on its own connection, take the best task
+// (Service.Next) and complete it until b.N tasks are done, in a team of
+// TEAMBUS_BENCH_TASKS tasks (default 11,000: past the 1,024 keys of one
+// multi_last). An op is one task claimed and completed.
+func BenchmarkNextComplete_4Members(b *testing.B) {
+	n := 11000
+	if v, err := strconv.Atoi(os.Getenv("TEAMBUS_BENCH_TASKS")); err == nil && v > 0 {
+		n = v
+	}
+	n = max(n, b.N)
+	f := newFixture(b, team.Config{})
+	members := []string{"tm1", "tm2", "tm3", "tm4"}
+	f.create(b, "bench", "L", testPolicy(), members...)
+	ctx := context.Background()
+	var specs []team.ImportTask
+	for i := 0; i < n; i++ {
+		specs = append(specs, team.ImportTask{Line: i + 1, TaskSpec: team.TaskSpec{ID: fmt.Sprintf("t%05d", i)}})
+	}
+	if _, err := f.svc.ImportTasks(ctx, "bench", specs, nil); err != nil {
+		b.Fatal(err)
+	}
+	var (
+		left = int64(b.N)
+		mu   sync.Mutex
+	)
+	take := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		left--
+		return left >= 0
+	}
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for _, m := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := actorOf("bench", m)
+			for take() {
+				for {
+					t, err := f.svc.Next(ctx, a)
+					if errors.Is(err, teambus.ErrConflict) || errors.Is(err, teambus.ErrUnavailable) {
+						continue
+					}
+					if err == nil {
+						_, _, err = f.svc.Complete(ctx, a, t.ID, "")
+					}
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					break
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	reportRate(b, "claims/s")
+}

@@ -65,6 +65,9 @@ func (s *Service) ImportTasks(ctx context.Context, team string, tasks []ImportTa
 			return res, err
 		}
 		res.Existing = existing
+		if err := s.indexDependents(ctx, team, fresh); err != nil {
+			return res, err
+		}
 		err = s.store.CreateTasks(ctx, team, fresh, func(n int) {
 			if progress != nil {
 				progress(res.Added+n, res.Added+len(fresh))
@@ -353,4 +356,25 @@ func ParseImport(r io.Reader) ([]ImportTask, error) {
 		return nil, teambus.Invalidf("no tasks in the import: one JSON object per line, e.g. {\"id\":\"schema\",\"desc\":\"Design the schema\",\"deps\":[]}")
 	}
 	return out, nil
+}
+
+// indexDependents records the dependents of each dependency of tasks
+// (kv.Store.AddDependents) before the tasks are written.
+func (s *Service) indexDependents(ctx context.Context, team string, tasks []*teambus.Task) error {
+	by := map[string][]string{}
+	var order []string
+	for _, t := range tasks {
+		for _, d := range t.Dependencies {
+			if _, ok := by[d]; !ok {
+				order = append(order, d)
+			}
+			by[d] = append(by[d], t.ID)
+		}
+	}
+	for _, d := range order {
+		if err := s.store.AddDependents(ctx, team, d, by[d]...); err != nil {
+			return err
+		}
+	}
+	return nil
 }

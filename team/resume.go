@@ -192,8 +192,12 @@ func (s *Service) Probe(ctx context.Context, team string) (*Report, error) {
 func (s *Service) report(ctx context.Context, t *teambus.Team, decision string) (*Report, error) {
 	// The records, the heartbeats and the mailbox tail are read at once:
 	// three independent reads, the records the longest in a large team.
+	// The records are the team, members and activity with the task
+	// summary (kv.ReportSnapshot): O(members) records while the summary
+	// is current, one read of every task otherwise.
 	var (
 		snap    *kv.Snapshot
+		sum     *kv.TaskSummary
 		hbs     map[string]kv.HeartbeatEntry
 		tail    []teambus.Message
 		hbErr   error
@@ -209,7 +213,7 @@ func (s *Service) report(ctx context.Context, t *teambus.Team, decision string) 
 		defer wg.Done()
 		tail, tailErr = s.teamMailbox(t).Tail(ctx, 10)
 	}()
-	snap, err := s.store.Snapshot(ctx, t.ID)
+	snap, sum, err := s.store.ReportSnapshot(ctx, t.ID)
 	wg.Wait()
 	if err != nil {
 		return nil, err
@@ -218,7 +222,7 @@ func (s *Service) report(ctx context.Context, t *teambus.Team, decision string) 
 		return nil, hbErr
 	}
 	rep := &Report{Team: t.ID, Status: t.Status, Decision: decision, Warnings: []string{}, Tasks: map[string]int{},
-		Progress: teambus.Progress(snap.Tasks), LeadSession: t.LeadSession, LeadEpoch: t.LeadEpoch,
+		Progress: sum.Progress, LeadSession: t.LeadSession, LeadEpoch: t.LeadEpoch,
 		LeadTimeoutDetectedAt: t.LeadTimeoutDetectedAt, Members: []MemberState{}}
 	view := buildView(snap, hbs, s.Now(), false)
 	for _, m := range view.Members {
@@ -236,7 +240,7 @@ func (s *Service) report(ctx context.Context, t *teambus.Team, decision string) 
 		}
 		rep.Members = append(rep.Members, st)
 	}
-	for st, n := range teambus.CountByStatus(snap.Tasks) {
+	for st, n := range sum.Counts {
 		rep.Tasks[string(st)] = n
 	}
 	if n := rep.Tasks[string(teambus.TaskPaused)]; n > 0 {

@@ -44,6 +44,13 @@ func (s *Service) AddTask(ctx context.Context, team string, spec TaskSpec) (*tea
 		if err != nil {
 			return err
 		}
+		// The dependents index first (kv.AddDependents): it must name the
+		// task before the task can wait on anything.
+		for _, d := range t.Dependencies {
+			if err := s.store.AddDependents(ctx, team, d, t.ID); err != nil {
+				return err
+			}
+		}
 		if _, err := s.store.PutTask(ctx, team, t, 0); err != nil {
 			if errors.Is(err, kv.ErrConflict) {
 				return teambus.Statef("task %s already exists: use a new id", spec.ID)
@@ -65,6 +72,20 @@ func (s *Service) AddTask(ctx context.Context, team string, spec TaskSpec) (*tea
 // changed the task; an unchanged task is not written (a repeated command
 // is harmless).
 func (s *Service) mutateTask(ctx context.Context, a Actor, id string, fn func(snap *kv.Snapshot, t *teambus.Task, epoch int64) (bool, error)) (*teambus.Task, bool, error) {
+	return s.mutate(ctx, a, id, false, fn)
+}
+
+// mutateOwn is mutateTask for a transition that needs only the team
+// record, the actor's member record and the task (a completion, a
+// failure, a checkpoint): it reads those three records in one isolated
+// read (kv.Store.Records), not the whole team, and the fenced write is one
+// message expecting nothing in the team's state to have moved since.
+func (s *Service) mutateOwn(ctx context.Context, a Actor, id string, fn func(snap *kv.Snapshot, t *teambus.Task, epoch int64) (bool, error)) (*teambus.Task, bool, error) {
+	return s.mutate(ctx, a, id, true, fn)
+}
+
+// mutate is mutateTask; narrow reads only the records mutateOwn names.
+func (s *Service) mutate(ctx context.Context, a Actor, id string, narrow bool, fn func(snap *kv.Snapshot, t *teambus.Task, epoch int64) (bool, error)) (*teambus.Task, bool, error) {
 	if err := a.Validate(); err != nil {
 		return nil, false, err
 	}
@@ -75,8 +96,20 @@ func (s *Service) mutateTask(ctx context.Context, a Actor, id string, fn func(sn
 		out     *teambus.Task
 		changed bool
 	)
+	var members []string
+	if !a.IsLead() {
+		members = []string{a.Member}
+	}
 	err := kv.Retry(ctx, func() error {
-		snap, err := s.store.Snapshot(ctx, a.Team)
+		var (
+			snap *kv.Snapshot
+			err  error
+		)
+		if narrow {
+			snap, err = s.store.Records(ctx, a.Team, members, []string{id})
+		} else {
+			snap, err = s.store.Snapshot(ctx, a.Team)
+		}
 		if err != nil {
 			return err
 		}
@@ -283,7 +316,7 @@ func (s *Service) Complete(ctx context.Context, a Actor, id, commit string) (*te
 	if len(commit) > 64 || strings.ContainsAny(commit, " \t\n") {
 		return nil, false, teambus.Invalidf("invalid commit %q: a git sha", commit)
 	}
-	t, changed, err := s.mutateTask(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, _ int64) (bool, error) {
+	t, changed, err := s.mutateOwn(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, _ int64) (bool, error) {
 		return teambus.Complete(t, a.Member, commit, s.Now())
 	})
 	if err != nil {
@@ -292,8 +325,65 @@ func (s *Service) Complete(ctx context.Context, a Actor, id, commit string) (*te
 	if changed {
 		s.LogEvent(ctx, a.Team, eventlog.EvTaskCompleted, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "commit": commit})
 	}
-	_, err = s.PromoteReady(ctx, a.Team)
+	_, err = s.promoteAfter(ctx, a.Team, id)
 	return t, changed, err
+}
+
+// promoteAfter makes the tasks waiting on task done available, and returns
+// their ids: PromoteReady for the tasks the dependents index names
+// (kv.Store.Dependents), reading those tasks and their dependencies, not
+// the team. A team without a complete index is promoted by PromoteReady.
+func (s *Service) promoteAfter(ctx context.Context, team, done string) ([]string, error) {
+	ids, indexed, err := s.store.Dependents(ctx, team, done)
+	if err != nil {
+		return nil, err
+	}
+	if !indexed || len(ids) > 256 {
+		return s.PromoteReady(ctx, team)
+	}
+	var out []string
+	for _, id := range ids {
+		promoted, err := s.promoteOne(ctx, team, id)
+		if err != nil {
+			return out, err
+		}
+		if promoted {
+			out = append(out, id)
+			s.LogEvent(ctx, team, eventlog.EvTaskUnblocked, "", map[string]any{"taskId": id, "status": teambus.TaskAvailable})
+		}
+	}
+	return out, nil
+}
+
+// promoteOne makes task id available if it is pending with every
+// dependency done, with compare-and-set. An absent task (its creation
+// failed after the index named it) is not an error.
+func (s *Service) promoteOne(ctx context.Context, team, id string) (bool, error) {
+	var promoted bool
+	err := kv.Retry(ctx, func() error {
+		promoted = false
+		snap, err := s.store.Records(ctx, team, nil, []string{id})
+		if err != nil {
+			return err
+		}
+		t, ok := snap.Tasks[id]
+		if !ok || t.Status != teambus.TaskPending {
+			return nil
+		}
+		deps, err := s.store.Records(ctx, team, nil, t.Dependencies)
+		if err != nil {
+			return err
+		}
+		if !teambus.Promote(t, deps.Tasks, s.Now()) {
+			return nil
+		}
+		if _, err := s.store.PutTask(ctx, team, t, snap.TaskRev[id]); err != nil {
+			return err
+		}
+		promoted = true
+		return nil
+	})
+	return promoted, err
 }
 
 // PromoteReady makes every pending task whose dependencies are done
@@ -303,11 +393,21 @@ func (s *Service) PromoteReady(ctx context.Context, team string) ([]string, erro
 	var out []string
 	err := kv.Retry(ctx, func() error {
 		out = out[:0]
+		last, err := s.store.TaskSeq(ctx, team)
+		if err != nil {
+			return err
+		}
 		snap, err := s.store.Snapshot(ctx, team)
 		if err != nil {
 			return err
 		}
-		for _, id := range teambus.Unblocked(snap.Tasks) {
+		ready := teambus.Unblocked(snap.Tasks)
+		if len(ready) == 0 {
+			// The whole team is read: keep the resume summary current
+			// (kv.TaskSummary).
+			s.store.SaveSummary(ctx, snap, last)
+		}
+		for _, id := range ready {
 			t := snap.Tasks[id]
 			if teambus.Promote(t, snap.Tasks, s.Now()) {
 				if _, err := s.store.PutTask(ctx, team, t, snap.TaskRev[id]); err != nil {
@@ -332,7 +432,7 @@ func (s *Service) Fail(ctx context.Context, a Actor, id, reason string) (*teambu
 	if len(reason) > 4096 {
 		return nil, teambus.Invalidf("failure reason is %d bytes, at most 4096", len(reason))
 	}
-	t, _, err := s.mutateTask(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, _ int64) (bool, error) {
+	t, _, err := s.mutateOwn(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, _ int64) (bool, error) {
 		return true, teambus.Fail(t, a.Member, reason, snap.Team.Policy.MaxAttempts, s.Now())
 	})
 	if err == nil {
@@ -470,7 +570,7 @@ func (s *Service) Checkpoint(ctx context.Context, a Actor, spec CheckpointSpec) 
 		}
 		id = busy[0].ID
 	}
-	t, _, err := s.mutateTask(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, epoch int64) (bool, error) {
+	t, _, err := s.mutateOwn(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, epoch int64) (bool, error) {
 		if !t.Active() || t.AssignedTo != a.Member {
 			return false, teambus.Conflictf("task %s is not held by %s (it is %s): checkpoint refused", id, a.Member, t.Status)
 		}
