@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os/exec"
 	"sort"
@@ -33,52 +32,19 @@ func TestCluster_KillTwoNodesUnderSendAndClaimLoad(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
-	var conn *bus.Conn
-	e.waitFor(30*time.Second, "cluster ready", func() error {
-		if conn != nil {
-			conn.Close()
-		}
-		var err error
-		conn, err = bus.Connect(ctx, bus.ConnectConfig{Server: clusterURLs(nodes), Token: token, Timeout: 2 * time.Second})
-		if err != nil {
-			return err
-		}
-		if r := conn.Replicas(); r != 3 {
-			return fmt.Errorf("replicas %d", r)
-		}
-		return nil
-	})
-	defer conn.Close()
-	svc := team.New(conn.JS, team.Config{})
 	senders, claimers := []string{"tm1", "tm2", "tm3"}, []string{"c1", "c2"}
 	var specs []team.MemberSpec
 	for _, m := range append(append([]string{}, senders...), claimers...) {
 		specs = append(specs, team.MemberSpec{ID: m})
 	}
-	// A request sent while the cluster elects a leader gets no answer: every
-	// attempt below has its own timeout, so the next one is sent.
-	attempt := func(f func(ctx context.Context) error) error {
-		actx, acancel := context.WithTimeout(ctx, 10*time.Second)
-		defer acancel()
-		return f(actx)
-	}
-	e.waitFor(30*time.Second, "team created", func() error {
-		err := attempt(func(ctx context.Context) error {
-			_, err := svc.CreateTeam(ctx, "ha", "", specs, teambus.DefaultPolicy())
-			return err
-		})
-		if err != nil && errors.Is(err, teambus.ErrState) {
-			return nil
-		}
-		return err
-	})
+	conn, svc := clusterTeam(ctx, e, nodes, token, specs)
 	const tasks = 160
 	var imp []team.ImportTask
 	for i := range tasks {
 		imp = append(imp, team.ImportTask{TaskSpec: team.TaskSpec{ID: fmt.Sprintf("t%03d", i), Description: "task"}})
 	}
 	e.waitFor(30*time.Second, "tasks added", func() error {
-		return attempt(func(ctx context.Context) error {
+		return attempt(ctx, func(ctx context.Context) error {
 			_, err := svc.ImportTasks(ctx, "ha", imp, nil)
 			return err
 		})
@@ -87,7 +53,7 @@ func TestCluster_KillTwoNodesUnderSendAndClaimLoad(t *testing.T) {
 	for _, m := range claimers {
 		a := team.Actor{Team: "ha", Member: m, Session: "s-" + m}
 		e.waitFor(30*time.Second, m+" joined", func() error {
-			return attempt(func(ctx context.Context) error {
+			return attempt(ctx, func(ctx context.Context) error {
 				_, err := svc.Join(ctx, "ha", m, a.Session)
 				return err
 			})
@@ -291,7 +257,7 @@ func TestCluster_KillTwoNodesUnderSendAndClaimLoad(t *testing.T) {
 	stored := map[string]int{}
 	e.waitFor(time.Minute, "replay", func() error {
 		clear(stored)
-		return attempt(func(ctx context.Context) error {
+		return attempt(ctx, func(ctx context.Context) error {
 			return svc.Mailbox("ha").Replay(ctx, bus.ReplayFilter{}, func(m teambus.Message) error {
 				stored[m.From+"/"+m.ID]++
 				return nil

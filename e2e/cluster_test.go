@@ -81,6 +81,50 @@ func freePorts(t *testing.T, n int) []int {
 	return ports
 }
 
+// attempt runs f with its own 10-second timeout inside ctx: a request sent
+// while the cluster elects a leader gets no answer, only a timeout, and the
+// caller's next attempt must go out.
+func attempt(ctx context.Context, f func(ctx context.Context) error) error {
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return f(actx)
+}
+
+// clusterTeam connects to the cluster with every URL once it reports three
+// replicas, and creates team "ha" with members; the connection is closed
+// when the test ends.
+func clusterTeam(ctx context.Context, e *env, nodes []*clusterNode, token string, members []team.MemberSpec) (*bus.Conn, *team.Service) {
+	e.t.Helper()
+	var conn *bus.Conn
+	e.waitFor(30*time.Second, "cluster ready", func() error {
+		if conn != nil {
+			conn.Close()
+		}
+		var err error
+		conn, err = bus.Connect(ctx, bus.ConnectConfig{Server: clusterURLs(nodes), Token: token, Timeout: 2 * time.Second})
+		if err != nil {
+			return err
+		}
+		if r := conn.Replicas(); r != 3 {
+			return fmt.Errorf("replicas %d", r)
+		}
+		return nil
+	})
+	e.t.Cleanup(conn.Close)
+	svc := team.New(conn.JS, team.Config{})
+	e.waitFor(30*time.Second, "team created", func() error {
+		err := attempt(ctx, func(ctx context.Context) error {
+			_, err := svc.CreateTeam(ctx, "ha", "", members, teambus.DefaultPolicy())
+			return err
+		})
+		if errors.Is(err, teambus.ErrState) {
+			return nil // created by an attempt whose answer was lost
+		}
+		return err
+	})
+	return conn, svc
+}
+
 func clusterURLs(nodes []*clusterNode) string {
 	var urls []string
 	for _, n := range nodes {
@@ -104,32 +148,8 @@ func TestCluster_KillNodeUnderLoad(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	var conn *bus.Conn
-	e.waitFor(20*time.Second, "cluster ready", func() error {
-		if conn != nil {
-			conn.Close()
-		}
-		var err error
-		conn, err = bus.Connect(ctx, bus.ConnectConfig{Server: clusterURLs(nodes), Token: token, Timeout: 2 * time.Second})
-		if err != nil {
-			return err
-		}
-		if r := conn.Replicas(); r != 3 {
-			return fmt.Errorf("replicas %d", r)
-		}
-		return nil
-	})
-	defer conn.Close()
-	svc := team.New(conn.JS, team.Config{})
-	pol := teambus.DefaultPolicy()
 	members := []team.MemberSpec{{ID: "tm1"}, {ID: "tm2"}, {ID: "tm3"}}
-	e.waitFor(20*time.Second, "team created", func() error {
-		_, err := svc.CreateTeam(ctx, "ha", "", members, pol)
-		if err != nil && errors.Is(err, teambus.ErrState) {
-			return nil
-		}
-		return err
-	})
+	conn, svc := clusterTeam(ctx, e, nodes, token, members)
 	st, err := conn.JS.Stream(ctx, bus.MailboxPrefix+"ha")
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -37,7 +36,7 @@ func (s *Store) CreateTasks(ctx context.Context, team string, tasks []*teambus.T
 				return fmt.Errorf("encode task %s: %w", t.ID, err)
 			}
 			msgs = append(msgs, &nats.Msg{Subject: subject(bucket, preTask+t.ID), Data: b, Header: nats.Header{
-				jetstream.ExpectedLastSubjSeqHeader: []string{strconv.Itoa(0)},
+				jetstream.ExpectedLastSubjSeqHeader: []string{"0"}, // new: no record of the key yet
 			}})
 		}
 		_, err := jsbatch.Publish(ctx, s.js.Conn(), msgs)

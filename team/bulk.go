@@ -70,7 +70,7 @@ func (s *Service) ImportTasks(ctx context.Context, team string, tasks []ImportTa
 		}
 		err = s.store.CreateTasks(ctx, team, fresh, func(n int) {
 			if progress != nil {
-				progress(res.Added+n, res.Added+len(fresh))
+				progress(n, len(fresh))
 			}
 		})
 		if errors.Is(err, kv.ErrConflict) && attempt < 8 {
