@@ -438,6 +438,9 @@ func TestResume_Validation_ExitCodes(t *testing.T) {
 		}
 	}
 	e.startLead("rv", "L1")
+	// already_lead needs the lead's heartbeat, written just after it
+	// attached: wait for one.
+	e.waitLeadBeats("rv", 1)
 	if out, stderr, code := e.run("team", "resume", "rv", "--session", "L1", "--json"); code != 0 || !strings.Contains(out, `"already_lead"`) { // issue 12 item 9
 		t.Errorf("same session: exit %d: %s %s", code, out, stderr)
 	}
