@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/team"
@@ -150,11 +151,17 @@ func TestCluster_KillNodeUnderLoad(t *testing.T) {
 
 	members := []team.MemberSpec{{ID: "tm1"}, {ID: "tm2"}, {ID: "tm3"}}
 	conn, svc := clusterTeam(ctx, e, nodes, token, members)
-	st, err := conn.JS.Stream(ctx, bus.MailboxPrefix+"ha")
-	if err != nil {
-		t.Fatal(err)
-	}
-	info := st.CachedInfo()
+	var info *jetstream.StreamInfo
+	e.waitFor(30*time.Second, "mailbox info", func() error {
+		return attempt(ctx, func(ctx context.Context) error {
+			st, err := conn.JS.Stream(ctx, bus.MailboxPrefix+"ha")
+			if err != nil {
+				return err
+			}
+			info = st.CachedInfo()
+			return nil
+		})
+	})
 	if info.Config.Replicas != 3 || info.Cluster == nil {
 		t.Fatalf("mailbox has %d replicas (%+v), want 3", info.Config.Replicas, info.Cluster)
 	}
@@ -168,9 +175,11 @@ func TestCluster_KillNodeUnderLoad(t *testing.T) {
 		t.Fatalf("mailbox leader %q is none of the nodes", info.Cluster.Leader)
 	}
 	// Reads of the new team may lag on a follower for a moment.
-	e.waitFor(10*time.Second, "team readable", func() error {
-		_, err := svc.Store().Snapshot(ctx, "ha")
-		return err
+	e.waitFor(30*time.Second, "team readable", func() error {
+		return attempt(ctx, func(ctx context.Context) error {
+			_, err := svc.Store().Snapshot(ctx, "ha")
+			return err
+		})
 	})
 
 	const perSender = 150
@@ -231,13 +240,15 @@ func TestCluster_KillNodeUnderLoad(t *testing.T) {
 
 	// Every acknowledged message is stored, once, on the survivors.
 	stored := map[string]int{}
-	err = svc.Mailbox("ha").Replay(ctx, bus.ReplayFilter{}, func(m teambus.Message) error {
-		stored[m.From+"/"+m.ID]++
-		return nil
+	e.waitFor(time.Minute, "replay", func() error {
+		clear(stored)
+		return attempt(ctx, func(ctx context.Context) error {
+			return svc.Mailbox("ha").Replay(ctx, bus.ReplayFilter{}, func(m teambus.Message) error {
+				stored[m.From+"/"+m.ID]++
+				return nil
+			})
+		})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for id := range acked {
 		if stored[id] == 0 {
 			t.Errorf("acknowledged %s is lost", id)
@@ -251,11 +262,18 @@ func TestCluster_KillNodeUnderLoad(t *testing.T) {
 			t.Errorf("%s stored but never sent", id)
 		}
 	}
-	if st, err := conn.JS.Stream(ctx, bus.MailboxPrefix+"ha"); err != nil {
-		t.Error(err)
-	} else if l := st.CachedInfo().Cluster.Leader; l == victim.name || l == "" {
-		t.Errorf("mailbox leader after the kill = %q", l)
-	}
+	e.waitFor(time.Minute, "a mailbox leader among the survivors", func() error {
+		return attempt(ctx, func(ctx context.Context) error {
+			st, err := conn.JS.Stream(ctx, bus.MailboxPrefix+"ha")
+			if err != nil {
+				return err
+			}
+			if l := st.CachedInfo().Cluster.Leader; l == victim.name || l == "" {
+				return fmt.Errorf("mailbox leader after the kill = %q", l)
+			}
+			return nil
+		})
+	})
 
 	// A one-shot command given every URL, the dead node first, works
 	// through a survivor.
