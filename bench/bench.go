@@ -33,6 +33,11 @@ type Config struct {
 	// Exe is the teambus binary, run for one-shot commands, the node and
 	// sidecars. Required.
 	Exe string
+	// ClientExe is the client build (-tags teambus_client), what agents,
+	// hooks and sidecars run when it is installed; default teambus-client
+	// beside Exe, else built from the module source in the working
+	// directory; its rows are skipped when neither is there.
+	ClientExe string
 	// Quick runs a reduced set in well under a minute.
 	Quick bool
 	// Keep leaves the temporary directory in place.
@@ -187,12 +192,13 @@ const sectionTimeout = 30 * time.Minute
 
 // run is the state of one bench run.
 type run struct {
-	cfg  Config
-	dir  string
-	res  *Result
-	logs string
-	log  *slog.Logger
-	peer peerBuild
+	cfg    Config
+	dir    string
+	res    *Result
+	logs   string
+	log    *slog.Logger
+	peer   peerBuild
+	client peerBuild
 }
 
 // Run measures everything cfg asks for and returns the result. It fails
