@@ -224,15 +224,16 @@ func Connect(ctx context.Context, cfg ConnectConfig) (*Conn, error) {
 	return c, nil
 }
 
-// Close closes the connection after flushing what is buffered. It is safe
+// Close closes the connection, writing out what is buffered. It is safe
 // to call more than once.
 func (c *Conn) Close() {
 	if c == nil || c.NC == nil || c.NC.IsClosed() {
 		return
 	}
-	if c.NC.IsConnected() {
-		_ = c.NC.FlushTimeout(c.Timeout) // best effort before close: nothing written here is acknowledged without its own ack
-	}
+	// Close writes out what is buffered. A flush round trip before it
+	// (PING, wait for PONG) would only confirm that the server read it:
+	// nothing written here counts as done without its own ack, so a
+	// one-shot command does not wait for that.
 	c.NC.Close()
 }
 
