@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,6 +28,7 @@ const MailboxPrefix = "TBM_"
 //	tb.<team>.ctl.<to>.<type>.<from>   mail a member's sidecar answers (status_check, shutdown_request)
 //	tb.<team>.held.<from>.<to>.<type>  mail a zombie member sent, held until a lead re-attaches
 //	tb.<team>.inc.<member>              incarnation markers: one per registration (MarkIncarnation)
+//	tb.<team>.rcp.<member>              recipient records: where its consumers stand (AddRecipient)
 const (
 	kindMail = "mbx"
 	kindCtl  = "ctl"
@@ -52,6 +54,10 @@ type MailboxConfig struct {
 	Duplicates time.Duration
 	// Replicas: 1 on a single node, 3 in a cluster.
 	Replicas int
+	// ConsumerIdle is how long a recipient's consumer lives unused before
+	// the server removes it (see AddRecipient). 0 means
+	// DefaultConsumerIdle.
+	ConsumerIdle time.Duration
 }
 
 func (c *MailboxConfig) defaults() {
@@ -66,6 +72,9 @@ func (c *MailboxConfig) defaults() {
 	}
 	if c.Replicas <= 0 {
 		c.Replicas = 1
+	}
+	if c.ConsumerIdle <= 0 {
+		c.ConsumerIdle = DefaultConsumerIdle
 	}
 }
 
@@ -94,7 +103,7 @@ func (mb *Mailbox) streamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        mb.Stream(),
 		Description: "teambus mailbox of team " + mb.team,
-		Subjects:    []string{p + kindMail + ".>", p + kindCtl + ".>", p + kindHeld + ".>", p + kindInc + ".*"},
+		Subjects:    []string{p + kindMail + ".>", p + kindCtl + ".>", p + kindHeld + ".>", p + kindInc + ".*", p + kindRcp + ".*"},
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardNew,
 		MaxBytes:    mb.cfg.MaxBytes,
@@ -147,55 +156,6 @@ func InboxConsumer(member string) string { return "in_" + member }
 
 // SidecarConsumer names the durable consumer of a member's sidecar.
 func SidecarConsumer(member string) string { return "sc_" + member }
-
-// AddRecipient creates the durable consumers of a member (or the lead):
-// its agent inbox, which sees its own mail and broadcasts, and its
-// sidecar's. A new recipient starts after the mail already stored. It is
-// idempotent: existing consumers keep their position.
-func (mb *Mailbox) AddRecipient(ctx context.Context, member string, ackWait time.Duration) error {
-	st, err := mb.js.Stream(ctx, mb.Stream())
-	if err != nil {
-		return teambus.Unavailablef("open mailbox of team %s: %w", mb.team, err)
-	}
-	p := "tb." + mb.team + "."
-	inbox := []string{p + kindMail + "." + member + ".>", p + kindMail + "." + teambus.All + ".>"}
-	side := []string{p + kindCtl + "." + member + ".>"}
-	if member == teambus.Lead {
-		side = append(side,
-			p+kindMail+"."+teambus.Lead+"."+string(teambus.MsgStatus)+".*",
-			p+kindMail+"."+teambus.Lead+"."+string(teambus.MsgShutdownResponse)+".*")
-	}
-	start := st.CachedInfo().State.LastSeq + 1
-	for _, c := range []struct {
-		name       string
-		filters    []string
-		maxDeliver int
-		wait       time.Duration
-	}{
-		{InboxConsumer(member), inbox, -1, min(ackWait, InboxAckWait)},
-		{SidecarConsumer(member), side, -1, min(ackWait, 30*time.Second)},
-	} {
-		if _, err := st.Consumer(ctx, c.name); err == nil {
-			continue
-		}
-		_, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{
-			Durable:        c.name,
-			Description:    "teambus recipient " + member,
-			FilterSubjects: c.filters,
-			AckPolicy:      jetstream.AckExplicitPolicy,
-			AckWait:        c.wait,
-			MaxDeliver:     c.maxDeliver,
-			MaxAckPending:  10000,
-			DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-			OptStartSeq:    start,
-			Replicas:       mb.cfg.Replicas,
-		})
-		if err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
-			return teambus.Unavailablef("create inbox %s of team %s: %w", c.name, mb.team, err)
-		}
-	}
-	return nil
-}
 
 // SendResult is what a send stored: the stream sequence, and whether it was
 // a duplicate of an earlier send with the same id.
@@ -398,7 +358,10 @@ func (mb *Mailbox) Inbox(ctx context.Context, member string, opts InboxOptions) 
 	if err != nil {
 		return nil, teambus.Unavailablef("read inbox of %s: %w", member, err)
 	}
-	var out []teambus.Message
+	var (
+		out   []teambus.Message
+		acked []uint64
+	)
 	for _, jm := range msgs {
 		md, err := jm.Metadata()
 		if err != nil {
@@ -410,18 +373,25 @@ func (mb *Mailbox) Inbox(ctx context.Context, member string, opts InboxOptions) 
 			// Undecodable mail can never be processed: ack it away, it stays in
 			// the stream for replay. A failed ack brings it back to be acked
 			// away again.
-			_ = jm.DoubleAck(ctx)
+			if jm.DoubleAck(ctx) == nil {
+				acked = append(acked, md.Sequence.Stream)
+			}
 			continue
 		}
 		if m.To == teambus.All && m.From == opts.Self {
-			_ = jm.DoubleAck(ctx) // as above: a repeat is acked away again
+			if jm.DoubleAck(ctx) == nil { // as above: a repeat is acked away again
+				acked = append(acked, m.Seq)
+			}
 			continue
 		}
 		if opts.Ack {
 			if err := jm.DoubleAck(ctx); err != nil {
+				mb.noteAcked(ctx, member, opts.Sidecar, cons, acked)
 				return nil, teambus.Unavailablef("ack seq %d: %w", m.Seq, err)
 			}
+			acked = append(acked, m.Seq)
 		} else if err := jm.Nak(); err != nil {
+			mb.noteAcked(ctx, member, opts.Sidecar, cons, acked)
 			return nil, teambus.Unavailablef("release seq %d: %w", m.Seq, err)
 		}
 		out = append(out, m)
@@ -430,18 +400,8 @@ func (mb *Mailbox) Inbox(ctx context.Context, member string, opts InboxOptions) 
 	if err := mb.flush(ctx); err != nil {
 		return nil, teambus.Unavailablef("flush: %w", err)
 	}
+	mb.noteAcked(ctx, member, opts.Sidecar, cons, acked)
 	return out, nil
-}
-
-func (mb *Mailbox) consumer(ctx context.Context, name, member string) (jetstream.Consumer, error) {
-	cons, err := mb.js.Consumer(ctx, mb.Stream(), name)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, teambus.NotFoundf("team %s has no mailbox for %s: is %s a member?", mb.team, member, member)
-	}
-	if err != nil {
-		return nil, teambus.Unavailablef("open inbox of %s: %w", member, err)
-	}
-	return cons, nil
 }
 
 // fetchAll pulls up to max messages that are available now, waiting up to
@@ -624,6 +584,7 @@ func (mb *Mailbox) Ack(ctx context.Context, member string, seqs []uint64) (AckRe
 		md, err := jm.Metadata()
 		if err == nil && pending[md.Sequence.Stream] == jm {
 			if err := jm.DoubleAck(ctx); err != nil {
+				mb.noteAcked(ctx, member, false, cons, res.Acked)
 				return res, teambus.Unavailablef("ack seq %d: %w", md.Sequence.Stream, err)
 			}
 			res.Acked = append(res.Acked, md.Sequence.Stream)
@@ -632,6 +593,7 @@ func (mb *Mailbox) Ack(ctx context.Context, member string, seqs []uint64) (AckRe
 		}
 		_ = jm.Nak() // not asked for: give it back; a lost Nak only delays it to the ack wait
 	}
+	mb.noteAcked(ctx, member, false, cons, res.Acked)
 	for s := range want {
 		res.Already = append(res.Already, s)
 	}
@@ -726,21 +688,25 @@ func (mb *Mailbox) MarkIncarnation(ctx context.Context, member string, epoch int
 	return ack.Sequence, nil
 }
 
-// Upgrade adds the incarnation marker subject to a mailbox stream declared
-// before it existed, changing nothing else. It is idempotent.
+// Upgrade adds the subjects of incarnation markers and recipient records
+// to a mailbox stream declared before they existed, changing nothing
+// else. It is idempotent.
 func (mb *Mailbox) Upgrade(ctx context.Context) error {
 	st, err := mb.js.Stream(ctx, mb.Stream())
 	if err != nil {
 		return teambus.Unavailablef("open mailbox of team %s: %w", mb.team, err)
 	}
 	cfg := st.CachedInfo().Config
-	want := "tb." + mb.team + "." + kindInc + ".*"
-	for _, s := range cfg.Subjects {
-		if s == want {
-			return nil
+	added := false
+	for _, want := range []string{"tb." + mb.team + "." + kindInc + ".*", "tb." + mb.team + "." + kindRcp + ".*"} {
+		if !slices.Contains(cfg.Subjects, want) {
+			cfg.Subjects = append(cfg.Subjects, want)
+			added = true
 		}
 	}
-	cfg.Subjects = append(cfg.Subjects, want)
+	if !added {
+		return nil
+	}
 	if _, err := mb.js.UpdateStream(ctx, cfg); err != nil {
 		return teambus.Unavailablef("upgrade mailbox of team %s: %w", mb.team, err)
 	}

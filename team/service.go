@@ -217,10 +217,8 @@ func (s *Service) createTeam(ctx context.Context, id, leadSession string, member
 	if err := s.Events(id).Declare(ctx); err != nil {
 		return nil, err
 	}
-	for _, r := range append([]string{teambus.Lead}, keys(seen)...) {
-		if err := mb.AddRecipient(ctx, r, policy.AckWait); err != nil {
-			return nil, err
-		}
+	if err := mb.AddRecipients(ctx, append([]string{teambus.Lead}, keys(seen)...), policy.AckWait); err != nil {
+		return nil, err
 	}
 	t := &teambus.Team{ID: id, Status: teambus.TeamPending, CreatedAt: now, LeadSession: leadSession, Policy: policy, UpdatedAt: now, MaxBody: mb.Config().MaxBody}
 	var recs []*teambus.Member

@@ -1,0 +1,399 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/internal/jsbatch"
+)
+
+// On-demand consumers.
+//
+// A recipient (a member, or the lead) has two durable consumers on its
+// team's mailbox stream, its agent inbox (InboxConsumer) and its sidecar's
+// (SidecarConsumer), but only while they are in use: each is created by
+// the first read that needs it and carries an InactiveThreshold
+// (MailboxConfig.ConsumerIdle), so the server removes it once nobody has
+// pulled from it for that long and none of its deliveries is still within
+// its ack wait. A durable consumer costs the node ~65 KB, and an idle team
+// of ten would otherwise hold 22 of them.
+//
+// The mailbox keeps every message (limits retention, an audit stream), so
+// what a removed consumer knew, which of its mail was acked, is kept in
+// the stream too: one recipient record per recipient on
+// tb.<team>.rcp.<member> (the latest one counts), written by AddRecipient
+// and updated with compare-and-set (the expected last sequence of the
+// subject) after every ack. It holds, for each of the two consumers, the
+// ack floor (every message of the consumer up to it is acked) and the
+// sequences acked above the floor. A consumer created again starts after
+// the floor and acks away at once the sequences acked above it, so unacked
+// mail is delivered exactly as before and acked mail is not delivered
+// again. A record that missed an ack (a crash between the ack and the
+// record) delivers that message once more after the consumer was removed:
+// processing a message twice is harmless.
+
+// DefaultConsumerIdle is how long a recipient's consumer lives unused
+// before the server removes it (MailboxConfig.ConsumerIdle).
+const DefaultConsumerIdle = 10 * time.Minute
+
+// kindRcp is the subject kind of recipient records.
+const kindRcp = "rcp"
+
+// position is where one consumer of a recipient stands.
+type position struct {
+	// Floor: every message of the consumer up to this stream sequence is
+	// acked; a consumer created again starts after it.
+	Floor uint64 `json:"floor"`
+	// Acked are sequences above Floor acked out of order.
+	Acked []uint64 `json:"acked,omitempty"`
+	// AckWait is the consumer's ack wait.
+	AckWait time.Duration `json:"ack_wait"`
+}
+
+// recipient is a recipient record.
+type recipient struct {
+	Member  string   `json:"member"`
+	Inbox   position `json:"inbox"`
+	Sidecar position `json:"sidecar"`
+}
+
+func (r *recipient) pos(sidecar bool) *position {
+	if sidecar {
+		return &r.Sidecar
+	}
+	return &r.Inbox
+}
+
+func (mb *Mailbox) recipientSubject(member string) string {
+	return "tb." + mb.team + "." + kindRcp + "." + member
+}
+
+func (mb *Mailbox) newRecipient(member string, ackWait time.Duration, floor uint64) recipient {
+	if ackWait <= 0 {
+		ackWait = InboxAckWait
+	}
+	return recipient{
+		Member:  member,
+		Inbox:   position{Floor: floor, AckWait: min(ackWait, InboxAckWait)},
+		Sidecar: position{Floor: floor, AckWait: min(ackWait, 30*time.Second)},
+	}
+}
+
+// AddRecipient registers a member (or the lead) as a recipient: its
+// consumers are created when first read and start after the mail already
+// stored. It is idempotent: a recipient registered before keeps its
+// position.
+func (mb *Mailbox) AddRecipient(ctx context.Context, member string, ackWait time.Duration) error {
+	return mb.AddRecipients(ctx, []string{member}, ackWait)
+}
+
+// AddRecipients registers members like AddRecipient. On a new mailbox
+// (nothing stored yet, as at team create) the records are stored as one
+// atomic batch: one write for the whole team.
+func (mb *Mailbox) AddRecipients(ctx context.Context, members []string, ackWait time.Duration) error {
+	for _, m := range members {
+		if err := teambus.ValidateID("member", m); err != nil {
+			return err
+		}
+	}
+	st, err := mb.js.Stream(ctx, mb.Stream())
+	if err != nil {
+		return teambus.Unavailablef("open mailbox of team %s: %w", mb.team, err)
+	}
+	if len(members) > 1 && len(members) <= jsbatch.Max {
+		msgs := make([]*nats.Msg, 0, len(members))
+		for _, m := range members {
+			b, _ := json.Marshal(mb.newRecipient(m, ackWait, 0))
+			msgs = append(msgs, &nats.Msg{Subject: mb.recipientSubject(m), Data: b, Header: nats.Header{
+				// The batch lands whole only if none of them has a record.
+				jetstream.ExpectedLastSubjSeqHeader: []string{"0"},
+			}})
+		}
+		if last := st.CachedInfo().State.LastSeq; last == 0 {
+			// A new mailbox (a team being created): the records start at
+			// the beginning of the stream.
+			if _, err := jsbatch.Publish(ctx, mb.js.Conn(), msgs); err == nil {
+				return nil
+			}
+		}
+		// Mail is stored already, or the batch was refused: one at a time,
+		// each after the mail stored when it is registered.
+	}
+	for _, m := range members {
+		if err := mb.addRecipient(ctx, st, m, ackWait); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (mb *Mailbox) addRecipient(ctx context.Context, st jetstream.Stream, member string, ackWait time.Duration) error {
+	_, seq, found, err := mb.readRecipient(ctx, member)
+	if err != nil {
+		return err
+	}
+	if found {
+		return nil
+	}
+	// A recipient of a mailbox made before recipient records has its
+	// consumers: they keep their position, and the record starts with the
+	// inbox's.
+	var floor uint64
+	if info, err := st.Consumer(ctx, InboxConsumer(member)); err == nil {
+		floor = info.CachedInfo().AckFloor.Stream
+	} else if info, err := st.Info(ctx); err == nil {
+		floor = info.State.LastSeq
+	} else {
+		return teambus.Unavailablef("open mailbox of team %s: %w", mb.team, err)
+	}
+	rec := mb.newRecipient(member, ackWait, floor)
+	if err := mb.writeRecipient(ctx, &rec, seq); err != nil && !errors.Is(err, errRecordMoved) {
+		return err
+	}
+	return nil
+}
+
+var errRecordMoved = errors.New("recipient record moved")
+
+// writeRecipient stores rec if the latest record of its member is still
+// at seq (0: none).
+func (mb *Mailbox) writeRecipient(ctx context.Context, rec *recipient, seq uint64) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode recipient %s: %w", rec.Member, err)
+	}
+	subj := mb.recipientSubject(rec.Member)
+	publish := func() error {
+		_, err := mb.js.Publish(ctx, subj, b, jetstream.WithExpectLastSequenceForSubject(seq, subj))
+		return err
+	}
+	err = publish()
+	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+		// A mailbox declared before recipient records: add the subject.
+		if uerr := mb.Upgrade(ctx); uerr != nil {
+			return uerr
+		}
+		err = publish()
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		return errRecordMoved
+	}
+	if err != nil {
+		return fmt.Errorf("record recipient %s of team %s: %w", rec.Member, mb.team, mb.publishErr(err))
+	}
+	return nil
+}
+
+// readRecipient returns member's latest recipient record and its sequence.
+func (mb *Mailbox) readRecipient(ctx context.Context, member string) (rec recipient, seq uint64, found bool, err error) {
+	req := fmt.Appendf(nil, `{"last_by_subj":%q}`, mb.recipientSubject(member))
+	msg, err := mb.js.Conn().RequestWithContext(mb.reqCtx(ctx), "$JS.API.DIRECT.GET."+mb.Stream(), req)
+	if err != nil {
+		return rec, 0, false, teambus.Unavailablef("read recipient %s of team %s: %w", member, mb.team, err)
+	}
+	if st := msg.Header.Get("Status"); st != "" {
+		if st == "404" {
+			return rec, 0, false, nil
+		}
+		return rec, 0, false, teambus.Unavailablef("read recipient %s of team %s: status %s %s", member, mb.team, st, msg.Header.Get("Description"))
+	}
+	seq, err = strconv.ParseUint(msg.Header.Get(jetstream.SequenceHeader), 10, 64)
+	if err != nil {
+		return rec, 0, false, teambus.Unavailablef("read recipient %s of team %s: no sequence", member, mb.team)
+	}
+	if err := json.Unmarshal(msg.Data, &rec); err != nil || rec.Member != member {
+		return rec, 0, false, fmt.Errorf("recipient record %d of %s in team %s is damaged: %v", seq, member, mb.team, err)
+	}
+	return rec, seq, true, nil
+}
+
+// reqCtx gives ctx a deadline when it has none.
+func (mb *Mailbox) reqCtx(ctx context.Context) context.Context {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx
+	}
+	c, cancel := context.WithTimeout(ctx, 5*time.Second)
+	context.AfterFunc(c, cancel)
+	return c
+}
+
+// consumerConfig is the durable consumer of member's inbox or sidecar
+// mail, starting after floor.
+func (mb *Mailbox) consumerConfig(member string, sidecar bool, pos position) jetstream.ConsumerConfig {
+	p := "tb." + mb.team + "."
+	name := InboxConsumer(member)
+	filters := []string{p + kindMail + "." + member + ".>", p + kindMail + "." + teambus.All + ".>"}
+	if sidecar {
+		name = SidecarConsumer(member)
+		filters = []string{p + kindCtl + "." + member + ".>"}
+		if member == teambus.Lead {
+			filters = append(filters,
+				p+kindMail+"."+teambus.Lead+"."+string(teambus.MsgStatus)+".*",
+				p+kindMail+"."+teambus.Lead+"."+string(teambus.MsgShutdownResponse)+".*")
+		}
+	}
+	return jetstream.ConsumerConfig{
+		Durable:           name,
+		Description:       "teambus recipient " + member,
+		FilterSubjects:    filters,
+		AckPolicy:         jetstream.AckExplicitPolicy,
+		AckWait:           pos.AckWait,
+		MaxDeliver:        -1,
+		MaxAckPending:     10000,
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       pos.Floor + 1,
+		Replicas:          mb.cfg.Replicas,
+		InactiveThreshold: mb.cfg.ConsumerIdle,
+	}
+}
+
+// SidecarInbox returns the consumer of member's sidecar mail, created if
+// it is not there (see AddRecipient).
+func (mb *Mailbox) SidecarInbox(ctx context.Context, member string) (jetstream.Consumer, error) {
+	return mb.consumer(ctx, SidecarConsumer(member), member)
+}
+
+// consumer returns the consumer name of member, creating it from the
+// member's recipient record when the server has none (never created, or
+// removed idle). A member with neither is not a recipient.
+func (mb *Mailbox) consumer(ctx context.Context, name, member string) (jetstream.Consumer, error) {
+	cons, err := mb.js.Consumer(ctx, mb.Stream(), name)
+	if err == nil {
+		return cons, nil
+	}
+	notMember := teambus.NotFoundf("team %s has no mailbox for %s: is %s a member?", mb.team, member, member)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, notMember
+	}
+	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, teambus.Unavailablef("open inbox of %s: %w", member, err)
+	}
+	if memberConn(mb.js.Conn()) {
+		return nil, notMember // a member credential can not create consumers
+	}
+	rec, _, found, err := mb.readRecipient(ctx, member)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, notMember
+	}
+	sidecar := name == SidecarConsumer(member)
+	pos := *rec.pos(sidecar)
+	cons, err = mb.js.CreateConsumer(ctx, mb.Stream(), mb.consumerConfig(member, sidecar, pos))
+	if errors.Is(err, jetstream.ErrConsumerExists) {
+		// Created meanwhile by another reader (from a record one ack
+		// older or newer): use it.
+		cons, err = mb.js.Consumer(ctx, mb.Stream(), name)
+	}
+	if err != nil {
+		return nil, teambus.Unavailablef("create inbox %s of team %s: %w", name, mb.team, err)
+	}
+	if err := mb.skipAcked(ctx, cons, pos); err != nil {
+		return nil, err
+	}
+	return cons, nil
+}
+
+// skipAcked acks away, on a consumer created again, the mail its record
+// says was acked above the floor, and gives the rest back at once.
+func (mb *Mailbox) skipAcked(ctx context.Context, cons jetstream.Consumer, pos position) error {
+	if len(pos.Acked) == 0 {
+		return nil
+	}
+	acked := map[uint64]bool{}
+	top := uint64(0)
+	for _, s := range pos.Acked {
+		acked[s] = true
+		top = max(top, s)
+	}
+	for {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return teambus.Unavailablef("open inbox %s of team %s: %w", cons.CachedInfo().Name, mb.team, err)
+		}
+		if info.Delivered.Stream >= top || info.NumPending == 0 {
+			return nil
+		}
+		msgs, err := mb.fetchAll(ctx, cons, 256, 0)
+		if err != nil {
+			return teambus.Unavailablef("open inbox %s of team %s: %w", info.Name, mb.team, err)
+		}
+		if len(msgs) == 0 {
+			return nil
+		}
+		for _, jm := range msgs {
+			md, err := jm.Metadata()
+			if err == nil && acked[md.Sequence.Stream] {
+				if err := jm.DoubleAck(ctx); err != nil {
+					return teambus.Unavailablef("ack seq %d again: %w", md.Sequence.Stream, err)
+				}
+				continue
+			}
+			_ = jm.Nak() // a lost Nak only delays redelivery to the ack wait
+		}
+		if err := mb.flush(ctx); err != nil {
+			return teambus.Unavailablef("flush: %w", err)
+		}
+	}
+}
+
+// NoteAcked records in member's recipient record that seqs of its inbox
+// (or, with sidecar, its sidecar consumer cons) were acked, so that a
+// consumer created again after cons is removed does not deliver them
+// again. A consumer that the server never removes (one made before
+// on-demand consumers) needs no record.
+func (mb *Mailbox) NoteAcked(ctx context.Context, member string, sidecar bool, cons jetstream.Consumer, seqs ...uint64) error {
+	if len(seqs) == 0 || cons == nil || cons.CachedInfo().Config.InactiveThreshold == 0 {
+		return nil
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return teambus.Unavailablef("record acks of %s: %w", member, err)
+	}
+	for attempt := 0; attempt < 20; attempt++ {
+		rec, seq, found, err := mb.readRecipient(ctx, member)
+		if err != nil {
+			return err
+		}
+		if !found {
+			rec = mb.newRecipient(member, info.Config.AckWait, 0)
+		}
+		pos := rec.pos(sidecar)
+		pos.Floor = max(pos.Floor, info.AckFloor.Stream)
+		all := append(append([]uint64(nil), pos.Acked...), seqs...)
+		slices.Sort(all)
+		all = slices.Compact(all)
+		pos.Acked = pos.Acked[:0]
+		for _, s := range all {
+			if s > pos.Floor {
+				pos.Acked = append(pos.Acked, s)
+			}
+		}
+		err = mb.writeRecipient(ctx, &rec, seq)
+		if !errors.Is(err, errRecordMoved) {
+			return err
+		}
+	}
+	return teambus.Unavailablef("record acks of %s: the record keeps moving; try again", member)
+}
+
+// noteAcked is NoteAcked for a reader whose acks have succeeded: a record
+// it fails to write costs at most a second delivery of those messages
+// after the consumer is removed, so it is logged, not returned.
+func (mb *Mailbox) noteAcked(ctx context.Context, member string, sidecar bool, cons jetstream.Consumer, seqs []uint64) {
+	if err := mb.NoteAcked(ctx, member, sidecar, cons, seqs...); err != nil {
+		slog.Warn("record acks", "team", mb.team, "member", member, "seqs", len(seqs), "err", err)
+	}
+}
