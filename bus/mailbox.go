@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,7 +27,6 @@ const MailboxPrefix = "TBM_"
 //	tb.<team>.ctl.<to>.<type>.<from>   mail a member's sidecar answers (status_check, shutdown_request)
 //	tb.<team>.held.<from>.<to>.<type>  mail a zombie member sent, held until a lead re-attaches
 //	tb.<team>.inc.<member>              incarnation markers: one per registration (MarkIncarnation)
-//	tb.<team>.rcp.<member>              recipient records: where its consumers stand (AddRecipient)
 const (
 	kindMail = "mbx"
 	kindCtl  = "ctl"
@@ -103,7 +101,7 @@ func (mb *Mailbox) streamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        mb.Stream(),
 		Description: "teambus mailbox of team " + mb.team,
-		Subjects:    []string{p + kindMail + ".>", p + kindCtl + ".>", p + kindHeld + ".>", p + kindInc + ".*", p + kindRcp + ".*"},
+		Subjects:    []string{p + kindMail + ".>", p + kindCtl + ".>", p + kindHeld + ".>", p + kindInc + ".*"},
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardNew,
 		MaxBytes:    mb.cfg.MaxBytes,
@@ -688,25 +686,21 @@ func (mb *Mailbox) MarkIncarnation(ctx context.Context, member string, epoch int
 	return ack.Sequence, nil
 }
 
-// Upgrade adds the subjects of incarnation markers and recipient records
-// to a mailbox stream declared before they existed, changing nothing
-// else. It is idempotent.
+// Upgrade adds the incarnation marker subject to a mailbox stream declared
+// before it existed, changing nothing else. It is idempotent.
 func (mb *Mailbox) Upgrade(ctx context.Context) error {
 	st, err := mb.js.Stream(ctx, mb.Stream())
 	if err != nil {
 		return teambus.Unavailablef("open mailbox of team %s: %w", mb.team, err)
 	}
 	cfg := st.CachedInfo().Config
-	added := false
-	for _, want := range []string{"tb." + mb.team + "." + kindInc + ".*", "tb." + mb.team + "." + kindRcp + ".*"} {
-		if !slices.Contains(cfg.Subjects, want) {
-			cfg.Subjects = append(cfg.Subjects, want)
-			added = true
+	want := "tb." + mb.team + "." + kindInc + ".*"
+	for _, s := range cfg.Subjects {
+		if s == want {
+			return nil
 		}
 	}
-	if !added {
-		return nil
-	}
+	cfg.Subjects = append(cfg.Subjects, want)
 	if _, err := mb.js.UpdateStream(ctx, cfg); err != nil {
 		return teambus.Unavailablef("upgrade mailbox of team %s: %w", mb.team, err)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -25,29 +24,34 @@ import (
 // the first read that needs it and carries an InactiveThreshold
 // (MailboxConfig.ConsumerIdle), so the server removes it once nobody has
 // pulled from it for that long and none of its deliveries is still within
-// its ack wait. A durable consumer costs the node ~65 KB, and an idle team
-// of ten would otherwise hold 22 of them.
+// its ack wait. A durable consumer costs the node ~65 KB; an idle team of
+// ten held 22 of them.
 //
 // The mailbox keeps every message (limits retention, an audit stream), so
-// what a removed consumer knew, which of its mail was acked, is kept in
-// the stream too: one recipient record per recipient on
-// tb.<team>.rcp.<member> (the latest one counts), written by AddRecipient
-// and updated with compare-and-set (the expected last sequence of the
-// subject) after every ack. It holds, for each of the two consumers, the
-// ack floor (every message of the consumer up to it is acked) and the
-// sequences acked above the floor. A consumer created again starts after
+// what a removed consumer knew, which of its mail was acked, is kept
+// apart: one recipient record per recipient in the team's state bucket
+// (key recipient.<member>, RecipientBucketPrefix), written with
+// compare-and-set after every ack and never in the mailbox (its sequences
+// stay the mail's). It holds, for each of the two consumers, the ack floor
+// (every message of the consumer up to it is acked), the sequences acked
+// above the floor, and the ack wait. A consumer created again starts after
 // the floor and acks away at once the sequences acked above it, so unacked
 // mail is delivered exactly as before and acked mail is not delivered
-// again. A record that missed an ack (a crash between the ack and the
-// record) delivers that message once more after the consumer was removed:
-// processing a message twice is harmless.
+// again. A team's create writes the records of all its recipients in one
+// atomic batch. A record that missed an ack (a crash between the ack and
+// the record) delivers that message once more after the consumer was
+// removed: processing a message twice is harmless.
 
 // DefaultConsumerIdle is how long a recipient's consumer lives unused
 // before the server removes it (MailboxConfig.ConsumerIdle).
 const DefaultConsumerIdle = 10 * time.Minute
 
-// kindRcp is the subject kind of recipient records.
-const kindRcp = "rcp"
+// RecipientBucketPrefix starts the name of the bucket that holds a team's
+// recipient records: the team's state bucket (kv.StatePrefix).
+const RecipientBucketPrefix = "TBS_"
+
+// recipientKey is the key of member's recipient record.
+func recipientKey(member string) string { return "recipient." + member }
 
 // position is where one consumer of a recipient stands.
 type position struct {
@@ -74,13 +78,9 @@ func (r *recipient) pos(sidecar bool) *position {
 	return &r.Inbox
 }
 
-func (mb *Mailbox) recipientSubject(member string) string {
-	return "tb." + mb.team + "." + kindRcp + "." + member
-}
-
 func (mb *Mailbox) newRecipient(member string, ackWait time.Duration, floor uint64) recipient {
 	if ackWait <= 0 {
-		ackWait = InboxAckWait
+		ackWait = 30 * time.Second
 	}
 	return recipient{
 		Member:  member,
@@ -89,17 +89,18 @@ func (mb *Mailbox) newRecipient(member string, ackWait time.Duration, floor uint
 	}
 }
 
-// AddRecipient registers a member (or the lead) as a recipient: its
-// consumers are created when first read and start after the mail already
-// stored. It is idempotent: a recipient registered before keeps its
-// position.
+// AddRecipient registers a member (or the lead) as a recipient of the
+// mail stored from now on, in a recipient record; its consumers are
+// created when first read. It is idempotent: a recipient registered
+// before keeps its position.
 func (mb *Mailbox) AddRecipient(ctx context.Context, member string, ackWait time.Duration) error {
 	return mb.AddRecipients(ctx, []string{member}, ackWait)
 }
 
-// AddRecipients registers members like AddRecipient. On a new mailbox
-// (nothing stored yet, as at team create) the records are stored as one
-// atomic batch: one write for the whole team.
+// AddRecipients registers members like AddRecipient, in one atomic write
+// when none of them is registered (a team's create). A bare mailbox,
+// without the team's state bucket, keeps no records: its recipients read
+// from the first message with the default ack waits.
 func (mb *Mailbox) AddRecipients(ctx context.Context, members []string, ackWait time.Duration) error {
 	for _, m := range members {
 		if err := teambus.ValidateID("member", m); err != nil {
@@ -110,122 +111,116 @@ func (mb *Mailbox) AddRecipients(ctx context.Context, members []string, ackWait 
 	if err != nil {
 		return teambus.Unavailablef("open mailbox of team %s: %w", mb.team, err)
 	}
+	floor := st.CachedInfo().State.LastSeq
+	kv, err := mb.recipients(ctx)
+	if err != nil {
+		return err
+	}
+	if kv == nil {
+		if floor == 0 && (ackWait <= 0 || ackWait >= 30*time.Second) {
+			return nil // the implicit record
+		}
+		return teambus.NotFoundf("team %s has no state bucket for its recipient records: create the team first", mb.team)
+	}
 	if len(members) > 1 && len(members) <= jsbatch.Max {
 		msgs := make([]*nats.Msg, 0, len(members))
 		for _, m := range members {
-			b, _ := json.Marshal(mb.newRecipient(m, ackWait, 0))
-			msgs = append(msgs, &nats.Msg{Subject: mb.recipientSubject(m), Data: b, Header: nats.Header{
-				// The batch lands whole only if none of them has a record.
+			b, _ := json.Marshal(mb.newRecipient(m, ackWait, floor))
+			msgs = append(msgs, &nats.Msg{Subject: "$KV." + RecipientBucketPrefix + mb.team + "." + recipientKey(m), Data: b, Header: nats.Header{
+				// Whole only if none of them is registered yet.
 				jetstream.ExpectedLastSubjSeqHeader: []string{"0"},
 			}})
 		}
-		if last := st.CachedInfo().State.LastSeq; last == 0 {
-			// A new mailbox (a team being created): the records start at
-			// the beginning of the stream.
-			if _, err := jsbatch.Publish(ctx, mb.js.Conn(), msgs); err == nil {
-				return nil
-			}
+		if _, err := jsbatch.Publish(ctx, mb.js.Conn(), msgs); err == nil {
+			return nil
 		}
-		// Mail is stored already, or the batch was refused: one at a time,
-		// each after the mail stored when it is registered.
+		// Some are registered, or the bucket takes no batches: one at a
+		// time.
 	}
 	for _, m := range members {
-		if err := mb.addRecipient(ctx, st, m, ackWait); err != nil {
+		_, rev, found, err := mb.readRecipient(ctx, m)
+		if err != nil {
+			return err
+		}
+		if found {
+			continue
+		}
+		rec := mb.newRecipient(m, ackWait, floor)
+		// A recipient of a mailbox made before on-demand consumers has
+		// its consumers: they keep their position.
+		if c, err := st.Consumer(ctx, InboxConsumer(m)); err == nil {
+			rec.Inbox.Floor = c.CachedInfo().AckFloor.Stream
+			rec.Sidecar.Floor = c.CachedInfo().AckFloor.Stream
+		}
+		if err := mb.writeRecipient(ctx, &rec, rev); err != nil && !errors.Is(err, errRecordMoved) {
 			return err
 		}
 	}
 	return nil
 }
 
-func (mb *Mailbox) addRecipient(ctx context.Context, st jetstream.Stream, member string, ackWait time.Duration) error {
-	_, seq, found, err := mb.readRecipient(ctx, member)
+var errRecordMoved = errors.New("recipient record moved")
+
+// recipients returns the bucket of the team's recipient records; nil
+// without error when the team has none (a bare mailbox, as in tests).
+func (mb *Mailbox) recipients(ctx context.Context) (jetstream.KeyValue, error) {
+	kv, err := mb.js.KeyValue(ctx, RecipientBucketPrefix+mb.team)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, teambus.Unavailablef("open recipients of team %s: %w", mb.team, err)
+	}
+	return kv, nil
+}
+
+// writeRecipient stores rec if its member's record is still at revision
+// rev (0: none); errRecordMoved if not.
+func (mb *Mailbox) writeRecipient(ctx context.Context, rec *recipient, rev uint64) error {
+	kv, err := mb.recipients(ctx)
 	if err != nil {
 		return err
 	}
-	if found {
-		return nil
+	if kv == nil {
+		return teambus.NotFoundf("team %s has no state bucket for its recipient records: create the team first", mb.team)
 	}
-	// A recipient of a mailbox made before recipient records has its
-	// consumers: they keep their position, and the record starts with the
-	// inbox's.
-	var floor uint64
-	if info, err := st.Consumer(ctx, InboxConsumer(member)); err == nil {
-		floor = info.CachedInfo().AckFloor.Stream
-	} else if info, err := st.Info(ctx); err == nil {
-		floor = info.State.LastSeq
-	} else {
-		return teambus.Unavailablef("open mailbox of team %s: %w", mb.team, err)
-	}
-	rec := mb.newRecipient(member, ackWait, floor)
-	if err := mb.writeRecipient(ctx, &rec, seq); err != nil && !errors.Is(err, errRecordMoved) {
-		return err
-	}
-	return nil
-}
-
-var errRecordMoved = errors.New("recipient record moved")
-
-// writeRecipient stores rec if the latest record of its member is still
-// at seq (0: none).
-func (mb *Mailbox) writeRecipient(ctx context.Context, rec *recipient, seq uint64) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("encode recipient %s: %w", rec.Member, err)
 	}
-	subj := mb.recipientSubject(rec.Member)
-	publish := func() error {
-		_, err := mb.js.Publish(ctx, subj, b, jetstream.WithExpectLastSequenceForSubject(seq, subj))
-		return err
-	}
-	err = publish()
-	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
-		// A mailbox declared before recipient records: add the subject.
-		if uerr := mb.Upgrade(ctx); uerr != nil {
-			return uerr
-		}
-		err = publish()
+	if rev == 0 {
+		_, err = kv.Create(ctx, recipientKey(rec.Member), b)
+	} else {
+		_, err = kv.Update(ctx, recipientKey(rec.Member), b, rev)
 	}
 	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+	if errors.Is(err, jetstream.ErrKeyExists) || (errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence) {
 		return errRecordMoved
 	}
 	if err != nil {
-		return fmt.Errorf("record recipient %s of team %s: %w", rec.Member, mb.team, mb.publishErr(err))
+		return teambus.Unavailablef("record recipient %s of team %s: %w", rec.Member, mb.team, err)
 	}
 	return nil
 }
 
-// readRecipient returns member's latest recipient record and its sequence.
-func (mb *Mailbox) readRecipient(ctx context.Context, member string) (rec recipient, seq uint64, found bool, err error) {
-	req := fmt.Appendf(nil, `{"last_by_subj":%q}`, mb.recipientSubject(member))
-	msg, err := mb.js.Conn().RequestWithContext(mb.reqCtx(ctx), "$JS.API.DIRECT.GET."+mb.Stream(), req)
+// readRecipient returns member's recipient record and its revision;
+// found is false when there is none (the implicit record applies).
+func (mb *Mailbox) readRecipient(ctx context.Context, member string) (rec recipient, rev uint64, found bool, err error) {
+	kv, err := mb.recipients(ctx)
+	if err != nil || kv == nil {
+		return rec, 0, false, err
+	}
+	e, err := kv.Get(ctx, recipientKey(member))
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return rec, 0, false, nil
+	}
 	if err != nil {
 		return rec, 0, false, teambus.Unavailablef("read recipient %s of team %s: %w", member, mb.team, err)
 	}
-	if st := msg.Header.Get("Status"); st != "" {
-		if st == "404" {
-			return rec, 0, false, nil
-		}
-		return rec, 0, false, teambus.Unavailablef("read recipient %s of team %s: status %s %s", member, mb.team, st, msg.Header.Get("Description"))
+	if err := json.Unmarshal(e.Value(), &rec); err != nil || rec.Member != member {
+		return rec, 0, false, fmt.Errorf("recipient record of %s in team %s (revision %d) is damaged: %v", member, mb.team, e.Revision(), err)
 	}
-	seq, err = strconv.ParseUint(msg.Header.Get(jetstream.SequenceHeader), 10, 64)
-	if err != nil {
-		return rec, 0, false, teambus.Unavailablef("read recipient %s of team %s: no sequence", member, mb.team)
-	}
-	if err := json.Unmarshal(msg.Data, &rec); err != nil || rec.Member != member {
-		return rec, 0, false, fmt.Errorf("recipient record %d of %s in team %s is damaged: %v", seq, member, mb.team, err)
-	}
-	return rec, seq, true, nil
-}
-
-// reqCtx gives ctx a deadline when it has none.
-func (mb *Mailbox) reqCtx(ctx context.Context) context.Context {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx
-	}
-	c, cancel := context.WithTimeout(ctx, 5*time.Second)
-	context.AfterFunc(c, cancel)
-	return c
+	return rec, e.Revision(), true, nil
 }
 
 // consumerConfig is the durable consumer of member's inbox or sidecar
@@ -287,7 +282,14 @@ func (mb *Mailbox) consumer(ctx context.Context, name, member string) (jetstream
 		return nil, err
 	}
 	if !found {
-		return nil, notMember
+		kv, err := mb.recipients(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if kv != nil {
+			return nil, notMember
+		}
+		rec = mb.newRecipient(member, 0, 0) // a bare mailbox
 	}
 	sidecar := name == SidecarConsumer(member)
 	pos := *rec.pos(sidecar)
@@ -368,7 +370,7 @@ func (mb *Mailbox) NoteAcked(ctx context.Context, member string, sidecar bool, c
 			return err
 		}
 		if !found {
-			rec = mb.newRecipient(member, info.Config.AckWait, 0)
+			rec = mb.newRecipient(member, 0, 0)
 		}
 		pos := rec.pos(sidecar)
 		pos.Floor = max(pos.Floor, info.AckFloor.Stream)
@@ -382,6 +384,9 @@ func (mb *Mailbox) NoteAcked(ctx context.Context, member string, sidecar bool, c
 			}
 		}
 		err = mb.writeRecipient(ctx, &rec, seq)
+		if errors.Is(err, teambus.ErrNotFound) {
+			return nil // a bare mailbox (no team state): nothing to keep it in
+		}
 		if !errors.Is(err, errRecordMoved) {
 			return err
 		}
