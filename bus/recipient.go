@@ -259,6 +259,13 @@ func (mb *Mailbox) SidecarInbox(ctx context.Context, member string) (jetstream.C
 	return mb.consumer(ctx, SidecarConsumer(member), member)
 }
 
+// AgentInbox returns the consumer of member's agent inbox, created if it
+// is not there (see AddRecipient). A reader that acks through it records
+// its acks with NoteAcked.
+func (mb *Mailbox) AgentInbox(ctx context.Context, member string) (jetstream.Consumer, error) {
+	return mb.consumer(ctx, InboxConsumer(member), member)
+}
+
 // consumer returns the consumer name of member, creating it from the
 // member's recipient record when the server has none (never created, or
 // removed idle). A member with neither is not a recipient.
