@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -435,5 +436,83 @@ func TestService_Held_ReleasedBeforeNewMail(t *testing.T) {
 	}
 	if n := f.msgCount(t, "alpha"); n != 5 {
 		t.Errorf("stream holds %d messages, want 5 (2 held, 2 released, n1; no second z1)", n)
+	}
+}
+
+// Issue 15 item 6: a created team holds no consumer (its recipients are
+// registered by records written in one batch), a member's consumer is
+// made by its first read, and a member added later reads only what was
+// sent after it joined the mailbox.
+func TestService_CreateTeam_NoIdleConsumers(t *testing.T) {
+	f := newFixture(t, team.Config{})
+	ctx := testCtx(t)
+	if _, err := f.svc.CreateTeam(ctx, "alpha", "L", []team.MemberSpec{{ID: "tm1"}, {ID: "tm2"}}, testPolicy()); err != nil {
+		t.Fatal(err)
+	}
+	consumers := func() []string {
+		t.Helper()
+		st, err := f.conn.JS.Stream(ctx, bus.MailboxPrefix+"alpha")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := []string{}
+		names := st.ConsumerNames(ctx)
+		for n := range names.Name() {
+			out = append(out, n)
+		}
+		if err := names.Err(); err != nil {
+			t.Fatal(err)
+		}
+		sort.Strings(out)
+		return out
+	}
+	if got := consumers(); len(got) != 0 {
+		t.Fatalf("consumers of a new team = %v, want none", got)
+	}
+	kv, err := f.conn.JS.KeyValue(ctx, bus.RecipientBucketPrefix+"alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := kv.ListKeysFiltered(ctx, "recipient.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []string
+	for k := range keys.Keys() {
+		recs = append(recs, k)
+	}
+	sort.Strings(recs)
+	if want := []string{"recipient.lead", "recipient.tm1", "recipient.tm2"}; !reflect.DeepEqual(recs, want) {
+		t.Errorf("recipient records = %v, want %v", recs, want)
+	}
+	if _, err := f.svc.Send(ctx, leadOf("alpha", "L"), team.SendSpec{To: teambus.All, Body: "before tm3"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.AddMember(ctx, "alpha", team.MemberSpec{ID: "tm3"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Send(ctx, leadOf("alpha", "L"), team.SendSpec{To: teambus.All, Body: "after tm3"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		member string
+		want   []string
+	}{{"tm1", []string{"before tm3", "after tm3"}}, {"tm3", []string{"after tm3"}}} {
+		if _, err := f.svc.Join(ctx, "alpha", c.member, "s-"+c.member); err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := f.svc.Inbox(ctx, actorOf("alpha", c.member), bus.InboxOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := msgBodies(msgs); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("inbox of %s = %v, want %v", c.member, got, c.want)
+		}
+	}
+	if got, want := consumers(), []string{bus.InboxConsumer("tm1"), bus.InboxConsumer("tm3")}; !reflect.DeepEqual(got, want) {
+		t.Errorf("consumers after tm1 and tm3 read = %v, want %v", got, want)
+	}
+	if _, err := f.svc.Inbox(ctx, actorOf("alpha", "tm9"), bus.InboxOptions{}); !errors.Is(err, teambus.ErrNotFound) {
+		t.Errorf("inbox of a non-member = %v, want ErrNotFound", err)
 	}
 }
