@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -35,7 +37,8 @@ import (
 // stay the mail's). It holds, for each of the two consumers, the ack floor
 // (every message of the consumer up to it is acked), the sequences acked
 // above the floor, and the ack wait. A consumer created again starts after
-// the floor and acks away at once the sequences acked above it, so unacked
+// the floor and acks away the sequences acked above it as it delivers them
+// (they are listed in its metadata, see Settled), so unacked
 // mail is delivered exactly as before and acked mail is not delivered
 // again. A team's create writes the records of all its recipients in one
 // atomic batch. A record that missed an ack (a crash between the ack and
@@ -238,7 +241,7 @@ func (mb *Mailbox) consumerConfig(member string, sidecar bool, pos position) jet
 				p+kindMail+"."+teambus.Lead+"."+string(teambus.MsgShutdownResponse)+".*")
 		}
 	}
-	return jetstream.ConsumerConfig{
+	cfg := jetstream.ConsumerConfig{
 		Durable:           name,
 		Description:       "teambus recipient " + member,
 		FilterSubjects:    filters,
@@ -251,6 +254,14 @@ func (mb *Mailbox) consumerConfig(member string, sidecar bool, pos position) jet
 		Replicas:          mb.cfg.Replicas,
 		InactiveThreshold: mb.cfg.ConsumerIdle,
 	}
+	if len(pos.Acked) > 0 {
+		acked := make([]string, len(pos.Acked))
+		for i, s := range pos.Acked {
+			acked[i] = strconv.FormatUint(s, 10)
+		}
+		cfg.Metadata = map[string]string{ackedMeta: strings.Join(acked, ",")}
+	}
+	return cfg
 }
 
 // SidecarInbox returns the consumer of member's sidecar mail, created if
@@ -309,52 +320,69 @@ func (mb *Mailbox) consumer(ctx context.Context, name, member string) (jetstream
 	if err != nil {
 		return nil, teambus.Unavailablef("create inbox %s of team %s: %w", name, mb.team, err)
 	}
-	if err := mb.skipAcked(ctx, cons, pos); err != nil {
-		return nil, err
-	}
 	return cons, nil
 }
 
-// skipAcked acks away, on a consumer created again, the mail its record
-// says was acked above the floor, and gives the rest back at once.
-func (mb *Mailbox) skipAcked(ctx context.Context, cons jetstream.Consumer, pos position) error {
-	if len(pos.Acked) == 0 {
+// ackedMeta is the consumer metadata key that lists the sequences acked
+// above a consumer's start when it was created again (position.Acked):
+// every reader of the consumer sees it, with no extra round trip, and
+// acks those away instead of returning them (Settled).
+const ackedMeta = "teambus_acked"
+
+// ackedBefore returns the sequences cons lists as acked before it was
+// created.
+func ackedBefore(cons jetstream.Consumer) map[uint64]bool {
+	if cons == nil {
 		return nil
 	}
-	acked := map[uint64]bool{}
-	top := uint64(0)
-	for _, s := range pos.Acked {
-		acked[s] = true
-		top = max(top, s)
+	v := cons.CachedInfo().Config.Metadata[ackedMeta]
+	if v == "" {
+		return nil
 	}
+	out := map[uint64]bool{}
+	for _, f := range strings.Split(v, ",") {
+		if n, err := strconv.ParseUint(f, 10, 64); err == nil {
+			out[n] = true
+		}
+	}
+	return out
+}
+
+// Settled reports whether jm, delivered by cons, was acked before cons
+// was created (it is in the recipient record: see AddRecipient), and then
+// acks it away: the reader skips it. A reader that consumes a recipient's
+// consumer itself (a sidecar) asks it of every delivery.
+func (mb *Mailbox) Settled(ctx context.Context, cons jetstream.Consumer, jm jetstream.Msg) bool {
+	skip := ackedBefore(cons)
+	if len(skip) == 0 {
+		return false
+	}
+	md, err := jm.Metadata()
+	if err != nil || !skip[md.Sequence.Stream] {
+		return false
+	}
+	_ = jm.DoubleAck(ctx) // a failed ack brings it back to be acked away again
+	return true
+}
+
+// fetch is fetchAll on a recipient's consumer: mail acked before the
+// consumer was created is acked away, not returned.
+func (mb *Mailbox) fetch(ctx context.Context, cons jetstream.Consumer, max int, wait time.Duration) ([]jetstream.Msg, error) {
 	for {
-		info, err := cons.Info(ctx)
-		if err != nil {
-			return teambus.Unavailablef("open inbox %s of team %s: %w", cons.CachedInfo().Name, mb.team, err)
+		msgs, err := mb.fetchAll(ctx, cons, max, wait)
+		if len(ackedBefore(cons)) == 0 {
+			return msgs, err
 		}
-		if info.Delivered.Stream >= top || info.NumPending == 0 {
-			return nil
-		}
-		msgs, err := mb.fetchAll(ctx, cons, 256, 0)
-		if err != nil {
-			return teambus.Unavailablef("open inbox %s of team %s: %w", info.Name, mb.team, err)
-		}
-		if len(msgs) == 0 {
-			return nil
-		}
+		kept := msgs[:0]
 		for _, jm := range msgs {
-			md, err := jm.Metadata()
-			if err == nil && acked[md.Sequence.Stream] {
-				if err := jm.DoubleAck(ctx); err != nil {
-					return teambus.Unavailablef("ack seq %d again: %w", md.Sequence.Stream, err)
-				}
-				continue
+			if !mb.Settled(ctx, cons, jm) {
+				kept = append(kept, jm)
 			}
-			_ = jm.Nak() // a lost Nak only delays redelivery to the ack wait
 		}
-		if err := mb.flush(ctx); err != nil {
-			return teambus.Unavailablef("flush: %w", err)
+		if len(kept) > 0 || len(msgs) == 0 || err != nil || ctx.Err() != nil {
+			return kept, err
 		}
+		// All of them were acked before: read on.
 	}
 }
 

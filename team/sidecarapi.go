@@ -284,6 +284,9 @@ func (a *SidecarAPI) ConsumeSidecar(ctx context.Context, team, member string) (<
 		late []teambus.Delivery
 	)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
+		if mb.Settled(cctx, cons, m) {
+			return // acked before its consumer was removed and made again
+		}
 		d := delivery(m)
 		d.Settle = settler{m: m, mb: mb, member: member, cons: cons}
 		select {
