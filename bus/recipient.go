@@ -102,8 +102,9 @@ func (mb *Mailbox) AddRecipient(ctx context.Context, member string, ackWait time
 
 // AddRecipients registers members like AddRecipient, in one atomic write
 // when none of them is registered (a team's create). A bare mailbox,
-// without the team's state bucket, keeps no records: its recipients read
-// from the first message with the default ack waits.
+// without the team's state bucket (tests, tools), keeps no records: its
+// recipients' consumers are made at once and kept, as they all were
+// before on-demand consumers.
 func (mb *Mailbox) AddRecipients(ctx context.Context, members []string, ackWait time.Duration) error {
 	for _, m := range members {
 		if err := teambus.ValidateID("member", m); err != nil {
@@ -120,10 +121,22 @@ func (mb *Mailbox) AddRecipients(ctx context.Context, members []string, ackWait 
 		return err
 	}
 	if kv == nil {
-		if floor == 0 && (ackWait <= 0 || ackWait >= 30*time.Second) {
-			return nil // the implicit record
+		// A bare mailbox keeps no records: its recipients' consumers are
+		// made now and never removed.
+		for _, m := range members {
+			for _, sidecar := range []bool{false, true} {
+				rec := mb.newRecipient(m, ackWait, floor)
+				cfg := mb.consumerConfig(m, sidecar, rec.pos(sidecar))
+				if _, err := st.Consumer(ctx, cfg.Durable); err == nil {
+					continue
+				}
+				cfg.InactiveThreshold = 0
+				if _, err := st.CreateConsumer(ctx, cfg); err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
+					return teambus.Unavailablef("create inbox %s of team %s: %w", cfg.Durable, mb.team, err)
+				}
+			}
 		}
-		return teambus.NotFoundf("team %s has no state bucket for its recipient records: create the team first", mb.team)
+		return nil
 	}
 	if len(members) > 1 && len(members) <= jsbatch.Max {
 		msgs := make([]*nats.Msg, 0, len(members))
@@ -228,7 +241,7 @@ func (mb *Mailbox) readRecipient(ctx context.Context, member string) (rec recipi
 
 // consumerConfig is the durable consumer of member's inbox or sidecar
 // mail, starting after floor.
-func (mb *Mailbox) consumerConfig(member string, sidecar bool, pos position) jetstream.ConsumerConfig {
+func (mb *Mailbox) consumerConfig(member string, sidecar bool, pos *position) jetstream.ConsumerConfig {
 	p := "tb." + mb.team + "."
 	name := InboxConsumer(member)
 	filters := []string{p + kindMail + "." + member + ".>", p + kindMail + "." + teambus.All + ".>"}
@@ -300,17 +313,10 @@ func (mb *Mailbox) consumer(ctx context.Context, name, member string) (jetstream
 		return nil, err
 	}
 	if !found {
-		kv, err := mb.recipients(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if kv != nil {
-			return nil, notMember
-		}
-		rec = mb.newRecipient(member, 0, 0) // a bare mailbox
+		return nil, notMember
 	}
 	sidecar := name == SidecarConsumer(member)
-	pos := *rec.pos(sidecar)
+	pos := rec.pos(sidecar)
 	cons, err = mb.js.CreateConsumer(ctx, mb.Stream(), mb.consumerConfig(member, sidecar, pos))
 	if errors.Is(err, jetstream.ErrConsumerExists) {
 		// Created meanwhile by another reader (from a record one ack
