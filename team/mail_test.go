@@ -516,3 +516,73 @@ func TestService_CreateTeam_NoIdleConsumers(t *testing.T) {
 		t.Errorf("inbox of a non-member = %v, want ErrNotFound", err)
 	}
 }
+
+// Issue 15 item 6: a sidecar's consumer removed idle and made again by
+// the next sidecar delivers the control mail the last one did not ack,
+// and none it acked (out of order), before any new mail.
+func TestSidecarAPI_ConsumeSidecar_AfterIdleRemoval(t *testing.T) {
+	t.Parallel() // waits on server timers
+	f := newFixture(t, team.Config{Mailbox: bus.MailboxConfig{ConsumerIdle: time.Second}})
+	f.create(t, "alpha", "L", testPolicy(), "tm1")
+	ctx := testCtx(t)
+	send := func(id string) uint64 {
+		t.Helper()
+		res, err := f.svc.Send(ctx, leadOf("alpha", "L"), team.SendSpec{To: "tm1", Type: teambus.MsgStatusCheck, ID: id, Body: "status?"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Seq
+	}
+	a, b, c := send("p1"), send("p2"), send("p3")
+	api := f.svc.SidecarAPI()
+	next := func(ch <-chan teambus.Delivery) teambus.Delivery {
+		t.Helper()
+		select {
+		case d := <-ch:
+			return d
+		case <-ctx.Done():
+			t.Fatal("no delivery")
+		}
+		return teambus.Delivery{}
+	}
+	ch, stop, err := api.ConsumeSidecar(ctx, "alpha", "tm1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back []teambus.Delivery
+	for range 3 {
+		d := next(ch)
+		if d.Msg.Seq == b {
+			back = append(back, d)
+			continue
+		}
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop(back...)
+	bustest.CheckFor(t, 60*time.Second, 50*time.Millisecond, func() error {
+		_, err := f.conn.JS.Consumer(ctx, bus.MailboxPrefix+"alpha", bus.SidecarConsumer("tm1"))
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil
+		}
+		return fmt.Errorf("sidecar consumer still there (%v)", err)
+	})
+	d := send("p4")
+	ch, stop, err = api.ConsumeSidecar(ctx, "alpha", "tm1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	var got []uint64
+	for range 2 {
+		m := next(ch)
+		got = append(got, m.Msg.Seq)
+		if err := m.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []uint64{b, d}; !reflect.DeepEqual(got, want) {
+		t.Errorf("deliveries after the consumer was made again = %v, want %v (acked before: %d, %d)", got, want, a, c)
+	}
+}
