@@ -15,6 +15,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/team"
 )
 
@@ -469,11 +470,14 @@ func TestService_CreateTeam_NoIdleConsumers(t *testing.T) {
 	if got := consumers(); len(got) != 0 {
 		t.Fatalf("consumers of a new team = %v, want none", got)
 	}
-	kv, err := f.conn.JS.KeyValue(ctx, bus.RecipientBucketPrefix+"alpha")
+	if bus.RecipientBucketPrefix != kv.StatePrefix {
+		t.Fatalf("recipient records in bucket %s…, the state bucket is %s…", bus.RecipientBucketPrefix, kv.StatePrefix)
+	}
+	state, err := f.conn.JS.KeyValue(ctx, bus.RecipientBucketPrefix+"alpha")
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := kv.ListKeysFiltered(ctx, "recipient.>")
+	keys, err := state.ListKeysFiltered(ctx, "recipient.>")
 	if err != nil {
 		t.Fatal(err)
 	}
