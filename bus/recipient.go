@@ -72,6 +72,9 @@ type recipient struct {
 	Member  string   `json:"member"`
 	Inbox   position `json:"inbox"`
 	Sidecar position `json:"sidecar"`
+	// Released: the held mail of the member up to this stream sequence
+	// was released (ReleaseHeld), in order.
+	Released uint64 `json:"released,omitempty"`
 }
 
 func (r *recipient) pos(sidecar bool) *position {
@@ -441,5 +444,80 @@ func (mb *Mailbox) NoteAcked(ctx context.Context, member string, sidecar bool, c
 func (mb *Mailbox) noteAcked(ctx context.Context, member string, sidecar bool, cons jetstream.Consumer, seqs []uint64) {
 	if err := mb.NoteAcked(ctx, member, sidecar, cons, seqs...); err != nil {
 		slog.Warn("record acks", "team", mb.team, "member", member, "seqs", len(seqs), "err", err)
+	}
+}
+
+// heldCursor returns the consumer that tracks which held mail of member
+// was released (HeldConsumer). In a team it is made on demand like the
+// recipient's others, starting after the released mail its record names,
+// and removed when idle; a bare mailbox keeps it.
+func (mb *Mailbox) heldCursor(ctx context.Context, st jetstream.Stream, member string) (jetstream.Consumer, error) {
+	cfg := jetstream.ConsumerConfig{
+		Durable:       HeldConsumer(member),
+		Description:   "teambus held mail of " + member,
+		FilterSubject: "tb." + mb.team + "." + kindHeld + "." + member + ".>",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+		MaxAckPending: jsbatch.Max,
+		Replicas:      mb.cfg.Replicas,
+	}
+	kv, err := mb.recipients(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if kv == nil {
+		return st.CreateOrUpdateConsumer(ctx, cfg)
+	}
+	if cons, err := st.Consumer(ctx, cfg.Durable); err == nil {
+		return cons, nil
+	}
+	rec, _, _, err := mb.readRecipient(ctx, member)
+	if err != nil {
+		return nil, err
+	}
+	cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, rec.Released+1
+	cfg.InactiveThreshold = mb.cfg.ConsumerIdle
+	cons, err := st.CreateConsumer(ctx, cfg)
+	if errors.Is(err, jetstream.ErrConsumerExists) {
+		cons, err = st.Consumer(ctx, cfg.Durable)
+	}
+	return cons, err
+}
+
+// noteReleased records that member's held mail up to the cursor's ack
+// floor was released (last is the last one this release acked), so that
+// the held cursor, once removed, is made again after it. A lost record
+// releases that mail again, each with its idempotency key.
+func (mb *Mailbox) noteReleased(ctx context.Context, member string, cons jetstream.Consumer, last uint64) {
+	if last == 0 || cons.CachedInfo().Config.InactiveThreshold == 0 {
+		return
+	}
+	// The ack floor, not the last acked: a concurrent release may still
+	// hold earlier held mail.
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return
+	}
+	seq := info.AckFloor.Stream
+	for attempt := 0; attempt < 20; attempt++ {
+		rec, rev, found, err := mb.readRecipient(ctx, member)
+		if err != nil {
+			break
+		}
+		if !found {
+			rec = mb.newRecipient(member, 0, 0)
+		}
+		if rec.Released >= seq {
+			return
+		}
+		rec.Released = seq
+		err = mb.writeRecipient(ctx, &rec, rev)
+		if err == nil || errors.Is(err, teambus.ErrNotFound) {
+			return
+		}
+		if !errors.Is(err, errRecordMoved) {
+			slog.Warn("record released held mail", "team", mb.team, "member", member, "seq", seq, "err", err)
+			return
+		}
 	}
 }

@@ -177,3 +177,38 @@ func TestMailbox_AddRecipient_Records(t *testing.T) {
 		t.Errorf("AddRecipient(a.b) = %v, want ErrInvalid", err)
 	}
 }
+
+// The held-mail cursor of a member goes when idle too, and the one made
+// again releases only the held mail not released before.
+func TestMailbox_IdleHeldCursor_RemovedAndRecreated(t *testing.T) {
+	t.Parallel() // waits on server timers
+	mb := newMailbox(t, bus.MailboxConfig{ConsumerIdle: time.Second}, time.Minute, "tm1")
+	ctx := mailCtx(t)
+	hold := func(id string) {
+		t.Helper()
+		if _, err := mb.Send(ctx, &teambus.Message{ID: id, From: "tm1", To: teambus.Lead, Type: teambus.MsgInfo, Body: id}, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release := func() []string {
+		t.Helper()
+		rel, err := mb.ReleaseHeld(mailCtx(t), "tm1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bodies(rel)
+	}
+	hold("h1")
+	hold("h2")
+	if got := release(); !reflect.DeepEqual(got, []string{"h1", "h2"}) {
+		t.Fatalf("first release = %v", got)
+	}
+	mb.waitGone(t, bus.HeldConsumer("tm1"), 60*time.Second)
+	hold("h3")
+	if got := release(); !reflect.DeepEqual(got, []string{"h3"}) {
+		t.Errorf("release after the cursor was removed = %v, want only the new [h3]", got)
+	}
+	if n, err := mb.HeldPending(mailCtx(t), "tm1"); err != nil || n != 0 {
+		t.Errorf("held pending = %d, %v", n, err)
+	}
+}
