@@ -38,11 +38,13 @@ import (
 // (every message of the consumer up to it is acked), the sequences acked
 // above the floor, and the ack wait. A consumer created again starts after
 // the floor and acks away the sequences acked above it as it delivers them
-// (they are listed in its metadata, see Settled), so unacked
-// mail is delivered exactly as before and acked mail is not delivered
-// again. A team's create writes the records of all its recipients in one
-// atomic batch. A record that missed an ack (a crash between the ack and
-// the record) delivers that message once more after the consumer was
+// (they are listed in its metadata, see Settled), so unacked mail is
+// delivered exactly as before and acked mail is not delivered again. A
+// member's held-mail cursor (HeldConsumer, ReleaseHeld) is made on demand
+// and removed the same way; the record keeps how far the held mail was
+// released. A team's create writes the records of all its recipients in
+// one atomic batch. A record that missed an ack (a crash between the ack
+// and the record) delivers that message once more after the consumer was
 // removed: processing a message twice is harmless.
 
 // DefaultConsumerIdle is how long a recipient's consumer lives unused
