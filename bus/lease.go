@@ -55,7 +55,7 @@ func (mb *Mailbox) Lease(ctx context.Context, member string, opts LeaseOptions) 
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := mb.fetch(ctx, cons, opts.Max, opts.Wait)
+	msgs, err := mb.fetch(ctx, cons, member, opts.Max, opts.Wait)
 	l := &Lease{mb: mb, member: member, cons: cons, msgs: map[uint64]jetstream.Msg{}}
 	var away []uint64
 	for _, jm := range msgs {

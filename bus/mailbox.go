@@ -352,7 +352,7 @@ func (mb *Mailbox) Inbox(ctx context.Context, member string, opts InboxOptions) 
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := mb.fetch(ctx, cons, opts.Max, opts.Wait)
+	msgs, err := mb.fetch(ctx, cons, member, opts.Max, opts.Wait)
 	if err != nil {
 		return nil, teambus.Unavailablef("read inbox of %s: %w", member, err)
 	}
@@ -549,7 +549,7 @@ func (mb *Mailbox) Ack(ctx context.Context, member string, seqs []uint64) (AckRe
 	if err != nil {
 		return res, err
 	}
-	msgs, err := mb.fetch(ctx, cons, 10000, 0)
+	msgs, err := mb.fetch(ctx, cons, member, 10000, 0)
 	if err != nil {
 		return res, teambus.Unavailablef("read inbox of %s: %w", member, err)
 	}

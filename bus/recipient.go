@@ -394,10 +394,26 @@ func (mb *Mailbox) Settled(ctx context.Context, cons jetstream.Consumer, jm jets
 }
 
 // fetch is fetchAll on a recipient's consumer: mail acked before the
-// consumer was created is acked away, not returned.
-func (mb *Mailbox) fetch(ctx context.Context, cons jetstream.Consumer, max int, wait time.Duration) ([]jetstream.Msg, error) {
-	for {
+// consumer was created is acked away, not returned. A pull nobody answers
+// is retried on the consumer opened again: a consumer another reader is
+// creating answers a moment after its create returned, and one removed
+// idle since it was opened is made again.
+func (mb *Mailbox) fetch(ctx context.Context, cons jetstream.Consumer, member string, max int, wait time.Duration) ([]jetstream.Msg, error) {
+	for attempt := 1; ; attempt++ {
 		msgs, err := mb.fetchAll(ctx, cons, max, wait)
+		if errors.Is(err, nats.ErrNoResponders) && len(msgs) == 0 && attempt < 20 {
+			select {
+			case <-ctx.Done():
+				return nil, err
+			case <-time.After(time.Duration(attempt) * 10 * time.Millisecond):
+			}
+			c, cerr := mb.consumer(ctx, cons.CachedInfo().Name, member)
+			if cerr != nil {
+				return nil, cerr
+			}
+			cons = c
+			continue
+		}
 		if len(ackedBefore(cons)) == 0 {
 			return msgs, err
 		}
