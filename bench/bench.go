@@ -91,8 +91,13 @@ type Config struct {
 	LeadTimeout   time.Duration
 
 	// MemoryTeams is how many teams of 10 members the memory and scale
-	// phases create.
-	MemoryTeams int
+	// phases create, MemoryCreators at a time, on a node started with
+	// default flags and the default team limits.
+	MemoryTeams    int
+	MemoryCreators int
+	// MemorySamples are when the node's RSS is read after the creates:
+	// the idle memory per team is the lower of these readings.
+	MemorySamples []time.Duration
 	// ScaleMembers heartbeat every ScaleInterval for ScaleWindow.
 	ScaleMembers  int
 	ScaleInterval time.Duration
@@ -136,7 +141,15 @@ func (c Config) Defaults() Config {
 	orDefault(&c.MemberTimeout, q, 2*time.Second, time.Second)
 	orDefault(&c.ProbeTimeout, q, time.Second, 500*time.Millisecond)
 	orDefault(&c.LeadTimeout, q, 2*time.Second, time.Second)
-	orDefault(&c.MemoryTeams, q, 100, 20)
+	orDefault(&c.MemoryTeams, q, 1000, 20)
+	orDefault(&c.MemoryCreators, q, 4, 4)
+	if len(c.MemorySamples) == 0 {
+		if q {
+			c.MemorySamples = []time.Duration{time.Second, 3 * time.Second}
+		} else {
+			c.MemorySamples = []time.Duration{10 * time.Second, 30 * time.Second}
+		}
+	}
 	orDefault(&c.ScaleMembers, q, 1000, 200)
 	orDefault(&c.ScaleInterval, q, time.Second, time.Second)
 	orDefault(&c.ScaleWindow, q, 10*time.Second, 2*time.Second)

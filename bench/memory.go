@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"sync"
@@ -14,6 +15,14 @@ import (
 	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/team"
 )
+
+// Units of the scale rows, printed as "%g unit".
+const (
+	unitS       = "s"
+	unitMiBTeam = "MiB a team"
+)
+
+func round2(v float64) float64 { return math.Round(v*100) / 100 }
 
 // settle waits for a process to reach a steady state and returns its RSS:
 // the largest of a few readings over d.
@@ -50,7 +59,9 @@ func (r *run) memoryAndScale(ctx context.Context) error {
 	dir := filepath.Join(r.dir, "node-child")
 	var procs children
 	defer procs.killAll()
-	nodeProc, err := start(r.logs, "bus", r.cfg.Exe, "bus", "start", "--dir", dir, "--listen", "127.0.0.1:0", "--max-store", "1TiB", "--log-level", "warn")
+	// Default flags: the default store limit is what bounds the teams a
+	// node holds (1,057 with the default per-team limits).
+	nodeProc, err := start(r.logs, "bus", r.cfg.Exe, "bus", "start", "--dir", dir, "--listen", "127.0.0.1:0", "--log-level", "warn")
 	if err != nil {
 		return err
 	}
@@ -75,8 +86,9 @@ func (r *run) memoryAndScale(ctx context.Context) error {
 		settleFor = time.Second
 	}
 	doMem := r.cfg.runs("memory")
+	var idle float64
 	if doMem {
-		idle, err := settle(ctx, nodeProc.pid(), settleFor)
+		idle, err = settle(ctx, nodeProc.pid(), settleFor)
 		if err != nil {
 			return err
 		}
@@ -90,33 +102,75 @@ func (r *run) memoryAndScale(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close()
-	// Small per-team limits, as a node with many teams would use.
-	svc := team.New(conn.JS, team.Config{Mailbox: bus.MailboxConfig{MaxBytes: 64 << 20}, KV: kv.Config{MaxBytes: 16 << 20}})
+	// The default team limits, as `teambus team create` uses them.
+	svc := team.New(conn.JS, team.Config{})
 	pol := teambus.DefaultPolicy()
 	pol.Heartbeat = time.Second
 	pol.MemberTimeout = 10 * time.Second
 	pol.ProbeTimeout = 5 * time.Second
-	teams := r.cfg.MemoryTeams
+	teams, creators := r.cfg.MemoryTeams, r.cfg.MemoryCreators
+	created := make([]time.Duration, teams)
 	t0 := time.Now()
-	if err := parallel(ctx, teams, func(i int) error {
+	if err := inParallel(ctx, creators, teams, func(i int) error {
 		var specs []team.MemberSpec
 		for j := 0; j < 10; j++ {
 			specs = append(specs, team.MemberSpec{ID: fmt.Sprintf("m%d", j)})
 		}
+		c0 := time.Now()
 		_, err := svc.CreateTeam(ctx, fmt.Sprintf("team%03d", i), "", specs, pol)
+		created[i] = time.Since(c0)
 		return err
 	}); err != nil {
 		return fmt.Errorf("create teams: %w", err)
 	}
-	r.cfg.Progress("  created %d teams of 10 members in %s", teams, time.Since(t0).Round(100*time.Millisecond))
+	took := time.Since(t0)
+	cs := sample{n: teams, lat: created}
+	r.res.add(Row{Group: "scale", Key: "tb.scale.teams", Name: fmt.Sprintf("%d teams of 10 members created, %d concurrent creators (team.Service.CreateTeam), node on default flags", teams, creators),
+		Value: round2(took.Seconds()), Unit: unitS, P50: ms(cs.pct(0.5)), P99: ms(cs.pct(0.99)), N: teams,
+		Note: "wall time of all the creates; p50/p99 are one create each"})
+	r.cfg.Progress("  created %d teams of 10 members in %s", teams, took.Round(100*time.Millisecond))
+	l0 := time.Now()
+	list, err := start(r.logs, "team-list", r.cfg.Exe, "team", "list", "--json", "--dir", dir)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-list.done:
+	case <-ctx.Done():
+		list.kill()
+		return ctx.Err()
+	}
+	listTook := time.Since(l0)
+	if list.err != nil {
+		return fmt.Errorf("team list --json: %w: %s", list.err, list.output())
+	}
+	r.res.add(Row{Group: "scale", Key: "tb.scale.list", Name: fmt.Sprintf("`teambus team list --json` of %d teams (one process)", teams),
+		Value: round2(listTook.Seconds()), Unit: unitS, N: 1, Note: "wall time of the process, start to exit"})
+	r.cfg.Progress("  team list --json of %d teams: %s", teams, listTook.Round(10*time.Millisecond))
 	if doMem {
-		withTeams, err := settle(ctx, nodeProc.pid(), settleFor)
-		if err != nil {
-			return err
+		// The lower of readings at each of MemorySamples after the creates:
+		// the node's heap settles (a GC) a while after a burst.
+		var low float64
+		for _, at := range r.cfg.MemorySamples {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Until(t0.Add(took + at))):
+			}
+			v, err := rssMiB(nodeProc.pid())
+			if err != nil {
+				return err
+			}
+			if low == 0 || v < low {
+				low = v
+			}
 		}
-		r.res.add(Row{Group: "memory", Key: "tb.mem.bus.teams", Name: fmt.Sprintf("bus node with %d teams of 10 members (idle)", teams), Value: withTeams, Unit: UnitMiB, N: 1,
-			Note: "each team: a mailbox stream, an event stream, a state and a heartbeat bucket, 22 durable consumers; " + split(nodeProc.pid())})
-		r.cfg.Progress("  bus with %d teams: %.1f MiB", teams, withTeams)
+		r.res.add(Row{Group: "memory", Key: "tb.mem.bus.teams", Name: fmt.Sprintf("bus node with %d teams of 10 members (idle)", teams), Value: low, Unit: UnitMiB, N: 1,
+			Note: fmt.Sprintf("the lower of VmRSS %v after the creates; each team: a mailbox stream, an event stream, a state and a heartbeat bucket, and no consumer until a member reads; %s", r.cfg.MemorySamples, split(nodeProc.pid()))})
+		per := (low - idle) / float64(teams)
+		r.res.add(Row{Group: "memory", Key: "tb.mem.team", Name: "idle memory per team of 10 members", Value: round2(per), Unit: unitMiBTeam, N: teams,
+			Note: fmt.Sprintf("(%.1f MiB with %d teams − %.1f MiB empty) / %d", low, teams, idle, teams)})
+		r.cfg.Progress("  bus with %d teams: %.1f MiB, %.2f MiB a team", teams, low, per)
 
 		// One lead and one teammate sidecar on team000, as processes.
 		nodeDir := dir
@@ -267,4 +321,40 @@ func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
 			window, float64(s.n)/elapsed.Seconds(), rss, 100*(self1-self0).Seconds()/elapsed.Seconds())})
 	r.cfg.Progress("  %d heartbeating members: node CPU %.1f%% of a core", n, share)
 	return nil
+}
+
+// inParallel runs fn(0) … fn(n-1) on workers goroutines and returns the
+// first error.
+func inParallel(ctx context.Context, workers, n int, fn func(i int) error) error {
+	var (
+		mu   sync.Mutex
+		next int
+		ferr error
+		wg   sync.WaitGroup
+	)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				stop := ferr != nil || i >= n || ctx.Err() != nil
+				mu.Unlock()
+				if stop {
+					return
+				}
+				if err := fn(i); err != nil {
+					mu.Lock()
+					if ferr == nil {
+						ferr = fmt.Errorf("%d: %w", i, err)
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return ferr
 }

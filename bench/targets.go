@@ -91,6 +91,13 @@ func (r *run) targets() []Target {
 	value("zombie within lead-timeout + 0.3 s (p99)", "tb.detect.zombie", "lead-timeout + %.2f s", func(v float64) bool { return v <= 0.3 }, "")
 	value("bus idle ≤ 25 MiB", "tb.mem.bus.idle", "%.1f MiB", func(v float64) bool { return v <= 25 }, "")
 	value("sidecar ≤ 15 MiB", "tb.mem.teammate", "%.1f MiB", func(v float64) bool { return v <= 15 }, "")
+	teams := ""
+	if r.cfg.MemoryTeams != 1000 {
+		teams = fmt.Sprintf(" (at %d teams)", r.cfg.MemoryTeams)
+	}
+	value("1,000 teams created by 4 concurrent creators on default flags ≤ 150 s", "tb.scale.teams", "%.1f s", func(v float64) bool { return v <= 150 }, teams)
+	value("then `team list --json` ≤ 2 s", "tb.scale.list", "%.2f s", func(v float64) bool { return v <= 2 }, teams)
+	value("idle memory per team ≤ 0.5 MiB", "tb.mem.team", "%.2f MiB", func(v float64) bool { return v <= 0.5 }, teams)
 	members := ""
 	if r.cfg.ScaleMembers != 1000 {
 		members = fmt.Sprintf(" (at %d members)", r.cfg.ScaleMembers)

@@ -31,4 +31,14 @@
 // well as the dedupe window, so importing a file twice stores it once.
 // Replay reads through an ordered consumer (constant memory), filtering
 // type and session on the server and agent and times on the client.
+//
+// # Recipients' consumers
+//
+// A recipient's two durable consumers on the mailbox, its agent inbox and
+// its sidecar's, exist only while in use: the first read creates one, and
+// the server removes it after MailboxConfig.ConsumerIdle unused. What it
+// knew, which of its mail was acked, is kept in a recipient record in the
+// team's state bucket, updated with compare-and-set after each ack, from
+// which the next read creates it again (recipient.go). An idle team holds
+// no consumer.
 package bus

@@ -38,6 +38,7 @@ type Lease struct {
 
 	mb     *Mailbox
 	member string
+	cons   jetstream.Consumer
 	mu     sync.Mutex
 	msgs   map[uint64]jetstream.Msg
 }
@@ -54,8 +55,9 @@ func (mb *Mailbox) Lease(ctx context.Context, member string, opts LeaseOptions) 
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := mb.fetchAll(ctx, cons, opts.Max, opts.Wait)
-	l := &Lease{mb: mb, member: member, msgs: map[uint64]jetstream.Msg{}}
+	msgs, err := mb.fetch(ctx, cons, member, opts.Max, opts.Wait)
+	l := &Lease{mb: mb, member: member, cons: cons, msgs: map[uint64]jetstream.Msg{}}
+	var away []uint64
 	for _, jm := range msgs {
 		md, mdErr := jm.Metadata()
 		if mdErr != nil {
@@ -66,13 +68,16 @@ func (mb *Mailbox) Lease(ctx context.Context, member string, opts LeaseOptions) 
 		if decErr != nil || (m.To == teambus.All && m.From == opts.Self) {
 			// Undecodable mail can never be processed and a sender never gets
 			// its own broadcast: ack it away, it stays in the stream for replay.
-			_ = jm.DoubleAck(ctx) // if it fails, the message comes back after the ack wait and is acked away again
+			if jm.DoubleAck(ctx) == nil { // if it fails, the message comes back after the ack wait and is acked away again
+				away = append(away, md.Sequence.Stream)
+			}
 			continue
 		}
 		l.msgs[m.Seq] = jm
 		l.Messages = append(l.Messages, m)
 	}
 	sort.Slice(l.Messages, func(i, j int) bool { return l.Messages[i].Seq < l.Messages[j].Seq })
+	mb.noteAcked(ctx, member, false, cons, away)
 	if err != nil {
 		// What was fetched before the error is held: give it back.
 		_ = l.Release(ctx) // unreleased mail comes back after the ack wait; the fetch error is the one to report
@@ -97,10 +102,10 @@ func (l *Lease) Token(seq uint64) string {
 // confirmed by the server (a double ack), oldest first, and stops at the
 // first failure. It returns the sequences acked. A sequence the lease does
 // not hold is skipped. An ack is final: acking twice is harmless.
-func (l *Lease) Ack(ctx context.Context, seqs ...uint64) ([]uint64, error) {
+func (l *Lease) Ack(ctx context.Context, seqs ...uint64) (acked []uint64, err error) {
 	sorted := append([]uint64(nil), seqs...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
-	var acked []uint64
+	defer func() { l.mb.noteAcked(ctx, l.member, false, l.cons, acked) }()
 	for _, s := range sorted {
 		l.mu.Lock()
 		jm := l.msgs[s]
@@ -165,6 +170,27 @@ func (mb *Mailbox) AckToken(ctx context.Context, member, token string, seq uint6
 	if err := mb.checkToken(member, token, seq); err != nil {
 		return err
 	}
+	if err := mb.ackToken(ctx, member, token, seq); err != nil {
+		return err
+	}
+	mb.noteTokenAcks(ctx, member, []uint64{seq})
+	return nil
+}
+
+// noteTokenAcks records acks made by token (NoteAcked), on the consumer
+// the tokens came from.
+func (mb *Mailbox) noteTokenAcks(ctx context.Context, member string, seqs []uint64) {
+	if len(seqs) == 0 {
+		return
+	}
+	cons, err := mb.js.Consumer(ctx, mb.Stream(), InboxConsumer(member))
+	if err != nil {
+		return // removed: its acks were not kept, and what it had in flight comes back
+	}
+	mb.noteAcked(ctx, member, false, cons, seqs)
+}
+
+func (mb *Mailbox) ackToken(ctx context.Context, member, token string, seq uint64) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
@@ -243,8 +269,9 @@ func (mb *Mailbox) AckLeased(ctx context.Context, member string, toks []LeaseTok
 			return res, err
 		}
 	}
+	defer func() { mb.noteTokenAcks(ctx, member, res.Acked) }()
 	for _, t := range toks {
-		if err := mb.AckToken(ctx, member, t.Reply, t.Seq); err != nil {
+		if err := mb.ackToken(ctx, member, t.Reply, t.Seq); err != nil {
 			if errors.Is(err, nats.ErrNoResponders) {
 				res.Already = append(res.Already, t.Seq)
 				continue

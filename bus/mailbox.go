@@ -52,6 +52,10 @@ type MailboxConfig struct {
 	Duplicates time.Duration
 	// Replicas: 1 on a single node, 3 in a cluster.
 	Replicas int
+	// ConsumerIdle is how long a recipient's consumer lives unused before
+	// the server removes it (see AddRecipient). 0 means
+	// DefaultConsumerIdle.
+	ConsumerIdle time.Duration
 }
 
 func (c *MailboxConfig) defaults() {
@@ -62,6 +66,9 @@ func (c *MailboxConfig) defaults() {
 		c.MaxBody = teambus.DefaultMaxBody
 	}
 	streamDefaults(&c.Duplicates, &c.Replicas)
+	if c.ConsumerIdle <= 0 {
+		c.ConsumerIdle = DefaultConsumerIdle
+	}
 }
 
 // Mailbox is one team's durable mailbox. Stream, Declare and Delete are
@@ -101,55 +108,6 @@ func InboxConsumer(member string) string { return "in_" + member }
 
 // SidecarConsumer names the durable consumer of a member's sidecar.
 func SidecarConsumer(member string) string { return "sc_" + member }
-
-// AddRecipient creates the durable consumers of a member (or the lead):
-// its agent inbox, which sees its own mail and broadcasts, and its
-// sidecar's. A new recipient starts after the mail already stored. It is
-// idempotent: existing consumers keep their position.
-func (mb *Mailbox) AddRecipient(ctx context.Context, member string, ackWait time.Duration) error {
-	st, err := mb.js.Stream(ctx, mb.Stream())
-	if err != nil {
-		return teambus.Unavailablef("open mailbox of team %s: %w", mb.team, err)
-	}
-	p := "tb." + mb.team + "."
-	inbox := []string{p + kindMail + "." + member + ".>", p + kindMail + "." + teambus.All + ".>"}
-	side := []string{p + kindCtl + "." + member + ".>"}
-	if member == teambus.Lead {
-		side = append(side,
-			p+kindMail+"."+teambus.Lead+"."+string(teambus.MsgStatus)+".*",
-			p+kindMail+"."+teambus.Lead+"."+string(teambus.MsgShutdownResponse)+".*")
-	}
-	start := st.CachedInfo().State.LastSeq + 1
-	for _, c := range []struct {
-		name       string
-		filters    []string
-		maxDeliver int
-		wait       time.Duration
-	}{
-		{InboxConsumer(member), inbox, -1, min(ackWait, InboxAckWait)},
-		{SidecarConsumer(member), side, -1, min(ackWait, 30*time.Second)},
-	} {
-		if _, err := st.Consumer(ctx, c.name); err == nil {
-			continue
-		}
-		_, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{
-			Durable:        c.name,
-			Description:    "teambus recipient " + member,
-			FilterSubjects: c.filters,
-			AckPolicy:      jetstream.AckExplicitPolicy,
-			AckWait:        c.wait,
-			MaxDeliver:     c.maxDeliver,
-			MaxAckPending:  10000,
-			DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-			OptStartSeq:    start,
-			Replicas:       mb.cfg.Replicas,
-		})
-		if err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
-			return teambus.Unavailablef("create inbox %s of team %s: %w", c.name, mb.team, err)
-		}
-	}
-	return nil
-}
 
 // SendResult is what a send stored: the stream sequence, and whether it was
 // a duplicate of an earlier send with the same id.
@@ -348,11 +306,14 @@ func (mb *Mailbox) Inbox(ctx context.Context, member string, opts InboxOptions) 
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := mb.fetchAll(ctx, cons, opts.Max, opts.Wait)
+	msgs, err := mb.fetch(ctx, cons, member, opts.Max, opts.Wait)
 	if err != nil {
 		return nil, teambus.Unavailablef("read inbox of %s: %w", member, err)
 	}
-	var out []teambus.Message
+	var (
+		out   []teambus.Message
+		acked []uint64
+	)
 	for _, jm := range msgs {
 		md, err := jm.Metadata()
 		if err != nil {
@@ -364,18 +325,25 @@ func (mb *Mailbox) Inbox(ctx context.Context, member string, opts InboxOptions) 
 			// Undecodable mail can never be processed: ack it away, it stays in
 			// the stream for replay. A failed ack brings it back to be acked
 			// away again.
-			_ = jm.DoubleAck(ctx)
+			if jm.DoubleAck(ctx) == nil {
+				acked = append(acked, md.Sequence.Stream)
+			}
 			continue
 		}
 		if m.To == teambus.All && m.From == opts.Self {
-			_ = jm.DoubleAck(ctx) // as above: a repeat is acked away again
+			if jm.DoubleAck(ctx) == nil { // as above: a repeat is acked away again
+				acked = append(acked, m.Seq)
+			}
 			continue
 		}
 		if opts.Ack {
 			if err := jm.DoubleAck(ctx); err != nil {
+				mb.noteAcked(ctx, member, opts.Sidecar, cons, acked)
 				return nil, teambus.Unavailablef("ack seq %d: %w", m.Seq, err)
 			}
+			acked = append(acked, m.Seq)
 		} else if err := jm.Nak(); err != nil {
+			mb.noteAcked(ctx, member, opts.Sidecar, cons, acked)
 			return nil, teambus.Unavailablef("release seq %d: %w", m.Seq, err)
 		}
 		out = append(out, m)
@@ -384,18 +352,8 @@ func (mb *Mailbox) Inbox(ctx context.Context, member string, opts InboxOptions) 
 	if err := mb.flush(ctx); err != nil {
 		return nil, teambus.Unavailablef("flush: %w", err)
 	}
+	mb.noteAcked(ctx, member, opts.Sidecar, cons, acked)
 	return out, nil
-}
-
-func (mb *Mailbox) consumer(ctx context.Context, name, member string) (jetstream.Consumer, error) {
-	cons, err := mb.js.Consumer(ctx, mb.Stream(), name)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, teambus.NotFoundf("team %s has no mailbox for %s: is %s a member?", mb.team, member, member)
-	}
-	if err != nil {
-		return nil, teambus.Unavailablef("open inbox of %s: %w", member, err)
-	}
-	return cons, nil
 }
 
 // fetchAll pulls up to max messages that are available now, waiting up to
@@ -545,7 +503,7 @@ func (mb *Mailbox) Ack(ctx context.Context, member string, seqs []uint64) (AckRe
 	if err != nil {
 		return res, err
 	}
-	msgs, err := mb.fetchAll(ctx, cons, 10000, 0)
+	msgs, err := mb.fetch(ctx, cons, member, 10000, 0)
 	if err != nil {
 		return res, teambus.Unavailablef("read inbox of %s: %w", member, err)
 	}
@@ -578,6 +536,7 @@ func (mb *Mailbox) Ack(ctx context.Context, member string, seqs []uint64) (AckRe
 		md, err := jm.Metadata()
 		if err == nil && pending[md.Sequence.Stream] == jm {
 			if err := jm.DoubleAck(ctx); err != nil {
+				mb.noteAcked(ctx, member, false, cons, res.Acked)
 				return res, teambus.Unavailablef("ack seq %d: %w", md.Sequence.Stream, err)
 			}
 			res.Acked = append(res.Acked, md.Sequence.Stream)
@@ -586,6 +545,7 @@ func (mb *Mailbox) Ack(ctx context.Context, member string, seqs []uint64) (AckRe
 		}
 		_ = jm.Nak() // not asked for: give it back; a lost Nak only delays it to the ack wait
 	}
+	mb.noteAcked(ctx, member, false, cons, res.Acked)
 	for s := range want {
 		res.Already = append(res.Already, s)
 	}

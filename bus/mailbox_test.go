@@ -45,6 +45,10 @@ func newTeamMailbox(t *testing.T, team string, cfg bus.MailboxConfig, ackWait ti
 	if err := mb.Declare(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The bucket of the recipient records: the team's state bucket.
+	if _, err := c.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bus.RecipientBucketPrefix + team}); err != nil {
+		t.Fatal(err)
+	}
 	for _, r := range append([]string{teambus.Lead}, members...) {
 		if err := mb.AddRecipient(ctx, r, ackWait); err != nil {
 			t.Fatal(err)
@@ -214,12 +218,13 @@ func TestMailbox_Inbox_Wait(t *testing.T) {
 		msgs, err := mb.Inbox(ctx, "tm1", bus.InboxOptions{Wait: 10 * time.Second})
 		done <- result{msgs, err}
 	}()
-	// Send only once the reader waits on the server.
-	cons, err := mb.js.Consumer(ctx, mb.Stream(), bus.InboxConsumer("tm1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Send only once the reader waits on the server (on the consumer its
+	// read created).
 	bustest.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		cons, err := mb.js.Consumer(ctx, mb.Stream(), bus.InboxConsumer("tm1"))
+		if err != nil {
+			return err
+		}
 		info, err := cons.Info(ctx)
 		if err != nil {
 			return err
@@ -453,7 +458,7 @@ func TestMailbox_Redelivery_PushedConsumer(t *testing.T) {
 	res := mb.send(t, teambus.Lead, "tm1", teambus.MsgStatusCheck, "probe-1", "status?")
 
 	// A live sidecar: a consumer that gets mail pushed and does not ack.
-	cons, err := mb.js.Consumer(ctx, mb.Stream(), bus.SidecarConsumer("tm1"))
+	cons, err := mb.SidecarInbox(ctx, "tm1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -207,15 +207,7 @@ func (mb *Mailbox) ReleaseHeld(ctx context.Context, member string) ([]teambus.Me
 	if err != nil {
 		return nil, teambus.Unavailablef("open mailbox of team %s: %w", mb.team, err)
 	}
-	cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       HeldConsumer(member),
-		Description:   "teambus held mail of " + member,
-		FilterSubject: "tb." + mb.team + "." + kindHeld + "." + member + ".>",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       30 * time.Second,
-		MaxAckPending: jsbatch.Max,
-		Replicas:      mb.cfg.Replicas,
-	})
+	cons, err := mb.heldCursor(ctx, st, member)
 	if err != nil {
 		return nil, teambus.Unavailablef("open held mail of %s: %w", member, err)
 	}
@@ -256,10 +248,15 @@ func (mb *Mailbox) ReleaseHeld(ctx context.Context, member string) ([]teambus.Me
 		if err != nil {
 			return out, err
 		}
+		var last uint64
 		for _, jm := range msgs {
 			if err := jm.DoubleAck(ctx); err != nil {
 				return out, teambus.Unavailablef("release held mail of %s: %w", member, err)
 			}
+			if md, err := jm.Metadata(); err == nil {
+				last = max(last, md.Sequence.Stream)
+			}
 		}
+		mb.noteReleased(ctx, member, cons, last)
 	}
 }

@@ -27,7 +27,25 @@ func loadTeam(t testing.TB, conn *bus.Conn, id string, recipients []string, pol 
 	if _, err := svc.CreateTeam(ctx, id, "", specs, pol); err != nil {
 		t.Fatalf("create team %s: %v", id, err)
 	}
+	openConsumers(t, svc, id, recipients)
 	return svc
+}
+
+// openConsumers makes the consumers of the lead and recipients of team
+// id: they are made when first read, and the workloads read them directly.
+func openConsumers(t testing.TB, svc *team.Service, id string, recipients []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mb := svc.Mailbox(id)
+	for _, r := range append([]string{teambus.Lead}, recipients...) {
+		if _, err := mb.AgentInbox(ctx, r); err != nil {
+			t.Fatalf("inbox of %s: %v", r, err)
+		}
+		if _, err := mb.SidecarInbox(ctx, r); err != nil {
+			t.Fatalf("sidecar inbox of %s: %v", r, err)
+		}
+	}
 }
 
 // teamResources lists the streams and durable consumers a team must keep.

@@ -82,6 +82,8 @@ func TestS10_ConfigInvariants(t *testing.T) {
 	if _, err := mb.Send(ctx, &teambus.Message{ID: "x", From: "tm1", To: "tm2", Type: teambus.MsgInfo, Body: "hi"}, false); err != nil {
 		t.Fatal(err)
 	}
+	// Recipients' consumers are made when first read.
+	openConsumers(t, svc, "inv", []string{"tm1", "tm2"})
 	streams := 0
 	lister := conn.JS.ListStreams(ctx)
 	for si := range lister.Info() {
@@ -109,6 +111,7 @@ func TestS10_ConfigInvariants(t *testing.T) {
 				check(cc.Durable != "", "consumer %s of %s is not durable", ci.Name, c.Name)
 				check(cc.AckPolicy == jetstream.AckExplicitPolicy, "consumer %s of %s does not use explicit ack", ci.Name, c.Name)
 				check(cc.AckWait > 0 && cc.MaxAckPending > 0, "consumer %s of %s: ack wait %s, max ack pending %d", ci.Name, c.Name, cc.AckWait, cc.MaxAckPending)
+				check(cc.InactiveThreshold > 0, "consumer %s of %s is never removed when idle", ci.Name, c.Name)
 			}
 			if err := cl.Err(); err != nil {
 				t.Fatal(err)

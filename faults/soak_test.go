@@ -47,6 +47,7 @@ func TestS12_CombinedSoak(t *testing.T) {
 	if _, err := s.svc.CreateTeam(ctx, "crew", "", []team.MemberSpec{{ID: "tm1"}, {ID: "tm2"}}, pol); err != nil {
 		t.Fatal(err)
 	}
+	openConsumers(t, s.svc, "crew", []string{"tm1", "tm2"})
 	sides := map[string]*proc{"lead": s.lead("crew", "L1")}
 	for _, m := range []string{"tm1", "tm2"} {
 		_, sides[m] = s.teammate("crew", m, "s-"+m)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/team"
 )
 
@@ -435,5 +437,156 @@ func TestService_Held_ReleasedBeforeNewMail(t *testing.T) {
 	}
 	if n := f.msgCount(t, "alpha"); n != 5 {
 		t.Errorf("stream holds %d messages, want 5 (2 held, 2 released, n1; no second z1)", n)
+	}
+}
+
+// Issue 15 item 6: a created team holds no consumer (its recipients are
+// registered by records written in one batch), a member's consumer is
+// made by its first read, and a member added later reads only what was
+// sent after it joined the mailbox.
+func TestService_CreateTeam_NoIdleConsumers(t *testing.T) {
+	f := newFixture(t, team.Config{})
+	ctx := testCtx(t)
+	if _, err := f.svc.CreateTeam(ctx, "alpha", "L", []team.MemberSpec{{ID: "tm1"}, {ID: "tm2"}}, testPolicy()); err != nil {
+		t.Fatal(err)
+	}
+	consumers := func() []string {
+		t.Helper()
+		st, err := f.conn.JS.Stream(ctx, bus.MailboxPrefix+"alpha")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := []string{}
+		names := st.ConsumerNames(ctx)
+		for n := range names.Name() {
+			out = append(out, n)
+		}
+		if err := names.Err(); err != nil {
+			t.Fatal(err)
+		}
+		sort.Strings(out)
+		return out
+	}
+	if got := consumers(); len(got) != 0 {
+		t.Fatalf("consumers of a new team = %v, want none", got)
+	}
+	if bus.RecipientBucketPrefix != kv.StatePrefix {
+		t.Fatalf("recipient records in bucket %s…, the state bucket is %s…", bus.RecipientBucketPrefix, kv.StatePrefix)
+	}
+	state, err := f.conn.JS.KeyValue(ctx, bus.RecipientBucketPrefix+"alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := state.ListKeysFiltered(ctx, "recipient.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []string
+	for k := range keys.Keys() {
+		recs = append(recs, k)
+	}
+	sort.Strings(recs)
+	if want := []string{"recipient.lead", "recipient.tm1", "recipient.tm2"}; !reflect.DeepEqual(recs, want) {
+		t.Errorf("recipient records = %v, want %v", recs, want)
+	}
+	if _, err := f.svc.Send(ctx, leadOf("alpha", "L"), team.SendSpec{To: teambus.All, Body: "before tm3"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.AddMember(ctx, "alpha", team.MemberSpec{ID: "tm3"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Send(ctx, leadOf("alpha", "L"), team.SendSpec{To: teambus.All, Body: "after tm3"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		member string
+		want   []string
+	}{{"tm1", []string{"before tm3", "after tm3"}}, {"tm3", []string{"after tm3"}}} {
+		if _, err := f.svc.Join(ctx, "alpha", c.member, "s-"+c.member); err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := f.svc.Inbox(ctx, actorOf("alpha", c.member), bus.InboxOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := msgBodies(msgs); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("inbox of %s = %v, want %v", c.member, got, c.want)
+		}
+	}
+	if got, want := consumers(), []string{bus.InboxConsumer("tm1"), bus.InboxConsumer("tm3")}; !reflect.DeepEqual(got, want) {
+		t.Errorf("consumers after tm1 and tm3 read = %v, want %v", got, want)
+	}
+	if _, err := f.svc.Inbox(ctx, actorOf("alpha", "tm9"), bus.InboxOptions{}); !errors.Is(err, teambus.ErrNotFound) {
+		t.Errorf("inbox of a non-member = %v, want ErrNotFound", err)
+	}
+}
+
+// Issue 15 item 6: a sidecar's consumer removed idle and made again by
+// the next sidecar delivers the control mail the last one did not ack,
+// and none it acked (out of order), before any new mail.
+func TestSidecarAPI_ConsumeSidecar_AfterIdleRemoval(t *testing.T) {
+	t.Parallel() // waits on server timers
+	f := newFixture(t, team.Config{Mailbox: bus.MailboxConfig{ConsumerIdle: time.Second}})
+	f.create(t, "alpha", "L", testPolicy(), "tm1")
+	ctx := testCtx(t)
+	send := func(id string) uint64 {
+		t.Helper()
+		res, err := f.svc.Send(ctx, leadOf("alpha", "L"), team.SendSpec{To: "tm1", Type: teambus.MsgStatusCheck, ID: id, Body: "status?"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Seq
+	}
+	a, b, c := send("p1"), send("p2"), send("p3")
+	api := f.svc.SidecarAPI()
+	next := func(ch <-chan teambus.Delivery) teambus.Delivery {
+		t.Helper()
+		select {
+		case d := <-ch:
+			return d
+		case <-ctx.Done():
+			t.Fatal("no delivery")
+		}
+		return teambus.Delivery{}
+	}
+	ch, stop, err := api.ConsumeSidecar(ctx, "alpha", "tm1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back []teambus.Delivery
+	for range 3 {
+		d := next(ch)
+		if d.Msg.Seq == b {
+			back = append(back, d)
+			continue
+		}
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop(back...)
+	bustest.CheckFor(t, 60*time.Second, 50*time.Millisecond, func() error {
+		_, err := f.conn.JS.Consumer(ctx, bus.MailboxPrefix+"alpha", bus.SidecarConsumer("tm1"))
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil
+		}
+		return fmt.Errorf("sidecar consumer still there (%v)", err)
+	})
+	d := send("p4")
+	ch, stop, err = api.ConsumeSidecar(ctx, "alpha", "tm1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	var got []uint64
+	for range 2 {
+		m := next(ch)
+		got = append(got, m.Msg.Seq)
+		if err := m.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []uint64{b, d}; !reflect.DeepEqual(got, want) {
+		t.Errorf("deliveries after the consumer was made again = %v, want %v (acked before: %d, %d)", got, want, a, c)
 	}
 }

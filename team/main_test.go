@@ -176,7 +176,20 @@ func (f *fixture) msgCount(t testing.TB, teamID string) uint64 {
 
 func (f *fixture) consumer(t testing.TB, teamID, name string) jetstream.Consumer {
 	t.Helper()
-	c, err := f.conn.JS.Consumer(testCtx(t), bus.MailboxPrefix+teamID, name)
+	// A recipient's consumers are made on demand.
+	mb := f.svc.Mailbox(teamID)
+	var (
+		c   jetstream.Consumer
+		err error
+	)
+	switch {
+	case strings.HasPrefix(name, "in_"):
+		c, err = mb.AgentInbox(testCtx(t), strings.TrimPrefix(name, "in_"))
+	case strings.HasPrefix(name, "sc_"):
+		c, err = mb.SidecarInbox(testCtx(t), strings.TrimPrefix(name, "sc_"))
+	default:
+		c, err = f.conn.JS.Consumer(testCtx(t), bus.MailboxPrefix+teamID, name)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

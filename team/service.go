@@ -217,17 +217,18 @@ func (s *Service) createTeam(ctx context.Context, id, leadSession string, member
 	if err := s.Events(id).Declare(ctx); err != nil {
 		return nil, err
 	}
-	for _, r := range append([]string{teambus.Lead}, keys(seen)...) {
-		if err := mb.AddRecipient(ctx, r, policy.AckWait); err != nil {
-			return nil, err
-		}
-	}
 	t := &teambus.Team{ID: id, Status: teambus.TeamPending, CreatedAt: now, LeadSession: leadSession, Policy: policy, UpdatedAt: now, MaxBody: mb.Config().MaxBody}
 	var recs []*teambus.Member
 	for _, m := range members {
 		recs = append(recs, &teambus.Member{ID: m.ID, Name: m.ID, Role: m.Role, Quantum: m.Quantum, Status: teambus.MemberSpawned, CreatedAt: now, UpdatedAt: now})
 	}
 	if err := s.store.CreateTeam(ctx, t, recs); err != nil {
+		return nil, err
+	}
+	// After the state bucket, which holds recipient records: on defaults
+	// there are none to write, and the recipients' consumers are made when
+	// first read (bus.Mailbox.AddRecipient).
+	if err := mb.AddRecipients(ctx, append([]string{teambus.Lead}, keys(seen)...), policy.AckWait); err != nil {
 		return nil, err
 	}
 	ids := make([]string, 0, len(members))

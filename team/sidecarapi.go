@@ -3,6 +3,8 @@ package team
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -270,9 +272,10 @@ func pump[T, U any](ctx context.Context, in <-chan T, stop func() error, buf int
 // to it again and lost with it.
 func (a *SidecarAPI) ConsumeSidecar(ctx context.Context, team, member string) (<-chan teambus.Delivery, func(back ...teambus.Delivery), error) {
 	js := a.svc.store.JetStream()
-	cons, err := js.Consumer(ctx, a.svc.Mailbox(team).Stream(), bus.SidecarConsumer(member))
+	mb := a.svc.Mailbox(team)
+	cons, err := mb.SidecarInbox(ctx, member)
 	if err != nil {
-		return nil, nil, teambus.Unavailablef("open sidecar inbox of %s: %w", member, err)
+		return nil, nil, fmt.Errorf("open sidecar inbox of %s: %w", member, err)
 	}
 	ch := make(chan teambus.Delivery, 16)
 	cctx, cancel := context.WithCancel(ctx)
@@ -281,7 +284,11 @@ func (a *SidecarAPI) ConsumeSidecar(ctx context.Context, team, member string) (<
 		late []teambus.Delivery
 	)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
+		if mb.Settled(cctx, cons, m) {
+			return // acked before its consumer was removed and made again
+		}
 		d := delivery(m)
+		d.Settle = settler{m: m, mb: mb, member: member, cons: cons}
 		select {
 		case ch <- d:
 		case <-cctx.Done():
@@ -322,7 +329,7 @@ func (a *SidecarAPI) ConsumeSidecar(ctx context.Context, team, member string) (<
 
 // delivery decodes a message of a sidecar inbox.
 func delivery(m jetstream.Msg) teambus.Delivery {
-	d := teambus.Delivery{Settle: settler{m}}
+	d := teambus.Delivery{Settle: settler{m: m}}
 	md, err := m.Metadata()
 	if err != nil {
 		d.Err = err
@@ -332,8 +339,44 @@ func delivery(m jetstream.Msg) teambus.Delivery {
 	return d
 }
 
-type settler struct{ m jetstream.Msg }
+// settler settles a sidecar delivery; with mb, an ack (or a term) is
+// also recorded in the member's recipient record (bus.Mailbox.NoteAcked),
+// so the sidecar consumer, removed when idle and created again, does not
+// deliver it twice.
+type settler struct {
+	m      jetstream.Msg
+	mb     *bus.Mailbox
+	member string
+	cons   jetstream.Consumer
+}
 
-func (s settler) Ack(ctx context.Context) error { return s.m.DoubleAck(ctx) }
-func (s settler) Nak(context.Context) error     { return s.m.Nak() }
-func (s settler) Term(context.Context) error    { return s.m.Term() }
+func (s settler) Ack(ctx context.Context) error {
+	if err := s.m.DoubleAck(ctx); err != nil {
+		return err
+	}
+	s.note(ctx)
+	return nil
+}
+
+func (s settler) Nak(context.Context) error { return s.m.Nak() }
+
+func (s settler) Term(ctx context.Context) error {
+	if err := s.m.Term(); err != nil {
+		return err
+	}
+	s.note(ctx)
+	return nil
+}
+
+func (s settler) note(ctx context.Context) {
+	if s.mb == nil {
+		return
+	}
+	md, err := s.m.Metadata()
+	if err != nil {
+		return
+	}
+	if err := s.mb.NoteAcked(ctx, s.member, true, s.cons, md.Sequence.Stream); err != nil {
+		slog.Warn("record sidecar ack", "member", s.member, "seq", md.Sequence.Stream, "err", err)
+	}
+}

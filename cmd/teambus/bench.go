@@ -57,7 +57,7 @@ func benchCommand() *cli.Command {
 			&cli.DurationFlag{Name: "member-timeout", Usage: "member-timeout of the detection teams (default 2s, quick 1s)"},
 			&cli.DurationFlag{Name: "probe-timeout", Usage: "probe-timeout of the detection teams (default 1s, quick 500ms)"},
 			&cli.DurationFlag{Name: "lead-timeout", Usage: "lead-timeout of the detection teams (default 2s, quick 1s)"},
-			&cli.IntFlag{Name: "memory-teams", Usage: "teams of 10 members created on the child node (default 100, quick 20)"},
+			&cli.IntFlag{Name: "memory-teams", Usage: "teams of 10 members created on the child node, 4 at a time (default 1000, quick 20)"},
 			&cli.IntFlag{Name: "scale-members", Usage: "members heartbeating against the child node (default 1000, quick 200)"},
 			&cli.DurationFlag{Name: "scale-interval", Usage: "their heartbeat interval", Value: time.Second},
 			&cli.DurationFlag{Name: "scale-window", Usage: "how long the node's CPU is measured (default 10s, quick 2s)"},
