@@ -354,6 +354,14 @@ func compareMarks(ctx context.Context, js jetstream.JetStream, old, now *storeMa
 			if _, ok := cur.Consumers[cname]; ok {
 				continue
 			}
+			if cm.Config.InactiveThreshold > 0 && !consumerOnDisk(storeDir, name, cname) {
+				// Made on demand and removed by the server when idle (a
+				// mailbox recipient's, since the last marks): gone
+				// without a trace is not damage, and its reader makes it
+				// again from the recipient record. One whose state is on
+				// disk but did not load was damaged: recreated below.
+				continue
+			}
 			cfg := cm.Config
 			cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 			cfg.OptStartSeq = cm.AckFloor + 1
@@ -399,6 +407,13 @@ func (k *marksKeeper) update(ctx context.Context, js jetstream.JetStream, clean 
 	}
 	k.last = m
 	return nil
+}
+
+// consumerOnDisk reports whether the store holds a state directory of
+// consumer of stream.
+func consumerOnDisk(storeDir, stream, consumer string) bool {
+	found, err := filepath.Glob(filepath.Join(storeDir, "*", "streams", stream, "obs", consumer))
+	return err == nil && len(found) > 0
 }
 
 // quarantineConsumer moves the state directory of a consumer the server

@@ -291,3 +291,51 @@ func TestScrub_Resumes(t *testing.T) {
 		t.Fatal("scrub of a stream teambus deletes from: no error")
 	}
 }
+
+// A consumer made on demand (with an InactiveThreshold, as a mailbox
+// recipient's) that the server removed when idle after the last marks is
+// not damage: the check does not make it again, health stays ok. A durable
+// consumer without one that is gone the same way is recreated from the
+// marks, as before.
+func TestCheckStore_IdleConsumerGoneIsNotDamage(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stream := bus.MailboxPrefix + "idle"
+	n1 := nodetest.NewBareServerConfig(t, node.NodeConfig{Dir: dir})
+	storeDamage(t, n1)
+	c := nodetest.Connect(t, n1)
+	fillStream(t, ctx, c.JS, stream, 10, 1<<20)
+	for _, cfg := range []jetstream.ConsumerConfig{
+		{Durable: "on_demand", AckPolicy: jetstream.AckExplicitPolicy, InactiveThreshold: time.Hour},
+		{Durable: "kept", AckPolicy: jetstream.AckExplicitPolicy},
+	} {
+		if _, err := c.JS.CreateConsumer(ctx, stream, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	if err := n1.Close(); err != nil { // the marks of the clean stop name both
+		t.Fatal(err)
+	}
+	// Both gone without a trace, as the server removes an idle one.
+	for _, name := range []string{"on_demand", "kept"} {
+		obs, _ := filepath.Glob(filepath.Join(dir, node.StoreDir, "jetstream", "$G", "streams", stream, "obs", name))
+		if len(obs) != 1 {
+			t.Fatalf("state directory of %s: %v", name, obs)
+		}
+		if err := os.RemoveAll(obs[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	n2 := nodetest.NewBareServerDir(t, dir)
+	d := storeDamage(t, n2)
+	if len(d) != 1 || fmt.Sprint(d[0].Recreated) != "[kept]" {
+		t.Fatalf("store damage %+v, want only the consumer kept recreated", d)
+	}
+	c2 := nodetest.Connect(t, n2)
+	if _, err := c2.JS.Consumer(ctx, stream, "on_demand"); err == nil {
+		t.Error("the idle consumer was made again by the check")
+	}
+}
