@@ -172,15 +172,23 @@ func (r *run) memoryAndScale(ctx context.Context) error {
 			Note: fmt.Sprintf("(%.1f MiB with %d teams − %.1f MiB empty) / %d", low, teams, idle, teams)})
 		r.cfg.Progress("  bus with %d teams: %.1f MiB, %.2f MiB a team", teams, low, per)
 
-		// One lead and one teammate sidecar on team000, as processes.
+		// One lead and one teammate sidecar on team000, as processes of
+		// the client build (what init claude wires where it is
+		// installed), else of the full binary.
 		nodeDir := dir
 		args := func(a ...string) []string { return append(a, "--dir", nodeDir, "--log-level", "warn") }
-		leadProc, err := start(r.logs, "mem-lead", r.cfg.Exe, args("lead", "--team", "team000", "--session", "L")...)
+		sideExe, sideName := r.cfg.Exe, "teambus"
+		if exe, err := r.clientExe(ctx); err == nil {
+			sideExe, sideName = exe, "teambus-client"
+		} else {
+			r.cfg.Progress("  sidecars: the full binary (%v)", err)
+		}
+		leadProc, err := start(r.logs, "mem-lead", sideExe, args("lead", "--team", "team000", "--session", "L")...)
 		if err != nil {
 			return err
 		}
 		procs.add(leadProc)
-		tmProc, err := start(r.logs, "mem-teammate", r.cfg.Exe, args("teammate", "--team", "team000", "--member", "m0", "--session", "S")...)
+		tmProc, err := start(r.logs, "mem-teammate", sideExe, args("teammate", "--team", "team000", "--member", "m0", "--session", "S")...)
 		if err != nil {
 			return err
 		}
@@ -202,9 +210,9 @@ func (r *run) memoryAndScale(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		r.res.add(Row{Group: "memory", Key: "tb.mem.teammate", Name: "teammate sidecar (teambus teammate, child process)", Value: tm, Unit: UnitMiB, N: 1,
+		r.res.add(Row{Group: "memory", Key: "tb.mem.teammate", Name: "teammate sidecar (" + sideName + " teammate, child process)", Value: tm, Unit: UnitMiB, N: 1,
 			Note: "heartbeating, watching the lead and the team, consuming its control mail; " + split(tmProc.pid())})
-		r.res.add(Row{Group: "memory", Key: "tb.mem.lead", Name: "lead sidecar (teambus lead, child process)", Value: ld, Unit: UnitMiB, N: 1, Note: split(leadProc.pid())})
+		r.res.add(Row{Group: "memory", Key: "tb.mem.lead", Name: "lead sidecar (" + sideName + " lead, child process)", Value: ld, Unit: UnitMiB, N: 1, Note: split(leadProc.pid())})
 		r.cfg.Progress("  teammate sidecar: %.1f MiB, lead sidecar %.1f MiB", tm, ld)
 		tmProc.stop()
 		leadProc.stop()
