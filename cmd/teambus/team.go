@@ -188,11 +188,12 @@ func teamList(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		// A shared bus may hold a thousand teams: read them eight at a time
-		// (one at a time, 1,000 teams took 2.4 s), in the order listed.
+		// A shared bus may hold a thousand teams: read them 32 at a time
+		// (one at a time, 1,000 teams took 2.4 s; 8 at a time 1.3-1.7 s,
+		// 32 at a time 0.9-1.0 s on the same node), in the order listed.
 		found := make([]*teamLine, len(ids))
 		var wg sync.WaitGroup
-		sem := make(chan struct{}, 8)
+		sem := make(chan struct{}, 32)
 		for i, id := range ids {
 			wg.Add(1)
 			sem <- struct{}{}
