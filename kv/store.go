@@ -198,6 +198,10 @@ func (s *Store) CreateTeam(ctx context.Context, t *teambus.Team, members []*team
 	if err := markIndexed(ctx, kv); err != nil {
 		return unavailable("create team "+t.ID, err)
 	}
+	// So is the claim board (board.go).
+	if _, err := kv.Create(ctx, keyBoard, []byte(`{"board":true}`)); err != nil && !isConflict(err) {
+		return unavailable("create team "+t.ID, err)
+	}
 	// The team record goes last: a team exists once its record does.
 	b, _ := json.Marshal(t)
 	if _, err := kv.Create(ctx, keyTeam, b); err != nil {
@@ -338,11 +342,16 @@ func (s *Store) PutMember(ctx context.Context, team string, m *teambus.Member, r
 }
 
 // PutTask writes a task if its revision is still rev; rev 0 creates it.
+// An available task is then put on the claim board (board.go).
 func (s *Store) PutTask(ctx context.Context, team string, t *teambus.Task, rev uint64) (uint64, error) {
 	if err := teambus.ValidateID("task", t.ID); err != nil {
 		return 0, err
 	}
-	return s.put(ctx, team, preTask+t.ID, t, rev)
+	n, err := s.put(ctx, team, preTask+t.ID, t, rev)
+	if err == nil {
+		s.boardAfter(ctx, team, t, n)
+	}
+	return n, err
 }
 
 // ActivityResolution is the precision of a member's recorded activity: a

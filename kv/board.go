@@ -1,0 +1,444 @@
+package kv
+
+import (
+	"context"
+	"encoding/json"
+	"hash/fnv"
+	"log/slog"
+	"math"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/teambus/teambus"
+)
+
+// The claim board: which tasks can be claimed, without reading the team.
+//
+// `task next` used to read every task of the team to find the claimable
+// ones. The board keeps them in BoardShards records ("board.0" ..
+// "board.7", a task's shard is a hash of its id), one entry per available
+// task with what teambus.Pick orders by (BoardEntry), so a claim reads the
+// team record, its member record and the board in one isolated read, then
+// its candidate tasks, and claims one with compare-and-set as before.
+//
+// The board is a cache of the task records, which stay the truth; a claim
+// is decided on the task record, never on the board. It is kept in step,
+// after the write, by whoever writes a task:
+//
+//   - a write of an available task (add, release, requeue, fail, reopen,
+//     promotion, import, repair) adds or refreshes its entry (PutTask,
+//     PutTaskFenced, CreateTasks), with compare-and-set on the shard;
+//   - a claim removes the entry of the task it won (BoardRemove); an entry
+//     whose task a reader finds not claimable is removed by that reader.
+//
+// Each entry carries the revision of the task write that made it
+// available, and is removed only by someone who saw the task not
+// claimable at that revision or a later one: a stale remove never drops
+// an entry a newer write put back.
+//
+// A writer that dies between its task write and the board write leaves a
+// claimable task off the board. Two paths find it, both from a full read
+// of the team (RebuildBoard): a `task next` that finds no candidate on the
+// board reads the whole team, as before the board, claims from it and
+// rebuilds the board; and the lead's promotion on every heartbeat
+// (team.Service.PromoteReady) reconciles the board with the team it read.
+// A team created before the board has no marker record ("board"): its
+// first `task next` rebuilds the board and writes the marker.
+//
+// An entry's Down (tasks downstream, Pick's first key) is computed from
+// the dependents index when the entry is written, and refreshed by a task
+// add for the claimable tasks the new task waits on (BoardSetDown) and by
+// every rebuild; until then an entry may rank a task a little lower than
+// a full read would.
+
+const (
+	preBoard = "board."
+	keyBoard = "board"
+	// BoardShards is the number of board records.
+	BoardShards = 8
+)
+
+// BoardEntry is one claimable task on the board.
+type BoardEntry struct {
+	ID string `json:"i"`
+	// Rev is the revision of the task write that made it available.
+	Rev      uint64 `json:"r"`
+	Priority int    `json:"p,omitempty"`
+	Down     int    `json:"d,omitempty"`
+	Created  int64  `json:"c"` // unix nanoseconds
+	Quantum  string `json:"q,omitempty"`
+}
+
+// Rank returns the entry as teambus.Pick orders it.
+func (e BoardEntry) Rank() teambus.Rank {
+	return teambus.Rank{ID: e.ID, Quantum: e.Quantum, Down: e.Down, Priority: e.Priority, CreatedAt: time.Unix(0, e.Created).UTC()}
+}
+
+// boardEntry returns the entry of available task t written at rev.
+func boardEntry(t *teambus.Task, rev uint64, down int) BoardEntry {
+	return BoardEntry{ID: t.ID, Rev: rev, Priority: t.Priority, Down: down, Created: t.CreatedAt.UnixNano(), Quantum: t.Quantum}
+}
+
+type boardRecord struct {
+	Tasks []BoardEntry `json:"tasks"`
+}
+
+// boardShard returns the shard of task id.
+func boardShard(id string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	return int(h.Sum32() % BoardShards)
+}
+
+func boardKey(n int) string { return preBoard + strconv.Itoa(n) }
+
+// Board is the claim board read together with the team record and one
+// member record (Snapshot, consistent at its Seq).
+type Board struct {
+	*Snapshot
+	// Built reports a complete board: the marker record is there and
+	// every shard decodes. A board that is not built means nothing.
+	Built bool
+	// Entries are the entries of every shard, in no order.
+	Entries []BoardEntry
+}
+
+// Board reads the team record, member's record and the claim board in one
+// isolated read.
+func (s *Store) Board(ctx context.Context, team, member string) (*Board, error) {
+	kv, err := s.stateBucket(ctx, team)
+	if err != nil {
+		return nil, err
+	}
+	if err := teambus.ValidateMemberID(member); err != nil {
+		return nil, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
+	pre := "$KV." + kv.Bucket() + "."
+	entries, seq, err := readLastAt(ctx, s.js.Conn(), kv.Bucket(), pre+keyTeam, pre+preMember+member, pre+keyBoard, pre+preBoard+">")
+	if err != nil {
+		return nil, unavailable("read the claim board of team "+team, err)
+	}
+	b := &Board{Snapshot: newSnapshot(team)}
+	b.Seq = seq
+	var records []entry
+	bad := false
+	for _, e := range entries {
+		switch {
+		case e.key == keyBoard:
+			b.Built = true
+		case len(e.key) > len(preBoard) && e.key[:len(preBoard)] == preBoard:
+			var rec boardRecord
+			if json.Unmarshal(e.value, &rec) != nil {
+				bad = true
+				continue
+			}
+			b.Entries = append(b.Entries, rec.Tasks...)
+		default:
+			records = append(records, e)
+		}
+	}
+	b.Built = b.Built && !bad
+	b.addAll(records)
+	if err := b.check(team); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// BoardAdd puts entries on the board, replacing an entry of the same task
+// unless that one is newer (a higher Rev).
+func (s *Store) BoardAdd(ctx context.Context, team string, entries ...BoardEntry) error {
+	byShard := map[int][]BoardEntry{}
+	for _, e := range entries {
+		byShard[boardShard(e.ID)] = append(byShard[boardShard(e.ID)], e)
+	}
+	for n, add := range byShard {
+		err := s.editBoard(ctx, team, n, func(have []BoardEntry) ([]BoardEntry, bool) {
+			changed := false
+			at := make(map[string]int, len(have))
+			for i, e := range have {
+				at[e.ID] = i
+			}
+			for _, e := range add {
+				i, ok := at[e.ID]
+				switch {
+				case !ok:
+					at[e.ID] = len(have)
+					have = append(have, e)
+					changed = true
+				case have[i].Rev <= e.Rev && have[i] != e:
+					have[i] = e
+					changed = true
+				}
+			}
+			return have, changed
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// BoardRemove takes task id off the board if its entry is not newer than
+// seen: a revision at which the task was read not claimable (math.MaxUint64
+// for a task that is gone).
+func (s *Store) BoardRemove(ctx context.Context, team, id string, seen uint64) error {
+	return s.editBoard(ctx, team, boardShard(id), func(have []BoardEntry) ([]BoardEntry, bool) {
+		for i, e := range have {
+			if e.ID == id && e.Rev <= seen {
+				return append(have[:i:i], have[i+1:]...), true
+			}
+		}
+		return have, false
+	})
+}
+
+// BoardSetDown sets the Down of the entries of the tasks in down that are
+// on the board.
+func (s *Store) BoardSetDown(ctx context.Context, team string, down map[string]int) error {
+	byShard := map[int]bool{}
+	for id := range down {
+		byShard[boardShard(id)] = true
+	}
+	for n := range byShard {
+		err := s.editBoard(ctx, team, n, func(have []BoardEntry) ([]BoardEntry, bool) {
+			changed := false
+			for i, e := range have {
+				if d, ok := down[e.ID]; ok && e.Down != d {
+					have[i].Down = d
+					changed = true
+				}
+			}
+			return have, changed
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// editBoard applies fn to shard n with compare-and-set, reading it again
+// on a conflict. A shard that does not decode is replaced and the board's
+// marker deleted, so the next `task next` rebuilds it.
+func (s *Store) editBoard(ctx context.Context, team string, n int, fn func([]BoardEntry) ([]BoardEntry, bool)) error {
+	kv, err := s.stateBucket(ctx, team)
+	if err != nil {
+		return err
+	}
+	key := boardKey(n)
+	return Retry(ctx, func() error {
+		var (
+			rec boardRecord
+			rev uint64
+		)
+		e, err := kv.Get(ctx, key)
+		switch {
+		case err == nil:
+			rev = e.Revision()
+			if json.Unmarshal(e.Value(), &rec) != nil {
+				rec = boardRecord{}
+				if err := kv.Delete(ctx, keyBoard); err != nil && !isNotFound(err) {
+					return unavailable("mark the claim board of team "+team+" for a rebuild", err)
+				}
+			}
+		case !isNotFound(err):
+			return unavailable("read "+key, err)
+		}
+		tasks, changed := fn(rec.Tasks)
+		if !changed {
+			return nil
+		}
+		if tasks == nil {
+			tasks = []BoardEntry{}
+		}
+		b, _ := json.Marshal(boardRecord{Tasks: tasks})
+		_, err = update(ctx, kv, key, b, rev)
+		return err
+	})
+}
+
+// RebuildBoard makes the board agree with snap, a full read of the team
+// (Snapshot): every available task on it with its Down, no entry of a
+// task snap holds not claimable at or after the entry's revision, and the
+// marker written. Entries newer than snap are kept as they are. It is
+// idempotent, writes only the shards that differ, and returns how many
+// entries it added and removed.
+func (s *Store) RebuildBoard(ctx context.Context, snap *Snapshot) (added, removed int, err error) {
+	team := snap.Team.ID
+	kv, err := s.stateBucket(ctx, team)
+	if err != nil {
+		return 0, 0, err
+	}
+	down := teambus.Downstream(snap.Tasks)
+	want := make([]map[string]BoardEntry, BoardShards)
+	for i := range want {
+		want[i] = map[string]BoardEntry{}
+	}
+	for id, t := range snap.Tasks {
+		if t.Status == teambus.TaskAvailable {
+			want[boardShard(id)][id] = boardEntry(t, snap.TaskRev[id], down[id])
+		}
+	}
+	// Entries written after snap was read are kept as they are.
+	upTo := snap.Seq
+	if upTo == 0 {
+		for _, r := range snap.TaskRev {
+			upTo = max(upTo, r)
+		}
+	}
+	for n := 0; n < BoardShards; n++ {
+		var a, r int
+		err := s.editBoard(ctx, team, n, func(have []BoardEntry) ([]BoardEntry, bool) {
+			a, r = 0, 0
+			out := make([]BoardEntry, 0, len(want[n]))
+			seen := map[string]bool{}
+			changed := false
+			for _, e := range have {
+				_, ok := snap.Tasks[e.ID]
+				w, claimable := want[n][e.ID]
+				switch {
+				case claimable:
+					seen[e.ID] = true
+					if e.Rev <= w.Rev && e != w {
+						e, changed = w, true
+					}
+				case e.Rev > upTo, ok && e.Rev > snap.TaskRev[e.ID]:
+					// Written after snap was read: keep.
+				default:
+					r++
+					changed = true
+					continue
+				}
+				out = append(out, e)
+			}
+			for id, w := range want[n] {
+				if !seen[id] {
+					out = append(out, w)
+					a++
+					changed = true
+				}
+			}
+			sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+			return out, changed
+		})
+		if err != nil {
+			return added, removed, err
+		}
+		added, removed = added+a, removed+r
+	}
+	if _, err := kv.Create(ctx, keyBoard, []byte(`{"board":true}`)); err != nil && !isConflict(err) {
+		return added, removed, unavailable("mark the claim board of team "+team, err)
+	}
+	return added, removed, nil
+}
+
+// boardAfter keeps the board in step with a write of task t at rev: an
+// available task gets its entry. Best effort: a failure is logged and
+// repaired by the next rebuild (see the board's comment).
+func (s *Store) boardAfter(ctx context.Context, team string, t *teambus.Task, rev uint64) {
+	if t.Status != teambus.TaskAvailable {
+		return
+	}
+	down, err := s.downstream(ctx, team, t.ID)
+	if err == nil {
+		err = s.BoardAdd(ctx, team, boardEntry(t, rev, down))
+	}
+	if err != nil {
+		slog.Debug("claim board not updated", "team", team, "task", t.ID, "err", err)
+	}
+}
+
+// boardAfterAll is boardAfter for tasks created together, the last at rev
+// last: their entries have Down 0 (the importer sets it, BoardSetDown).
+func (s *Store) boardAfterAll(ctx context.Context, team string, tasks []*teambus.Task, last uint64) {
+	var add []BoardEntry
+	for i, t := range tasks {
+		if t.Status == teambus.TaskAvailable {
+			add = append(add, boardEntry(t, last-uint64(len(tasks)-1-i), 0))
+		}
+	}
+	if err := s.BoardAdd(ctx, team, add...); err != nil {
+		slog.Debug("claim board not updated", "team", team, "tasks", len(add), "err", err)
+	}
+}
+
+// downstream counts the tasks not done that wait on task id, directly or
+// through others, as teambus.Downstream does, from the dependents index:
+// one read per level of the graph, then one of the tasks found.
+func (s *Store) downstream(ctx context.Context, team, id string) (int, error) {
+	kv, err := s.stateBucket(ctx, team)
+	if err != nil {
+		return 0, err
+	}
+	pre := "$KV." + kv.Bucket() + "."
+	seen := map[string]bool{id: true}
+	var found []string
+	for frontier := []string{id}; len(frontier) > 0; {
+		var next []string
+		for _, page := range pages(frontier, 256) {
+			subjects := make([]string, len(page))
+			for i, x := range page {
+				subjects[i] = pre + preDependents + x
+			}
+			entries, _, err := readLastAt(ctx, s.js.Conn(), kv.Bucket(), subjects...)
+			if err != nil {
+				return 0, unavailable("read the dependents of task "+id, err)
+			}
+			for _, e := range entries {
+				var rec dependentsRecord
+				if json.Unmarshal(e.value, &rec) != nil {
+					continue
+				}
+				for _, d := range rec.Tasks {
+					if !seen[d] && validID(d) {
+						seen[d] = true
+						next = append(next, d)
+						found = append(found, d)
+					}
+				}
+			}
+		}
+		frontier = next
+	}
+	n := 0
+	for _, page := range pages(found, 256) {
+		subjects := make([]string, len(page))
+		for i, x := range page {
+			subjects[i] = pre + preTask + x
+		}
+		entries, _, err := readLastAt(ctx, s.js.Conn(), kv.Bucket(), subjects...)
+		if err != nil {
+			return 0, unavailable("read the dependents of task "+id, err)
+		}
+		for _, e := range entries {
+			if r, err := DecodeRecord(team, e.key, e.value); err == nil && r.Task != nil && !r.Task.Done() {
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
+func pages(ids []string, size int) [][]string {
+	var out [][]string
+	for len(ids) > size {
+		out = append(out, ids[:size])
+		ids = ids[size:]
+	}
+	if len(ids) > 0 {
+		out = append(out, ids)
+	}
+	return out
+}
+
+// Gone is the revision to pass BoardRemove for a task that no longer
+// exists.
+const Gone uint64 = math.MaxUint64

@@ -1,0 +1,267 @@
+package team
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"sort"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/eventlog"
+	"github.com/teambus/teambus/kv"
+)
+
+// boardRounds bounds the board reads of one Next before it reads the team.
+const boardRounds = 16
+
+// boardCandidates is how many of the board's best entries one claim reads.
+const boardCandidates = 8
+
+var (
+	// errBoardDry: the board has no candidate (or the team no board);
+	// Next reads the team.
+	errBoardDry = errors.New("no candidate on the claim board")
+	// errBoardAgain: every candidate read was lost or stale; Next reads
+	// the board again.
+	errBoardAgain = errors.New("every candidate of the claim board was taken")
+	// errTaskTaken: the candidate's record moved since it was read.
+	errTaskTaken = fmt.Errorf("task taken meanwhile: %w", kv.ErrConflict)
+)
+
+// nextFromBoard is Next from the claim board (kv/board.go). It reads the
+// team record, the actor's member record and the board in one isolated
+// read; orders the board's entries as teambus.Pick orders tasks; reads the
+// best boardCandidates of them with the task of the member's claim slot
+// (kv.Store.Records, one isolated read); and claims the first it can as a
+// claim of Claim does: the member's slot, then the task, each with
+// compare-and-set (takeSlot, claimFenced). The won entry is taken off the
+// board, and so is each entry whose task was found not claimable.
+//
+// A member's active task is the one its slot names: every claim and every
+// reassignment to the member writes the slot first (takeSlot), so the
+// slot's task, read here, is the busy check the full read made.
+func (s *Service) nextFromBoard(ctx context.Context, a Actor) (*teambus.Task, error) {
+	b, err := s.store.Board(ctx, a.Team, a.Member)
+	if err != nil {
+		return nil, err
+	}
+	if !b.Built {
+		return nil, errBoardDry
+	}
+	if _, err := authorize(b.Snapshot, a); err != nil {
+		return nil, err
+	}
+	m := b.Members[a.Member]
+	order := boardOrder(b.Entries, m.Quantum, a.Member)
+	if len(order) == 0 {
+		return nil, errBoardDry
+	}
+	if len(order) > boardCandidates {
+		order = order[:boardCandidates]
+	}
+	ids := make([]string, 0, len(order)+1)
+	for _, e := range order {
+		ids = append(ids, e.ID)
+	}
+	if m.ClaimTask != "" && !slices.Contains(ids, m.ClaimTask) {
+		ids = append(ids, m.ClaimTask)
+	}
+	snap, err := s.store.Records(ctx, a.Team, []string{a.Member}, ids)
+	if err != nil {
+		return nil, err
+	}
+	epoch, err := authorize(snap, a)
+	if err != nil {
+		return nil, err
+	}
+	if busy := snap.MemberTasks(a.Member); len(busy) > 0 {
+		return nil, teambus.Statef("%s already works on task %s: complete, release or block it first", a.Member, busy[0].ID)
+	}
+	for _, e := range order {
+		cand, ok := snap.Tasks[e.ID]
+		if !ok || cand.Status != teambus.TaskAvailable {
+			s.boardRemove(ctx, snap, e.ID)
+			continue
+		}
+		c := *cand // the snapshot keeps the record as read
+		t := &c
+		if changed, err := s.claimStep(snap, a, t, epoch); err != nil || !changed {
+			if err != nil && (errors.Is(err, teambus.ErrFenced) || (!errors.Is(err, teambus.ErrConflict) && !errors.Is(err, teambus.ErrState))) {
+				return nil, err
+			}
+			continue
+		}
+		if err := s.takeSlot(ctx, snap, a.Member, e.ID); err != nil {
+			if errors.Is(err, kv.ErrConflict) {
+				return nil, errBoardAgain // the member record or a fenced task moved
+			}
+			return nil, err
+		}
+		rev, err := s.claimFenced(ctx, snap, a, t, epoch)
+		if errors.Is(err, errTaskTaken) {
+			continue
+		}
+		if errors.Is(err, kv.ErrConflict) {
+			return nil, errBoardAgain
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := s.store.BoardRemove(ctx, a.Team, t.ID, rev); err != nil {
+			s.cfg.Logger.Debug("claim board entry not removed", "team", a.Team, "task", t.ID, "err", err)
+		}
+		s.touch(ctx, a)
+		s.LogEvent(ctx, a.Team, eventlog.EvTaskClaimed, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "attempts": t.Attempts, "epoch": t.Epoch})
+		return t, nil
+	}
+	return nil, errBoardAgain
+}
+
+// boardRemove takes task id, read in snap and found not claimable (or
+// gone), off the board. Best effort: an entry left is removed by the next
+// reader or rebuild.
+func (s *Service) boardRemove(ctx context.Context, snap *kv.Snapshot, id string) {
+	seen := kv.Gone
+	if _, ok := snap.Tasks[id]; ok {
+		seen = snap.TaskRev[id]
+	} else if _, bad := snap.Damage("task." + id); bad {
+		return // a damaged record is repaired, not forgotten
+	}
+	if err := s.store.BoardRemove(ctx, snap.Team.ID, id, seen); err != nil {
+		s.cfg.Logger.Debug("claim board entry not removed", "team", snap.Team.ID, "task", id, "err", err)
+	}
+}
+
+// claimFenced writes task t, claimed by a in snap after its slot write,
+// fenced on the member record as takeSlot left it. The write expects
+// nothing in the team's state to have moved since (kv.PutTaskFenced); when
+// something else did (another member's write), the member and the task
+// are read again and, if neither moved, the write is tried again at the
+// new position: only a move of the task (errTaskTaken) or of the member
+// record (ErrConflict) gives the claim up.
+func (s *Service) claimFenced(ctx context.Context, snap *kv.Snapshot, a Actor, t *teambus.Task, epoch int64) (uint64, error) {
+	slot, rev := snap.MemberRev[a.Member], snap.TaskRev[t.ID]
+	cur := snap
+	for i := 0; i < kv.MaxRetries; i++ {
+		n, err := s.store.PutTaskFenced(ctx, cur, t, rev, a.Member)
+		if !errors.Is(err, kv.ErrConflict) {
+			return n, err
+		}
+		again, err := s.store.Records(ctx, a.Team, []string{a.Member}, []string{t.ID})
+		if err != nil {
+			return 0, err
+		}
+		if tk, ok := again.Tasks[t.ID]; ok && again.TaskRev[t.ID] != rev {
+			snap.Tasks[t.ID], snap.TaskRev[t.ID] = tk, again.TaskRev[t.ID]
+			return 0, errTaskTaken
+		}
+		e, err := authorize(again, a)
+		if err != nil {
+			return 0, err
+		}
+		if e != epoch || again.MemberRev[a.Member] != slot || again.TaskRev[t.ID] != rev {
+			return 0, fmt.Errorf("claim task %s: member %s changed: %w", t.ID, a.Member, kv.ErrConflict)
+		}
+		cur = again
+	}
+	return 0, fmt.Errorf("claim task %s: %w", t.ID, kv.ErrConflict)
+}
+
+// boardOrder sorts entries as teambus.Pick orders tasks for a member of
+// quantum. The leading entries tied in everything but their id (tasks
+// added together, alike) are rotated by a hash of the member's id, so
+// members racing for work start on different tasks instead of all on the
+// first id: the id is the last key of the order only to make it total.
+func boardOrder(entries []kv.BoardEntry, quantum, member string) []kv.BoardEntry {
+	ranks := make([]teambus.Rank, len(entries))
+	idx := make([]int, len(entries))
+	for i, e := range entries {
+		ranks[i], idx[i] = e.Rank(), i
+	}
+	sort.Slice(idx, func(i, j int) bool { return ranks[idx[i]].Before(ranks[idx[j]], quantum) })
+	out := make([]kv.BoardEntry, len(entries))
+	for i, j := range idx {
+		out[i] = entries[j]
+	}
+	n := 1
+	for n < len(idx) && ranks[idx[n]].Tied(ranks[idx[0]], quantum) {
+		n++
+	}
+	if n > 1 {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(member))
+		k := int(h.Sum32() % uint32(n))
+		head := append(append([]kv.BoardEntry(nil), out[k:n]...), out[:k]...)
+		copy(out, head)
+	}
+	return out
+}
+
+// boardDown refreshes the Down of the claimable tasks that new tasks
+// added to tasks (the team as read before) wait on, directly or through
+// others: each new task is one more downstream of them. Best effort: a
+// rebuild (kv.Store.RebuildBoard) computes every Down again.
+func (s *Service) boardDown(ctx context.Context, team string, tasks map[string]*teambus.Task, added ...*teambus.Task) {
+	all := make(map[string]*teambus.Task, len(tasks)+len(added))
+	for id, t := range tasks {
+		all[id] = t
+	}
+	var stack []string
+	for _, t := range added {
+		all[t.ID] = t
+		stack = append(stack, t.Dependencies...)
+	}
+	seen := map[string]bool{}
+	var up []string
+	for len(stack) > 0 {
+		id := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		t, ok := all[id]
+		if seen[id] || !ok {
+			continue
+		}
+		seen[id] = true
+		if t.Status == teambus.TaskAvailable {
+			up = append(up, id)
+		}
+		stack = append(stack, t.Dependencies...)
+	}
+	if len(up) == 0 {
+		return
+	}
+	down := teambus.Downstream(all)
+	set := make(map[string]int, len(up))
+	for _, id := range up {
+		set[id] = down[id]
+	}
+	if err := s.store.BoardSetDown(ctx, team, set); err != nil {
+		s.cfg.Logger.Debug("claim board not updated", "team", team, "err", err)
+	}
+}
+
+// boardDownAll is boardDown for an import: the new tasks' entries were
+// written with Down 0 (kv.Store.CreateTasks), so every available task
+// with work downstream, new or waited on by a new one, gets its Down.
+func (s *Service) boardDownAll(ctx context.Context, team string, tasks map[string]*teambus.Task, added []*teambus.Task) {
+	all := make(map[string]*teambus.Task, len(tasks)+len(added))
+	for id, t := range tasks {
+		all[id] = t
+	}
+	for _, t := range added {
+		all[t.ID] = t
+	}
+	set := map[string]int{}
+	for id, d := range teambus.Downstream(all) {
+		if d > 0 && all[id].Status == teambus.TaskAvailable {
+			set[id] = d
+		}
+	}
+	if len(set) == 0 {
+		return
+	}
+	if err := s.store.BoardSetDown(ctx, team, set); err != nil {
+		s.cfg.Logger.Debug("claim board not updated", "team", team, "err", err)
+	}
+}
