@@ -122,6 +122,7 @@ func (s *Service) mutate(ctx context.Context, a Actor, id string, narrow bool, f
 		if err != nil {
 			return err
 		}
+		wasAvailable := t.Status == teambus.TaskAvailable
 		changed, err = fn(snap, t, epoch)
 		if err != nil {
 			return err
@@ -129,6 +130,12 @@ func (s *Service) mutate(ctx context.Context, a Actor, id string, narrow bool, f
 		if changed {
 			if err := s.putTask(ctx, snap, a, t); err != nil {
 				return err
+			}
+			if wasAvailable && t.Status != teambus.TaskAvailable {
+				// Off the claim board (kv/board.go), best effort.
+				if err := s.store.BoardRemove(ctx, a.Team, id, snap.TaskRev[id]); err != nil {
+					s.cfg.Logger.Debug("claim board entry not removed", "team", a.Team, "task", id, "err", err)
+				}
 			}
 		}
 		out = t
@@ -144,12 +151,20 @@ func (s *Service) mutate(ctx context.Context, a Actor, id string, narrow bool, f
 // fenced: it lands only if the member record is still the one snap's
 // authorize checked (kv.PutTaskFenced), in the same atomic step. The
 // lead's write is a plain compare-and-set on the task.
+// snap.TaskRev then holds the revision written.
 func (s *Service) putTask(ctx context.Context, snap *kv.Snapshot, a Actor, t *teambus.Task) error {
+	var (
+		rev uint64
+		err error
+	)
 	if a.IsLead() {
-		_, err := s.store.PutTask(ctx, a.Team, t, snap.TaskRev[t.ID])
-		return err
+		rev, err = s.store.PutTask(ctx, a.Team, t, snap.TaskRev[t.ID])
+	} else {
+		rev, err = s.store.PutTaskFenced(ctx, snap, t, snap.TaskRev[t.ID], a.Member)
 	}
-	_, err := s.store.PutTaskFenced(ctx, snap, t, snap.TaskRev[t.ID], a.Member)
+	if err == nil {
+		snap.TaskRev[t.ID] = rev
+	}
 	return err
 }
 
@@ -334,6 +349,9 @@ func (s *Service) nextFull(ctx context.Context, a Actor) (*teambus.Task, error) 
 					continue
 				}
 				return nil, err
+			}
+			if err := s.store.BoardRemove(ctx, a.Team, t.ID, snap.TaskRev[t.ID]); err != nil {
+				s.cfg.Logger.Debug("claim board entry not removed", "team", a.Team, "task", t.ID, "err", err)
 			}
 			s.touch(ctx, a)
 			s.LogEvent(ctx, a.Team, eventlog.EvTaskClaimed, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "attempts": t.Attempts, "epoch": t.Epoch})
