@@ -251,3 +251,63 @@ func TestService_Next_BoardRepair(t *testing.T) {
 		t.Fatalf("board after the first next %v (built %v), want [x2] built", got, built)
 	}
 }
+
+// TestService_Next_BoardNoFullRead: members claiming and completing every
+// task of a team read the board, not the team, until the board runs dry.
+func TestService_Next_BoardNoFullRead(t *testing.T) {
+	f := newFixture(t, team.Config{})
+	const members, tasks = 4, 40
+	var ids []string
+	for i := 0; i < members; i++ {
+		ids = append(ids, fmt.Sprintf("tm%d", i))
+	}
+	f.create(t, "reads", "L", testPolicy(), ids...)
+	for i := 0; i < tasks; i++ {
+		f.addTask(t, "reads", fmt.Sprintf("t%03d", i), 0)
+	}
+	ctx := testCtx(t)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		done = map[string]string{}
+	)
+	for _, m := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := actorOf("reads", m)
+			for {
+				tk, err := f.svc.Next(ctx, a)
+				if errors.Is(err, teambus.ErrState) || errors.Is(err, teambus.ErrUnavailable) {
+					// Nothing left, or only tasks others hold: they
+					// finish the rest.
+					return
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				if prev, dup := done[tk.ID]; dup {
+					t.Errorf("%s claimed %s, done by %s already", m, tk.ID, prev)
+				}
+				done[tk.ID] = m
+				mu.Unlock()
+				if _, _, err := f.svc.Complete(ctx, a, tk.ID, ""); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(done) != tasks {
+		t.Fatalf("%d of %d tasks done", len(done), tasks)
+	}
+	// Each member's last claim finds the board dry and reads the team to
+	// learn that nothing is left for it; no claim before reads it.
+	if n := f.svc.FullReads(); n > members {
+		t.Fatalf("%d full reads of the team for %d claims, want at most %d", n, tasks, members)
+	}
+	t.Logf("full reads: %d for %d claims", f.svc.FullReads(), tasks)
+}

@@ -287,6 +287,7 @@ func (s *Service) Next(ctx context.Context, a Actor) (*teambus.Task, error) {
 // nextFull is Next from a full read of the team, which it also uses to
 // rebuild the claim board.
 func (s *Service) nextFull(ctx context.Context, a Actor) (*teambus.Task, error) {
+	s.fullReads.Add(1)
 	for attempt := 0; attempt < kv.MaxRetries; attempt++ {
 		snap, err := s.store.Snapshot(ctx, a.Team)
 		if err != nil {
