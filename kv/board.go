@@ -3,11 +3,14 @@ package kv
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/teambus/teambus"
@@ -80,8 +83,106 @@ func boardEntry(t *teambus.Task, rev uint64, down int) BoardEntry {
 	return BoardEntry{ID: t.ID, Rev: rev, Priority: t.Priority, Down: down, Created: t.CreatedAt.UnixNano(), Quantum: t.Quantum}
 }
 
-type boardRecord struct {
-	Tasks []BoardEntry `json:"tasks"`
+// A shard's value is one line per entry, "id rev down priority created
+// quantum" (ids and quanta are ids: no spaces), sorted in Pick's order for
+// a member without a quantum (teambus.Rank.Before), so a reader parses
+// only the head of each shard, not every entry: a board of 11,000 tasks
+// decoded as JSON on every claim was most of a claim's time.
+
+// encodeBoard returns the value of a shard holding entries, sorted.
+func encodeBoard(entries []BoardEntry) []byte {
+	sortBoard(entries)
+	var b []byte
+	for _, e := range entries {
+		b = append(b, e.ID...)
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, e.Rev, 10)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, int64(e.Down), 10)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, int64(e.Priority), 10)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, e.Created, 10)
+		b = append(b, ' ')
+		b = append(b, e.Quantum...)
+		b = append(b, '\n')
+	}
+	return b
+}
+
+func sortBoard(entries []BoardEntry) {
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Rank().Before(entries[j].Rank(), "") })
+}
+
+// parseBoardLine decodes one line of a shard.
+func parseBoardLine(line string) (BoardEntry, error) {
+	f := strings.Split(line, " ")
+	if len(f) != 6 || !validID(f[0]) || (f[5] != "" && !validID(f[5])) {
+		return BoardEntry{}, fmt.Errorf("bad board entry %q", clip(line))
+	}
+	e := BoardEntry{ID: f[0], Quantum: f[5]}
+	var err [4]error
+	e.Rev, err[0] = strconv.ParseUint(f[1], 10, 64)
+	down, e1 := strconv.Atoi(f[2])
+	prio, e2 := strconv.Atoi(f[3])
+	e.Created, err[3] = strconv.ParseInt(f[4], 10, 64)
+	err[1], err[2] = e1, e2
+	e.Down, e.Priority = down, prio
+	for _, x := range err {
+		if x != nil {
+			return BoardEntry{}, fmt.Errorf("bad board entry %q", clip(line))
+		}
+	}
+	return e, nil
+}
+
+// decodeBoard decodes every entry of a shard's value.
+func decodeBoard(b []byte) ([]BoardEntry, error) {
+	var out []BoardEntry
+	for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		e, err := parseBoardLine(line)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// headBoard decodes the entries of a shard's value a member of quantum
+// would try first: the first k (a shard is in Pick's order), and with a
+// quantum the first k of that quantum and the first k of others.
+func headBoard(b []byte, quantum string, k int) ([]BoardEntry, error) {
+	var out []BoardEntry
+	mine, other := 0, 0
+	rest := string(b)
+	for rest != "" && (mine < k || (other < k && quantum != "")) {
+		line, tail, _ := strings.Cut(rest, "\n")
+		rest = tail
+		if line == "" {
+			continue
+		}
+		if quantum != "" {
+			q := line[strings.LastIndexByte(line, ' ')+1:]
+			if q == quantum && mine >= k || q != quantum && other >= k {
+				continue
+			}
+		}
+		e, err := parseBoardLine(line)
+		if err != nil {
+			return nil, err
+		}
+		if quantum == "" || e.Quantum == quantum {
+			mine++
+		} else {
+			other++
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }
 
 // boardShard returns the shard of task id.
@@ -93,20 +194,24 @@ func boardShard(id string) int {
 
 func boardKey(n int) string { return preBoard + strconv.Itoa(n) }
 
-// Board is the claim board read together with the team record and one
-// member record (Snapshot, consistent at its Seq).
+// Board is the head of the claim board read together with the team
+// record and one member record (Snapshot, consistent at its Seq).
 type Board struct {
 	*Snapshot
 	// Built reports a complete board: the marker record is there and
 	// every shard decodes. A board that is not built means nothing.
 	Built bool
-	// Entries are the entries of every shard, in no order.
+	// Entries are the first entries of each shard for the member
+	// (headBoard), in no order across shards.
 	Entries []BoardEntry
+	// shards are the values read, by shard, and their revisions.
+	shards map[int]entry
 }
 
 // Board reads the team record, member's record and the claim board in one
-// isolated read.
-func (s *Store) Board(ctx context.Context, team, member string) (*Board, error) {
+// isolated read, and decodes the k first entries of each shard for the
+// member's quantum.
+func (s *Store) Board(ctx context.Context, team, member string, k int) (*Board, error) {
 	kv, err := s.stateBucket(ctx, team)
 	if err != nil {
 		return nil, err
@@ -124,31 +229,68 @@ func (s *Store) Board(ctx context.Context, team, member string) (*Board, error) 
 	if err != nil {
 		return nil, unavailable("read the claim board of team "+team, err)
 	}
-	b := &Board{Snapshot: newSnapshot(team)}
+	b := &Board{Snapshot: newSnapshot(team), shards: map[int]entry{}}
 	b.Seq = seq
 	var records []entry
-	bad := false
 	for _, e := range entries {
 		switch {
 		case e.key == keyBoard:
 			b.Built = true
-		case len(e.key) > len(preBoard) && e.key[:len(preBoard)] == preBoard:
-			var rec boardRecord
-			if json.Unmarshal(e.value, &rec) != nil {
-				bad = true
-				continue
+		case strings.HasPrefix(e.key, preBoard):
+			n, err := strconv.Atoi(strings.TrimPrefix(e.key, preBoard))
+			if err == nil && n >= 0 && n < BoardShards {
+				b.shards[n] = e
 			}
-			b.Entries = append(b.Entries, rec.Tasks...)
 		default:
 			records = append(records, e)
 		}
 	}
-	b.Built = b.Built && !bad
 	b.addAll(records)
 	if err := b.check(team); err != nil {
 		return nil, err
 	}
+	quantum := ""
+	if m, ok := b.Members[member]; ok {
+		quantum = m.Quantum
+	}
+	for _, e := range b.shards {
+		head, err := headBoard(e.value, quantum, k)
+		if err != nil {
+			b.Built = false // rebuilt by the full read
+			break
+		}
+		b.Entries = append(b.Entries, head...)
+	}
 	return b, nil
+}
+
+// BoardTake is BoardRemove of an entry read in b, which spares the read of
+// its shard when nobody wrote the shard since b was read.
+func (s *Store) BoardTake(ctx context.Context, b *Board, id string, seen uint64) error {
+	n := boardShard(id)
+	if e, ok := b.shards[n]; ok {
+		have, err := decodeBoard(e.value)
+		if err == nil {
+			kv, err := s.stateBucket(ctx, b.Team.ID)
+			if err != nil {
+				return err
+			}
+			for i, x := range have {
+				if x.ID == id && x.Rev <= seen {
+					val := encodeBoard(append(have[:i:i], have[i+1:]...))
+					rev, err := update(ctx, kv, boardKey(n), val, e.rev)
+					if err == nil {
+						b.shards[n] = entry{key: e.key, value: val, rev: rev}
+					}
+					if err == nil || !errors.Is(err, ErrConflict) {
+						return err
+					}
+					break
+				}
+			}
+		}
+	}
+	return s.BoardRemove(ctx, b.Team.ID, id, seen)
 }
 
 // BoardAdd puts entries on the board, replacing an entry of the same task
@@ -236,15 +378,15 @@ func (s *Store) editBoard(ctx context.Context, team string, n int, fn func([]Boa
 	key := boardKey(n)
 	return Retry(ctx, func() error {
 		var (
-			rec boardRecord
-			rev uint64
+			have []BoardEntry
+			rev  uint64
 		)
 		e, err := kv.Get(ctx, key)
 		switch {
 		case err == nil:
 			rev = e.Revision()
-			if json.Unmarshal(e.Value(), &rec) != nil {
-				rec = boardRecord{}
+			if have, err = decodeBoard(e.Value()); err != nil {
+				have = nil
 				if err := kv.Delete(ctx, keyBoard); err != nil && !isNotFound(err) {
 					return unavailable("mark the claim board of team "+team+" for a rebuild", err)
 				}
@@ -252,15 +394,11 @@ func (s *Store) editBoard(ctx context.Context, team string, n int, fn func([]Boa
 		case !isNotFound(err):
 			return unavailable("read "+key, err)
 		}
-		tasks, changed := fn(rec.Tasks)
+		tasks, changed := fn(have)
 		if !changed {
 			return nil
 		}
-		if tasks == nil {
-			tasks = []BoardEntry{}
-		}
-		b, _ := json.Marshal(boardRecord{Tasks: tasks})
-		_, err = update(ctx, kv, key, b, rev)
+		_, err = update(ctx, kv, key, encodeBoard(tasks), rev)
 		return err
 	})
 }
@@ -326,7 +464,6 @@ func (s *Store) RebuildBoard(ctx context.Context, snap *Snapshot) (added, remove
 					changed = true
 				}
 			}
-			sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 			return out, changed
 		})
 		if err != nil {

@@ -43,7 +43,7 @@ var (
 // reassignment to the member writes the slot first (takeSlot), so the
 // slot's task, read here, is the busy check the full read made.
 func (s *Service) nextFromBoard(ctx context.Context, a Actor) (*teambus.Task, error) {
-	b, err := s.store.Board(ctx, a.Team, a.Member)
+	b, err := s.store.Board(ctx, a.Team, a.Member, boardCandidates)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func (s *Service) nextFromBoard(ctx context.Context, a Actor) (*teambus.Task, er
 	for _, e := range order {
 		cand, ok := snap.Tasks[e.ID]
 		if !ok || cand.Status != teambus.TaskAvailable {
-			s.boardRemove(ctx, snap, e.ID)
+			s.boardRemove(ctx, b, snap, e.ID)
 			continue
 		}
 		c := *cand // the snapshot keeps the record as read
@@ -109,7 +109,7 @@ func (s *Service) nextFromBoard(ctx context.Context, a Actor) (*teambus.Task, er
 		if err != nil {
 			return nil, err
 		}
-		if err := s.store.BoardRemove(ctx, a.Team, t.ID, rev); err != nil {
+		if err := s.store.BoardTake(ctx, b, t.ID, rev); err != nil {
 			s.cfg.Logger.Debug("claim board entry not removed", "team", a.Team, "task", t.ID, "err", err)
 		}
 		s.touch(ctx, a)
@@ -122,14 +122,14 @@ func (s *Service) nextFromBoard(ctx context.Context, a Actor) (*teambus.Task, er
 // boardRemove takes task id, read in snap and found not claimable (or
 // gone), off the board. Best effort: an entry left is removed by the next
 // reader or rebuild.
-func (s *Service) boardRemove(ctx context.Context, snap *kv.Snapshot, id string) {
+func (s *Service) boardRemove(ctx context.Context, b *kv.Board, snap *kv.Snapshot, id string) {
 	seen := kv.Gone
 	if _, ok := snap.Tasks[id]; ok {
 		seen = snap.TaskRev[id]
 	} else if _, bad := snap.Damage("task." + id); bad {
 		return // a damaged record is repaired, not forgotten
 	}
-	if err := s.store.BoardRemove(ctx, snap.Team.ID, id, seen); err != nil {
+	if err := s.store.BoardTake(ctx, b, id, seen); err != nil {
 		s.cfg.Logger.Debug("claim board entry not removed", "team", snap.Team.ID, "task", id, "err", err)
 	}
 }

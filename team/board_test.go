@@ -18,7 +18,7 @@ import (
 // board is built.
 func (f *fixture) boardIDs(t testing.TB, teamID string) ([]string, bool) {
 	t.Helper()
-	b, err := f.svc.Store().Board(testCtx(t), teamID, "tm1")
+	b, err := f.svc.Store().Board(testCtx(t), teamID, "tm1", 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
