@@ -36,7 +36,7 @@ var (
 // best boardCandidates of them with the task of the member's claim slot
 // (kv.Store.Records, one isolated read); and claims the first it can as a
 // claim of Claim does: the member's slot, then the task, each with
-// compare-and-set (takeSlot, claimFenced). The won entry is taken off the
+// compare-and-set (takeSlot, fencedPut). The won entry is taken off the
 // board, and so is each entry whose task was found not claimable.
 //
 // A member's active task is the one its slot names: every claim and every
@@ -99,7 +99,7 @@ func (s *Service) nextFromBoard(ctx context.Context, a Actor) (*teambus.Task, er
 			}
 			return nil, err
 		}
-		rev, err := s.claimFenced(ctx, snap, a, t, epoch)
+		rev, err := s.fencedPut(ctx, snap, a, t, epoch)
 		if errors.Is(err, errTaskTaken) {
 			continue
 		}
@@ -134,14 +134,15 @@ func (s *Service) boardRemove(ctx context.Context, b *kv.Board, snap *kv.Snapsho
 	}
 }
 
-// claimFenced writes task t, claimed by a in snap after its slot write,
-// fenced on the member record as takeSlot left it. The write expects
-// nothing in the team's state to have moved since (kv.PutTaskFenced); when
-// something else did (another member's write), the member and the task
-// are read again and, if neither moved, the write is tried again at the
-// new position: only a move of the task (errTaskTaken) or of the member
-// record (ErrConflict) gives the claim up.
-func (s *Service) claimFenced(ctx context.Context, snap *kv.Snapshot, a Actor, t *teambus.Task, epoch int64) (uint64, error) {
+// fencedPut writes task t, changed by member a as read in snap (a claim:
+// after its slot write), fenced on the member record as snap holds it. The
+// write expects nothing in the team's state to have moved since
+// (kv.PutTaskFenced); when something else did (another member's write),
+// the member and the task are read again and, if neither moved, the write
+// is tried again at the new position: only a move of the task
+// (errTaskTaken) or of the member record (ErrConflict) gives it up. Both
+// wrap kv.ErrConflict. It returns the revision written.
+func (s *Service) fencedPut(ctx context.Context, snap *kv.Snapshot, a Actor, t *teambus.Task, epoch int64) (uint64, error) {
 	slot, rev := snap.MemberRev[a.Member], snap.TaskRev[t.ID]
 	cur := snap
 	for i := 0; i < kv.MaxRetries; i++ {

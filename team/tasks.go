@@ -128,7 +128,16 @@ func (s *Service) mutate(ctx context.Context, a Actor, id string, narrow bool, f
 			return err
 		}
 		if changed {
-			if err := s.putTask(ctx, snap, a, t); err != nil {
+			if narrow && !a.IsLead() {
+				// Only the member and the task matter: a write that fails
+				// because another record of the team moved is tried
+				// again at once (fencedPut).
+				rev, err := s.fencedPut(ctx, snap, a, t, epoch)
+				if err != nil {
+					return err
+				}
+				snap.TaskRev[id] = rev
+			} else if err := s.putTask(ctx, snap, a, t); err != nil {
 				return err
 			}
 			if wasAvailable && t.Status != teambus.TaskAvailable {
