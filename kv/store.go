@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -62,6 +63,10 @@ type Store struct {
 	js      jetstream.JetStream
 	cfg     Config
 	buckets bucketCache // opened bucket handles (buckets.go)
+	// touched holds, by "team/member", the activity time this store last
+	// wrote or read: a Touch within ActivityResolution of it reads
+	// nothing (the record only moves forward).
+	touched sync.Map
 }
 
 // New returns a store on js. It does no I/O.
@@ -370,6 +375,10 @@ func (s *Store) Touch(ctx context.Context, team, member string) error {
 		return err
 	}
 	now := s.Now()
+	memo := team + "/" + member
+	if at, ok := s.touched.Load(memo); ok && now.Sub(at.(time.Time)) < ActivityResolution && !now.Before(at.(time.Time)) {
+		return nil
+	}
 	return Retry(ctx, func() error {
 		var at time.Time
 		r, rev, err := get(ctx, kv, team, preActivity+member)
@@ -383,10 +392,13 @@ func (s *Store) Touch(ctx context.Context, team, member string) error {
 			return err
 		}
 		if now.Sub(at) < ActivityResolution {
+			s.touched.Store(memo, at)
 			return nil
 		}
 		b, _ := json.Marshal(now)
-		_, err = update(ctx, kv, preActivity+member, b, rev)
+		if _, err = update(ctx, kv, preActivity+member, b, rev); err == nil {
+			s.touched.Store(memo, now)
+		}
 		return err
 	})
 }
