@@ -266,3 +266,31 @@ func (s *Service) boardDownAll(ctx context.Context, team string, tasks map[strin
 		s.cfg.Logger.Debug("claim board not updated", "team", team, "err", err)
 	}
 }
+
+// rebuildBoard makes the claim board agree with snap, a full read of the
+// team (kv.Store.RebuildBoard), and the members' claim slots with the
+// tasks they hold: a member holding an active task its slot does not name
+// (one claimed or reassigned before every assignment wrote the slot) gets
+// the slot written, with compare-and-set, since the board's path takes a
+// member's slot for its only task (nextFromBoard). Only an isolated read
+// (Seq) is trusted for the slots. Best effort: what fails is done by the
+// next full read.
+func (s *Service) rebuildBoard(ctx context.Context, snap *kv.Snapshot) {
+	if _, _, err := s.store.RebuildBoard(ctx, snap); err != nil {
+		s.cfg.Logger.Debug("claim board not rebuilt", "team", snap.Team.ID, "err", err)
+	}
+	if snap.Seq == 0 {
+		return
+	}
+	for id, held := range snap.ActiveTasks() {
+		m, ok := snap.Members[id]
+		if !ok || m.ClaimTask == held[0].ID {
+			continue
+		}
+		upd := *m
+		upd.ClaimTask = held[0].ID
+		if _, err := s.store.PutMember(ctx, snap.Team.ID, &upd, snap.MemberRev[id]); err != nil {
+			s.cfg.Logger.Debug("claim slot not written", "team", snap.Team.ID, "member", id, "err", err)
+		}
+	}
+}

@@ -187,7 +187,7 @@ func TestService_Next_BoardKeptInStep(t *testing.T) {
 // before it) gets one from its first `task next`.
 func TestService_Next_BoardRepair(t *testing.T) {
 	f := newFixture(t, team.Config{})
-	f.create(t, "fix", "L", testPolicy(), "tm1", "tm2", "tm3")
+	f.create(t, "fix", "L", testPolicy(), "tm1", "tm2", "tm3", "tm4")
 	ctx := testCtx(t)
 	now := time.Now().UTC()
 	lost, _ := teambus.NewTask("lost", "", nil, 0, "", nil, now)
@@ -249,6 +249,24 @@ func TestService_Next_BoardRepair(t *testing.T) {
 	}
 	if got, built := f.boardIDs(t, "fix"); !built || fmt.Sprint(got) != "[x2]" {
 		t.Fatalf("board after the first next %v (built %v), want [x2] built", got, built)
+	}
+
+	// A member holding a task its claim slot does not name (assigned
+	// before assignments wrote the slot): the full read writes the slot,
+	// and the board's path then refuses the member a second task.
+	legacy, _ := teambus.NewTask("legacy", "", nil, 0, "", nil, now)
+	if err := teambus.Claim(legacy, "tm4", f.member(t, "fix", "tm4").Epoch, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	f.putRaw(t, "fix", legacy)
+	if _, err := f.svc.PromoteReady(ctx, "fix"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.member(t, "fix", "tm4").ClaimTask; got != "legacy" {
+		t.Fatalf("tm4's claim slot = %q after the lead's full read, want legacy", got)
+	}
+	if _, err := f.svc.Next(ctx, actorOf("fix", "tm4")); !errors.Is(err, teambus.ErrState) {
+		t.Fatalf("next for a member holding a legacy task = %v, want ErrState", err)
 	}
 }
 

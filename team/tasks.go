@@ -312,9 +312,7 @@ func (s *Service) nextFull(ctx context.Context, a Actor) (*teambus.Task, error) 
 		if attempt == 0 {
 			// The board had no candidate, or there is none yet: make it
 			// agree with this read (kv.Store.RebuildBoard).
-			if _, _, err := s.store.RebuildBoard(ctx, snap); err != nil {
-				s.cfg.Logger.Debug("claim board not rebuilt", "team", a.Team, "err", err)
-			}
+			s.rebuildBoard(ctx, snap)
 		}
 		quantum := ""
 		if m, ok := snap.Members[a.Member]; ok {
@@ -467,9 +465,7 @@ func (s *Service) PromoteReady(ctx context.Context, team string) ([]string, erro
 			// The whole team is read: keep the resume summary and the
 			// claim board current (kv.TaskSummary, kv.Store.RebuildBoard).
 			s.store.SaveSummary(ctx, snap, last)
-			if _, _, err := s.store.RebuildBoard(ctx, snap); err != nil {
-				s.cfg.Logger.Debug("claim board not rebuilt", "team", team, "err", err)
-			}
+			s.rebuildBoard(ctx, snap)
 		}
 		for _, id := range ready {
 			t := snap.Tasks[id]
