@@ -264,34 +264,60 @@ func (s *Store) Board(ctx context.Context, team, member string, k int) (*Board, 
 	return b, nil
 }
 
-// BoardTake is BoardRemove of an entry read in b, which spares the read of
-// its shard when nobody wrote the shard since b was read.
-func (s *Store) BoardTake(ctx context.Context, b *Board, id string, seen uint64) error {
-	n := boardShard(id)
-	if e, ok := b.shards[n]; ok {
-		have, err := decodeBoard(e.value)
-		if err == nil {
-			kv, err := s.stateBucket(ctx, b.Team.ID)
-			if err != nil {
-				return err
+// BoardTake takes entries read in b off the board: seen holds, by task
+// id, a revision at which the task was read not claimable (Gone: the task
+// is gone), as BoardRemove's. A shard nobody wrote since b was read is
+// written without reading it again.
+func (s *Store) BoardTake(ctx context.Context, b *Board, seen map[string]uint64) error {
+	kv, err := s.stateBucket(ctx, b.Team.ID)
+	if err != nil {
+		return err
+	}
+	byShard := map[int]map[string]uint64{}
+	for id, rev := range seen {
+		n := boardShard(id)
+		if byShard[n] == nil {
+			byShard[n] = map[string]uint64{}
+		}
+		byShard[n][id] = rev
+	}
+	for n, ids := range byShard {
+		drop := func(have []BoardEntry) ([]BoardEntry, bool) {
+			out := make([]BoardEntry, 0, len(have))
+			for _, e := range have {
+				if r, ok := ids[e.ID]; ok && e.Rev <= r {
+					continue
+				}
+				out = append(out, e)
 			}
-			for i, x := range have {
-				if x.ID == id && x.Rev <= seen {
-					val := encodeBoard(append(have[:i:i], have[i+1:]...))
-					rev, err := update(ctx, kv, boardKey(n), val, e.rev)
-					if err == nil {
-						b.shards[n] = entry{key: e.key, value: val, rev: rev}
-					}
-					if err == nil || !errors.Is(err, ErrConflict) {
-						return err
-					}
-					break
+			return out, len(out) != len(have)
+		}
+		if e, ok := b.shards[n]; ok {
+			if have, err := decodeBoard(e.value); err == nil {
+				out, changed := drop(have)
+				if !changed {
+					continue
+				}
+				val := encodeBoard(out)
+				rev, err := update(ctx, kv, boardKey(n), val, e.rev)
+				if err == nil {
+					b.shards[n] = entry{key: e.key, value: val, rev: rev}
+					continue
+				}
+				if !errors.Is(err, ErrConflict) {
+					return err
 				}
 			}
 		}
+		if err := s.editBoard(ctx, b.Team.ID, n, drop); err != nil {
+			return err
+		}
 	}
-	return s.BoardRemove(ctx, b.Team.ID, id, seen)
+	return nil
 }
+
+// BoardShard returns the board shard of task id.
+func BoardShard(id string) int { return boardShard(id) }
 
 // BoardAdd puts entries on the board, replacing an entry of the same task
 // unless that one is newer (a higher Rev).

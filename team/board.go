@@ -17,7 +17,11 @@ import (
 const boardRounds = 16
 
 // boardCandidates is how many of the board's best entries one claim reads.
-const boardCandidates = 8
+const boardCandidates = 16
+
+// staleBatch is how many entries of tasks no longer claimable a claim
+// leaves on the board before it takes them off in one write per shard.
+const staleBatch = 8
 
 var (
 	// errBoardDry: the board has no candidate (or the team no board);
@@ -37,7 +41,8 @@ var (
 // (kv.Store.Records, one isolated read); and claims the first it can as a
 // claim of Claim does: the member's slot, then the task, each with
 // compare-and-set (takeSlot, fencedPut). The won entry is taken off the
-// board, and so is each entry whose task was found not claimable.
+// board with the entries whose tasks were found not claimable, staleBatch
+// at a time.
 //
 // A member's active task is the one its slot names: every claim and every
 // reassignment to the member writes the slot first (takeSlot), so the
@@ -79,10 +84,16 @@ func (s *Service) nextFromBoard(ctx context.Context, a Actor) (*teambus.Task, er
 	if busy := snap.MemberTasks(a.Member); len(busy) > 0 {
 		return nil, teambus.Statef("%s already works on task %s: complete, release or block it first", a.Member, busy[0].ID)
 	}
+	stale := map[string]uint64{}
 	for _, e := range order {
 		cand, ok := snap.Tasks[e.ID]
 		if !ok || cand.Status != teambus.TaskAvailable {
-			s.boardRemove(ctx, b, snap, e.ID)
+			if _, bad := snap.Damage("task." + e.ID); !bad { // a damaged record is repaired, not forgotten
+				stale[e.ID] = kv.Gone
+				if ok {
+					stale[e.ID] = snap.TaskRev[e.ID]
+				}
+			}
 			continue
 		}
 		c := *cand // the snapshot keeps the record as read
@@ -109,28 +120,29 @@ func (s *Service) nextFromBoard(ctx context.Context, a Actor) (*teambus.Task, er
 		if err != nil {
 			return nil, err
 		}
-		if err := s.store.BoardTake(ctx, b, t.ID, rev); err != nil {
-			s.cfg.Logger.Debug("claim board entry not removed", "team", a.Team, "task", t.ID, "err", err)
+		// The won entry stays until staleBatch of them are there (each a
+		// write every claim racing for the team would have to wait for).
+		stale[t.ID] = rev
+		if len(stale) >= staleBatch {
+			s.boardTake(ctx, b, stale)
 		}
 		s.touch(ctx, a)
 		s.LogEvent(ctx, a.Team, eventlog.EvTaskClaimed, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "attempts": t.Attempts, "epoch": t.Epoch})
 		return t, nil
 	}
+	s.boardTake(ctx, b, stale)
 	return nil, errBoardAgain
 }
 
-// boardRemove takes task id, read in snap and found not claimable (or
-// gone), off the board. Best effort: an entry left is removed by the next
-// reader or rebuild.
-func (s *Service) boardRemove(ctx context.Context, b *kv.Board, snap *kv.Snapshot, id string) {
-	seen := kv.Gone
-	if _, ok := snap.Tasks[id]; ok {
-		seen = snap.TaskRev[id]
-	} else if _, bad := snap.Damage("task." + id); bad {
-		return // a damaged record is repaired, not forgotten
+// boardTake takes the entries of stale, tasks found not claimable, off
+// the board (kv.Store.BoardTake). Best effort: an entry left is taken off
+// by the next reader or rebuild.
+func (s *Service) boardTake(ctx context.Context, b *kv.Board, stale map[string]uint64) {
+	if len(stale) == 0 {
+		return
 	}
-	if err := s.store.BoardTake(ctx, b, id, seen); err != nil {
-		s.cfg.Logger.Debug("claim board entry not removed", "team", snap.Team.ID, "task", id, "err", err)
+	if err := s.store.BoardTake(ctx, b, stale); err != nil {
+		s.cfg.Logger.Debug("claim board entries not removed", "team", b.Team.ID, "entries", len(stale), "err", err)
 	}
 }
 
@@ -171,10 +183,13 @@ func (s *Service) fencedPut(ctx context.Context, snap *kv.Snapshot, a Actor, t *
 }
 
 // boardOrder sorts entries as teambus.Pick orders tasks for a member of
-// quantum. The leading entries tied in everything but their id (tasks
-// added together, alike) are rotated by a hash of the member's id, so
-// members racing for work start on different tasks instead of all on the
-// first id: the id is the last key of the order only to make it total.
+// quantum. Among the leading entries tied in everything but their id
+// (tasks added together, alike), those of the member's home shard (a hash
+// of its id) come first: members racing for work start on different
+// tasks instead of all on the first id (the id is the last key of the
+// order only to make it total), and the entries a member leaves on the
+// board after its claims (staleBatch) are in one shard, taken off in one
+// write.
 func boardOrder(entries []kv.BoardEntry, quantum, member string) []kv.BoardEntry {
 	ranks := make([]teambus.Rank, len(entries))
 	idx := make([]int, len(entries))
@@ -193,9 +208,10 @@ func boardOrder(entries []kv.BoardEntry, quantum, member string) []kv.BoardEntry
 	if n > 1 {
 		h := fnv.New32a()
 		_, _ = h.Write([]byte(member))
-		k := int(h.Sum32() % uint32(n))
-		head := append(append([]kv.BoardEntry(nil), out[k:n]...), out[:k]...)
-		copy(out, head)
+		home := int(h.Sum32() % kv.BoardShards)
+		sort.SliceStable(out[:n], func(i, j int) bool {
+			return kv.BoardShard(out[i].ID) == home && kv.BoardShard(out[j].ID) != home
+		})
 	}
 	return out
 }
