@@ -99,7 +99,7 @@ func TestStateClaims_EveryTaskOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	s, err := stateClaims(ctx, dir, 20, 20, 4)
+	s, err := stateClaims(ctx, dir, 20, 4)
 	if err != nil {
 		t.Fatal(err)
 	}

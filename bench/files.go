@@ -279,10 +279,10 @@ func lockedUpdate(path string, fn func(*fileState) bool) error {
 	return writeAtomic(path, b)
 }
 
-// stateClaims lets workers claim and complete claims of the tasks of a
-// state.json holding tasks available tasks, each step under flock with an
-// atomic write: the peer of claims by contending members.
-func stateClaims(ctx context.Context, dir string, tasks, claims, workers int) (sample, error) {
+// stateClaims lets workers claim and complete every task of a state.json
+// holding tasks available tasks, each step under flock with an atomic
+// write: the peer of claims by contending members.
+func stateClaims(ctx context.Context, dir string, tasks, workers int) (sample, error) {
 	path := filepath.Join(dir, "state.json")
 	st := newFileState(workers, 0)
 	now := time.Now().UTC()
@@ -303,15 +303,13 @@ func stateClaims(ctx context.Context, dir string, tasks, claims, workers int) (s
 		lat     []time.Duration
 		wg      sync.WaitGroup
 		firstEr error
-		left    atomic.Int64
 	)
-	left.Store(int64(claims))
 	start := time.Now()
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func(member string) {
 			defer wg.Done()
-			for ctx.Err() == nil && left.Add(-1) >= 0 {
+			for ctx.Err() == nil {
 				t0 := time.Now()
 				var claimed string
 				err := lockedUpdate(path, func(st *fileState) bool {

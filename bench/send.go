@@ -496,31 +496,20 @@ func (r *run) inbox(ctx context.Context) error {
 	return nil
 }
 
-// claimTeamTasks is the size of the team the claim row's members take
-// tasks from, as the row has it (11,000 tasks; a quick run 2,000):
-// a claim must not cost more in a large team.
-func claimTeamTasks(quick bool) int {
-	if quick {
-		return 2000
-	}
-	return 11000
-}
-
 // claims lets members contend for tasks: each claims the best available
-// task (Service.Next, compare-and-set) and completes it, until ClaimTasks
-// tasks of a team of claimTeamTasks are done.
+// task (Service.Next, compare-and-set) and completes it, until none is
+// left.
 func (r *run) claims(ctx context.Context) error {
 	dir := filepath.Join(r.dir, "files")
 	if err := mkdir(dir); err != nil {
 		return err
 	}
-	claims, workers := r.cfg.ClaimTasks, r.cfg.ClaimMembers
-	tasks := max(claims, claimTeamTasks(r.cfg.Quick))
-	s, err := stateClaims(ctx, dir, tasks, claims, workers)
+	tasks, workers := r.cfg.ClaimTasks, r.cfg.ClaimMembers
+	s, err := stateClaims(ctx, dir, tasks, workers)
 	if err != nil {
 		return fmt.Errorf("state file claims: %w", err)
 	}
-	r.rateRow("peer", keyStateClaim, fmt.Sprintf("state.json claim + complete under flock, %d members, %d of %d tasks", workers, claims, tasks), s, "op = one task claimed and completed (two atomic rewrites)").Short = "state.json claims"
+	r.rateRow("peer", keyStateClaim, fmt.Sprintf("state.json claim + complete under flock, %d members, %d tasks", workers, tasks), s, "op = one task claimed and completed (two atomic rewrites)").Short = "state.json claims"
 
 	nd, svc, stop, err := r.teamNode(ctx, "node-claim", bus.SyncModeAlways, team.Config{})
 	if err != nil {
@@ -535,25 +524,19 @@ func (r *run) claims(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Setup, not measured: the tasks in atomic batches, as an import
-	// writes them (they go on the claim board as they are written).
-	now := time.Now().UTC()
-	all := make([]*teambus.Task, tasks)
-	for i := range all {
-		all[i], _ = teambus.NewTask(fmt.Sprintf("t%05d", i), "task", nil, 0, "", nil, now)
-	}
-	if err := svc.Store().CreateTasks(ctx, "claim", all, nil); err != nil {
-		return fmt.Errorf("add tasks: %w", err)
+	if err := putTasks(ctx, svc.Store(), "claim", tasks, func(i int, now time.Time) *teambus.Task {
+		t, _ := teambus.NewTask(fmt.Sprintf("t%05d", i), "task", nil, 0, "", nil, now)
+		return t
+	}); err != nil {
+		return err
 	}
 	var (
 		mu      sync.Mutex
 		lat     []time.Duration
 		done    atomic.Int64
-		left    atomic.Int64
 		firstEr error
 		wg      sync.WaitGroup
 	)
-	left.Store(int64(claims))
 	start := time.Now()
 	for _, a := range actors {
 		// Each member has its own connection, as its own process would.
@@ -566,17 +549,14 @@ func (r *run) claims(ctx context.Context) error {
 		wg.Add(1)
 		go func(a team.Actor) {
 			defer wg.Done()
-			for ctx.Err() == nil && left.Add(-1) >= 0 {
+			for ctx.Err() == nil {
 				t0 := time.Now()
-				var (
-					t   *teambus.Task
-					err error
-				)
-				for ctx.Err() == nil {
-					t, err = msvc.Next(ctx, a)
-					if !errors.Is(err, teambus.ErrUnavailable) && !errors.Is(err, teambus.ErrConflict) {
-						break
-					}
+				t, err := msvc.Next(ctx, a)
+				if errors.Is(err, teambus.ErrState) {
+					return // nothing left
+				}
+				if errors.Is(err, teambus.ErrUnavailable) || errors.Is(err, teambus.ErrConflict) {
+					continue
 				}
 				if err == nil {
 					_, _, err = msvc.Complete(ctx, a, t.ID, "")
@@ -599,10 +579,10 @@ func (r *run) claims(ctx context.Context) error {
 		return firstEr
 	}
 	got := sample{n: int(done.Load()), elapsed: time.Since(start), lat: lat}
-	if got.n != claims {
-		return fmt.Errorf("claimed %d of %d tasks", got.n, claims)
+	if got.n != tasks {
+		return fmt.Errorf("claimed %d of %d tasks", got.n, tasks)
 	}
-	r.rateRow("teambus", keyClaim, fmt.Sprintf("claim + complete (team.Service.Next), %d contending members, %d of %d tasks", workers, claims, tasks), got, "op = one task claimed and completed; every claim is a compare-and-set, losers retry")
+	r.rateRow("teambus", keyClaim, fmt.Sprintf("claim + complete (team.Service.Next), %d contending members, %d tasks", workers, tasks), got, "op = one task claimed and completed; every claim is a compare-and-set, losers retry")
 	return nil
 }
 

@@ -56,7 +56,6 @@ func (r *run) targets() []Target {
 	ratio("one-shot `teambus send` ≤ 2.5× a one-shot JSONL append + fsync process", keyOneShot, keyJSONLOnce, 2.5, false)
 	ratio("sending into a 1,000-message inbox (team.Service.Send) ≥ 50× the inbox file", keySvcSend, keyInbox+"1000", 50, true)
 	ratio("sending into a 1,000-message inbox (Mailbox.Send) ≥ 50× the inbox file", keyMbSend, keyInbox+"1000", 50, true)
-	ratio(fmt.Sprintf("claims/s of contending members in a %d-task team ≥ 1.5× a flock'd state.json", claimTeamTasks(r.cfg.Quick)), keyClaim, keyStateClaim, 1.5, true)
 	lat := func(text, key string, p99 bool, want float64) {
 		row := r.res.Row(key)
 		t := Target{Text: text, Skipped: row == nil || row.Skipped}
