@@ -52,3 +52,17 @@ func (d Delivery) Nak(ctx context.Context) error { return d.Settle.Nak(ctx) }
 
 // Term drops the delivery for good.
 func (d Delivery) Term(ctx context.Context) error { return d.Settle.Term(ctx) }
+
+// TakeBuffered appends to ds the deliveries ch holds, without waiting for
+// more. An inbox that stops gives them back (Nak) with those it was
+// handed, so they are delivered again at once, not after ack-wait.
+func TakeBuffered(ch <-chan Delivery, ds []Delivery) []Delivery {
+	for {
+		select {
+		case d := <-ch:
+			ds = append(ds, d)
+		default:
+			return ds
+		}
+	}
+}

@@ -2,7 +2,6 @@ package teambus
 
 import (
 	"fmt"
-	"regexp"
 	"unicode/utf8"
 )
 
@@ -17,18 +16,32 @@ const (
 // MaxSessionLen is the longest session id accepted, in bytes.
 const MaxSessionLen = 128
 
-var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
-
 // IDRule describes the id rule for error messages.
 const IDRule = "1-64 characters of A-Z a-z 0-9 _ -, starting with a letter or digit"
 
 // ValidateID checks a team, member or task id against the id rule. kind
 // names the id in the error ("team", "member", "task").
 func ValidateID(kind, id string) error {
-	if !idRE.MatchString(id) {
+	if !validID(id) {
 		return Invalidf("invalid %s id %q: must be %s", kind, clip(id), IDRule)
 	}
 	return nil
+}
+
+// validID reports whether id follows IDRule: 1-64 bytes of A-Z a-z 0-9 _ -,
+// the first a letter or digit. (A loop, not a regexp: compiling one at
+// package init cost every one-shot process ~0.3 ms.)
+func validID(id string) bool {
+	if len(id) == 0 || len(id) > 64 || id[0] == '_' || id[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // ValidateMemberID checks a teammate id: the id rule, and not one of the

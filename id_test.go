@@ -3,6 +3,7 @@ package teambus_test
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -264,4 +265,18 @@ func TestClassifiedError_Message(t *testing.T) {
 	if errors.Is(err, teambus.ErrFenced) || errors.Is(err, teambus.ErrInvalid) {
 		t.Errorf("a conflict matches another sentinel")
 	}
+}
+
+// FuzzValidID checks the id rule's loop against the regular expression it
+// replaced.
+func FuzzValidID(f *testing.F) {
+	for _, s := range []string{"", "a", "A-b_9", "_a", "-a", "a\n", strings.Repeat("a", 64), strings.Repeat("a", 65), "é", "a.b", "a b"} {
+		f.Add(s)
+	}
+	re := regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := teambus.ValidateID("task", s) == nil, re.MatchString(s); got != want {
+			t.Fatalf("ValidateID(%q) ok = %v, the rule's regexp says %v", s, got, want)
+		}
+	})
 }

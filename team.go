@@ -16,12 +16,15 @@ const (
 
 // Team is the team record. Members and tasks are records of their own.
 type Team struct {
-	ID                    string            `json:"id"`
-	Status                TeamStatus        `json:"status"`
-	CreatedAt             time.Time         `json:"created_at"`
-	LeadSession           string            `json:"lead_session"`
-	LeadEpoch             int64             `json:"lead_epoch"`
-	LeadLastSeen          *time.Time        `json:"lead_last_seen"`
+	ID           string     `json:"id"`
+	Status       TeamStatus `json:"status"`
+	CreatedAt    time.Time  `json:"created_at"`
+	LeadSession  string     `json:"lead_session"`
+	LeadEpoch    int64      `json:"lead_epoch"`
+	LeadLastSeen *time.Time `json:"lead_last_seen"`
+	// LeadAttachedAt is when the lead of LeadEpoch attached; while
+	// LeadLastSeen still equals it, that lead has not beaten yet.
+	LeadAttachedAt        *time.Time        `json:"lead_attached_at,omitempty"`
 	LeadTimeoutDetectedAt *time.Time        `json:"lead_timeout_detected_at"`
 	Policy                Policy            `json:"policy"`
 	Facts                 map[string]string `json:"facts,omitempty"`

@@ -33,6 +33,11 @@ type Config struct {
 	// Exe is the teambus binary, run for one-shot commands, the node and
 	// sidecars. Required.
 	Exe string
+	// ClientExe is the client build (-tags teambus_client), what agents,
+	// hooks and sidecars run when it is installed; default teambus-client
+	// beside Exe, else built from the module source in the working
+	// directory; its rows are skipped when neither is there.
+	ClientExe string
 	// Quick runs a reduced set in well under a minute.
 	Quick bool
 	// Keep leaves the temporary directory in place.
@@ -60,6 +65,11 @@ type Config struct {
 	ClaimTasks int
 	// ClaimMembers is how many members contend for them.
 	ClaimMembers int
+	// ClaimProcWorkers agents take ClaimProcTasks tasks with one-shot
+	// processes for ClaimProcDuration (the one-shot claim rows).
+	ClaimProcWorkers  int
+	ClaimProcTasks    int
+	ClaimProcDuration time.Duration
 
 	// ResumeMembers are the team sizes resumed.
 	ResumeMembers []int
@@ -108,6 +118,9 @@ func (c Config) Defaults() Config {
 	orDefault(&c.ReadMessages, q, 5000, 500)
 	orDefault(&c.ClaimTasks, q, 400, 80)
 	orDefault(&c.ClaimMembers, q, 8, 8)
+	orDefault(&c.ClaimProcWorkers, q, 4, 4)
+	orDefault(&c.ClaimProcTasks, q, 11000, 11000)
+	orDefault(&c.ClaimProcDuration, q, 20*time.Second, 5*time.Second)
 	if len(c.ResumeMembers) == 0 {
 		if q {
 			c.ResumeMembers = []int{10, 50}
@@ -187,12 +200,14 @@ const sectionTimeout = 30 * time.Minute
 
 // run is the state of one bench run.
 type run struct {
-	cfg  Config
-	dir  string
-	res  *Result
-	logs string
-	log  *slog.Logger
-	peer peerBuild
+	cfg     Config
+	dir     string
+	res     *Result
+	logs    string
+	log     *slog.Logger
+	peer    peerBuild
+	claimer peerBuild
+	client  peerBuild
 }
 
 // Run measures everything cfg asks for and returns the result. It fails
@@ -239,7 +254,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		{"hook", r.hooks},
 		{"mcp", r.mcpCalls},
 		{"inbox", r.inbox},
-		{"claim", r.claims},
+		{"claim", func(ctx context.Context) error {
+			if err := r.claims(ctx); err != nil {
+				return err
+			}
+			return r.oneShotClaims(ctx)
+		}},
 		{"resume", r.resume},
 		{"detect", r.detect},
 		{"memory", r.memoryAndScale},

@@ -65,7 +65,7 @@ func TestJSONLPeer_AppendsOneLine(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	exe, err := buildJSONLPeer(ctx, filepath.Join(dir, "peer"))
+	exe, err := buildPeer(ctx, filepath.Join(dir, "peer"), "jsonl", jsonlPeerSource)
 	if errors.Is(err, errNoGo) {
 		t.Skip(err)
 	}
@@ -242,7 +242,7 @@ func TestRun_HookAndMCP(t *testing.T) {
 func TestJSONLPeer_NoGoToolchain(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	t.Setenv("GOROOT", "")
-	if _, err := buildJSONLPeer(context.Background(), t.TempDir()); !errors.Is(err, errNoGo) {
+	if _, err := buildPeer(context.Background(), t.TempDir(), "jsonl", jsonlPeerSource); !errors.Is(err, errNoGo) {
 		t.Fatalf("build without go: %v, want errNoGo", err)
 	}
 	r := &run{cfg: Config{}.Defaults(), res: &Result{}}
@@ -259,5 +259,45 @@ func TestJSONLPeer_NoGoToolchain(t *testing.T) {
 	}
 	if len(r.res.Warnings) != 0 {
 		t.Errorf("warnings %v for a missing toolchain, want none", r.res.Warnings)
+	}
+}
+
+// TestClaimPeer_ClaimsOnceEach builds the standalone claim peer and runs two
+// claimers: each claims a different task, a second claim by the same
+// member is refused, a complete frees it to claim again.
+func TestClaimPeer_ClaimsOnceEach(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	exe, err := buildPeer(ctx, filepath.Join(dir, "peer"), "claim", claimPeerSource)
+	if errors.Is(err, errNoGo) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "state.json")
+	if _, err := runOut(ctx, exe, "init", "--tasks", "3", state); err != nil {
+		t.Fatal(err)
+	}
+	a, err := runOut(ctx, exe, "next", "--member", "a", state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := runOut(ctx, exe, "next", "--member", "b", state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a == b {
+		t.Fatalf("a and b both claimed %q", a)
+	}
+	if _, err := runOut(ctx, exe, "next", "--member", "a", state); err == nil {
+		t.Fatal("a claimed a second task while working on one")
+	}
+	if _, err := runOut(ctx, exe, "complete", "--member", "a", "--task", strings.TrimSpace(a), state); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := runOut(ctx, exe, "next", "--member", "a", state); err != nil || c == a || c == b {
+		t.Fatalf("a's next claim = %q, %v; want the third task", c, err)
 	}
 }

@@ -20,6 +20,12 @@ import (
 //go:embed peers/jsonl/main.go
 var jsonlPeerSource []byte
 
+// claimPeerSource is bench/peers/claim, the standalone one-shot claimer of
+// a flock'd state.json.
+//
+//go:embed peers/claim/main.go
+var claimPeerSource []byte
+
 // errNoGo says the peer could not be built because there is no Go
 // toolchain; the rows that need it are skipped, not failed.
 var errNoGo = errors.New("no go toolchain to build the peer")
@@ -36,11 +42,24 @@ type peerBuild struct {
 // command on PATH (standard library only: no module download). The error
 // is errNoGo when there is no go command.
 func (r *run) jsonlPeer(ctx context.Context) (string, error) {
-	r.peer.once.Do(func() { r.peer.exe, r.peer.err = buildJSONLPeer(ctx, filepath.Join(r.dir, "peer-jsonl")) })
+	r.peer.once.Do(func() {
+		r.peer.exe, r.peer.err = buildPeer(ctx, filepath.Join(r.dir, "peer-jsonl"), "jsonl", jsonlPeerSource)
+	})
 	return r.peer.exe, r.peer.err
 }
 
-func buildJSONLPeer(ctx context.Context, dir string) (string, error) {
+// claimPeer returns the path of the one-shot claim peer, built on first
+// use as jsonlPeer is.
+func (r *run) claimPeer(ctx context.Context) (string, error) {
+	r.claimer.once.Do(func() {
+		r.claimer.exe, r.claimer.err = buildPeer(ctx, filepath.Join(r.dir, "peer-claim"), "claim", claimPeerSource)
+	})
+	return r.claimer.exe, r.claimer.err
+}
+
+// buildPeer builds the standalone program source (one main.go, standard
+// library only) as dir/name.
+func buildPeer(ctx context.Context, dir, name string, source []byte) (string, error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		if root := os.Getenv("GOROOT"); root != "" {
@@ -53,18 +72,18 @@ func buildJSONLPeer(ctx context.Context, dir string) (string, error) {
 	if err := mkdir(dir); err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), jsonlPeerSource, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), source, 0o600); err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module jsonlpeer\n\ngo 1.22\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module "+name+"peer\n\ngo 1.22\n"), 0o600); err != nil {
 		return "", err
 	}
-	exe := filepath.Join(dir, "jsonl")
+	exe := filepath.Join(dir, name)
 	cmd := exec.CommandContext(ctx, goBin, "build", "-o", exe, ".")
 	cmd.Dir = dir
 	cmd.Env = append(proc.CleanEnv(), "GOWORK=off", "GOFLAGS=", "GOTOOLCHAIN=local", "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build the jsonl peer: %v: %s", err, strings.TrimSpace(string(out)))
+		return "", fmt.Errorf("build the %s peer: %w: %s", name, err, strings.TrimSpace(string(out)))
 	}
 	return exe, nil
 }

@@ -21,22 +21,26 @@ import (
 
 // Row keys that targets and ratios refer to.
 const (
-	keyFsync       = "limit.fsync"
-	keyJSONL       = "peer.jsonl"
-	keyInbox       = "peer.inbox." // + size
-	keyInboxRead   = "peer.inbox.read"
-	keyStateClaim  = "peer.claim"
-	keyJSONLOnce   = "peer.jsonl.once"
-	keyStart       = "ref.start"
-	keyAsync       = "tb.send.async"
-	keyMbSend      = "tb.send.mailbox"
-	keySvcSend     = "tb.send.service"
-	keyReqSend     = "tb.send.request"
-	keyReqAsync    = "tb.send.request.pipelined"
-	keyOneShot     = "tb.send.oneshot"
-	keyInboxAck    = "tb.inbox.ack"
-	keyClaim       = "tb.claim"
-	keyIntervalSfx = ".interval"
+	keyFsync      = "limit.fsync"
+	keyJSONL      = "peer.jsonl"
+	keyInbox      = "peer.inbox." // + size
+	keyInboxRead  = "peer.inbox.read"
+	keyStateClaim = "peer.claim"
+	keyJSONLOnce  = "peer.jsonl.once"
+	keyStart      = "ref.start"
+	keyAsync      = "tb.send.async"
+	keyMbSend     = "tb.send.mailbox"
+	keySvcSend    = "tb.send.service"
+	keyReqSend    = "tb.send.request"
+	keyReqAsync   = "tb.send.request.pipelined"
+	keyOneShot    = "tb.send.oneshot"
+	// keyOneShotClient is the same send by the client build with the
+	// member's own credential: what an agent's one-shot command runs.
+	keyOneShotClient = "tb.send.oneshot.client"
+	keyStartClient   = "ref.start.client"
+	keyInboxAck      = "tb.inbox.ack"
+	keyClaim         = "tb.claim"
+	keyIntervalSfx   = ".interval"
 )
 
 func perOp(s sample) (p50, p99 float64) { return ms(s.pct(0.5)), ms(s.pct(0.99)) }
@@ -363,7 +367,34 @@ func (r *run) oneShot(ctx context.Context) error {
 	}
 	kinds = append(kinds, procKind{key: keyOneShot, group: "teambus", name: "one-shot `teambus send` process (connect over TCP, checks, stored + fsynced)", exe: exe,
 		args: []string{"send", "--dir", nd.Dir(), "--team", "oneshot", "--member", "tm1", "--session", "s-tm1", "--to", "tm2", body(size)}})
+	if client, creds, err := r.clientKinds(ctx, nd, "oneshot", "tm1"); err != nil {
+		r.skippedRow("teambus", keyOneShotClient, "one-shot `teambus-client send` process (client build, member credential)", err)
+	} else {
+		kinds = append(kinds,
+			procKind{key: keyStartClient, group: "ref", name: "one-shot process start-up only (teambus-client version)", exe: client, args: []string{"version"}},
+			procKind{key: keyOneShotClient, group: "teambus", name: "one-shot `teambus-client send` process (client build, member credential: one request to the team service, stored + fsynced)", exe: client,
+				args: []string{"send", "--creds", creds, "--session", "s-tm1", "--to", "tm2", body(size)}})
+	}
 	return r.timeKinds(ctx, r.cfg.OneShotRuns, kinds)
+}
+
+// clientKinds returns the client build and a credential file of member of
+// teamID on nd, for the rows of what an agent's own process runs.
+func (r *run) clientKinds(ctx context.Context, nd *node.Node, teamID, member string) (exe, creds string, err error) {
+	if exe, err = r.clientExe(ctx); err != nil {
+		return "", "", err
+	}
+	conn, err := connect(ctx, nd)
+	if err != nil {
+		return "", "", err
+	}
+	defer conn.Close()
+	cr, err := bus.IssueCreds(ctx, conn, teamID, member, []string{nd.URL()})
+	if err != nil {
+		return "", "", err
+	}
+	creds = filepath.Join(r.dir, teamID+"-"+member+".creds")
+	return exe, creds, bus.WriteCreds(creds, cr)
 }
 
 // peerName is the name of the one-shot JSONL peer's rows.

@@ -60,6 +60,8 @@ const (
 	// account: tbsvc.<team>.<verb>. The data account exports it; a member
 	// account imports the subjects of its own team only.
 	ServicePrefix = "tbsvc"
+	// ServiceName is the team service's micro name ($SRV discovery).
+	ServiceName = "teambus"
 )
 
 // MemberAccount is the member account of team.

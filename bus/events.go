@@ -58,30 +58,28 @@ func (c *EventsConfig) defaults() {
 	if c.MaxBytes <= 0 {
 		c.MaxBytes = DefaultEventsBytes
 	}
-	if c.Duplicates <= 0 {
-		c.Duplicates = 10 * time.Minute
-	}
-	if c.Replicas <= 0 {
-		c.Replicas = 1
-	}
+	streamDefaults(&c.Duplicates, &c.Replicas)
 }
 
-// Events is one team's durable event log.
+// Events is one team's durable event log. Stream, Declare and Delete are
+// those of its stream.
 type Events struct {
-	js   jetstream.JetStream
-	team string
-	cfg  EventsConfig
+	teamStream
+	cfg EventsConfig
 }
 
 // NewEvents returns the event log of team. It does no I/O; the team id
 // must be valid.
 func NewEvents(js jetstream.JetStream, team string, cfg EventsConfig) *Events {
 	cfg.defaults()
-	return &Events{js: js, team: team, cfg: cfg}
+	return &Events{cfg: cfg, teamStream: newTeamStream(js, team, EventsPrefix, "event log", jetstream.StreamConfig{
+		Subjects:   []string{"tb." + team + "." + kindEvent + ".>"},
+		MaxBytes:   cfg.MaxBytes,
+		MaxMsgSize: int32(eventlog.MaxSize + 4<<10),
+		Replicas:   cfg.Replicas,
+		Duplicates: cfg.Duplicates,
+	})}
 }
-
-// Stream returns the name of the team's event stream.
-func (ev *Events) Stream() string { return EventsPrefix + ev.team }
 
 // Config returns the limits in effect.
 func (ev *Events) Config() EventsConfig { return ev.cfg }
@@ -119,42 +117,6 @@ func (ev *Events) sessionFilter(sid string) string {
 	return "tb." + ev.team + "." + kindEvent + "." + SIDToken(sid) + ".*"
 }
 
-func (ev *Events) streamConfig() jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name:        ev.Stream(),
-		Description: "teambus event log of team " + ev.team,
-		Subjects:    []string{"tb." + ev.team + "." + kindEvent + ".>"},
-		Retention:   jetstream.LimitsPolicy,
-		Discard:     jetstream.DiscardNew,
-		MaxBytes:    ev.cfg.MaxBytes,
-		MaxMsgs:     -1,
-		MaxMsgSize:  int32(eventlog.MaxSize + 4<<10),
-		Storage:     jetstream.FileStorage,
-		Replicas:    ev.cfg.Replicas,
-		Duplicates:  ev.cfg.Duplicates,
-		AllowDirect: true,
-		// An audit stream: no message is ever deleted or purged, not
-		// even by the operator; only deleting the team removes it.
-		DenyDelete: true,
-		DenyPurge:  true,
-		// Batch writes (SendBatch, AppendBatch): stored whole or not
-		// at all, one ack and a few fsyncs per batch.
-		AllowAtomicPublish: true,
-	}
-}
-
-// Declare creates or updates the event stream with the configured limits.
-// It is idempotent.
-func (ev *Events) Declare(ctx context.Context) error {
-	if err := teambus.ValidateID("team", ev.team); err != nil {
-		return err
-	}
-	if _, err := ev.js.CreateOrUpdateStream(ctx, ev.streamConfig()); err != nil {
-		return teambus.Unavailablef("declare event log of team %s: %w", ev.team, err)
-	}
-	return nil
-}
-
 // Ensure creates the event stream if it does not exist, and leaves an
 // existing one as it is. Teams created before teambus had event logs get
 // theirs on first use.
@@ -165,17 +127,9 @@ func (ev *Events) Ensure(ctx context.Context) error {
 	if _, err := ev.js.Stream(ctx, ev.Stream()); err == nil {
 		return nil
 	}
-	_, err := ev.js.CreateStream(ctx, ev.streamConfig())
+	_, err := ev.js.CreateStream(ctx, ev.sc)
 	if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 		return teambus.Unavailablef("create event log of team %s: %w", ev.team, err)
-	}
-	return nil
-}
-
-// Delete removes the event stream.
-func (ev *Events) Delete(ctx context.Context) error {
-	if err := ev.js.DeleteStream(ctx, ev.Stream()); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return teambus.Unavailablef("delete event log of team %s: %w", ev.team, err)
 	}
 	return nil
 }

@@ -61,78 +61,32 @@ func (c *MailboxConfig) defaults() {
 	if c.MaxBody <= 0 {
 		c.MaxBody = teambus.DefaultMaxBody
 	}
-	if c.Duplicates <= 0 {
-		c.Duplicates = 10 * time.Minute
-	}
-	if c.Replicas <= 0 {
-		c.Replicas = 1
-	}
+	streamDefaults(&c.Duplicates, &c.Replicas)
 }
 
-// Mailbox is one team's durable mailbox.
+// Mailbox is one team's durable mailbox. Stream, Declare and Delete are
+// those of its stream.
 type Mailbox struct {
-	js   jetstream.JetStream
-	team string
-	cfg  MailboxConfig
+	teamStream
+	cfg MailboxConfig
 }
 
 // NewMailbox returns the mailbox of team. It does no I/O; the team id must
 // be valid.
 func NewMailbox(js jetstream.JetStream, team string, cfg MailboxConfig) *Mailbox {
 	cfg.defaults()
-	return &Mailbox{js: js, team: team, cfg: cfg}
+	p := "tb." + team + "."
+	return &Mailbox{cfg: cfg, teamStream: newTeamStream(js, team, MailboxPrefix, "mailbox", jetstream.StreamConfig{
+		Subjects:   []string{p + kindMail + ".>", p + kindCtl + ".>", p + kindHeld + ".>", p + kindInc + ".*"},
+		MaxBytes:   cfg.MaxBytes,
+		MaxMsgSize: int32(cfg.MaxBody + 64<<10),
+		Replicas:   cfg.Replicas,
+		Duplicates: cfg.Duplicates,
+	})}
 }
-
-// Stream returns the name of the team's mailbox stream.
-func (mb *Mailbox) Stream() string { return MailboxPrefix + mb.team }
 
 // Config returns the mailbox limits in effect.
 func (mb *Mailbox) Config() MailboxConfig { return mb.cfg }
-
-func (mb *Mailbox) streamConfig() jetstream.StreamConfig {
-	p := "tb." + mb.team + "."
-	return jetstream.StreamConfig{
-		Name:        mb.Stream(),
-		Description: "teambus mailbox of team " + mb.team,
-		Subjects:    []string{p + kindMail + ".>", p + kindCtl + ".>", p + kindHeld + ".>", p + kindInc + ".*"},
-		Retention:   jetstream.LimitsPolicy,
-		Discard:     jetstream.DiscardNew,
-		MaxBytes:    mb.cfg.MaxBytes,
-		MaxMsgs:     -1,
-		MaxAge:      0,
-		MaxMsgSize:  int32(mb.cfg.MaxBody + 64<<10),
-		Storage:     jetstream.FileStorage,
-		Replicas:    mb.cfg.Replicas,
-		Duplicates:  mb.cfg.Duplicates,
-		AllowDirect: true,
-		// An audit stream: no message is ever deleted or purged, not
-		// even by the operator; only deleting the team removes it.
-		DenyDelete: true,
-		DenyPurge:  true,
-		// Batch writes (SendBatch, AppendBatch): stored whole or not
-		// at all, one ack and a few fsyncs per batch.
-		AllowAtomicPublish: true,
-	}
-}
-
-// Declare creates or updates the mailbox stream. It is idempotent.
-func (mb *Mailbox) Declare(ctx context.Context) error {
-	if err := teambus.ValidateID("team", mb.team); err != nil {
-		return err
-	}
-	if _, err := mb.js.CreateOrUpdateStream(ctx, mb.streamConfig()); err != nil {
-		return teambus.Unavailablef("declare mailbox of team %s: %w", mb.team, err)
-	}
-	return nil
-}
-
-// Delete removes the mailbox stream and its consumers.
-func (mb *Mailbox) Delete(ctx context.Context) error {
-	if err := mb.js.DeleteStream(ctx, mb.Stream()); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return teambus.Unavailablef("delete mailbox of team %s: %w", mb.team, err)
-	}
-	return nil
-}
 
 // InboxAckWait caps the ack wait of the agents' inbox consumers (the
 // team's ack-wait applies when it is shorter). Inbox reads

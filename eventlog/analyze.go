@@ -785,18 +785,12 @@ func (s *jscan) strings() ([]string, error) {
 	if s.i >= len(s.b) || s.b[s.i] != '[' {
 		return nil, s.value()
 	}
-	if err := s.enter(); err != nil {
+	done, err := s.open(']')
+	if err != nil {
 		return nil, err
 	}
-	s.i++
 	out := []string{}
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
-		s.i++
-		s.depth--
-		return out, nil
-	}
-	for {
+	for !done {
 		s.ws()
 		if s.i < len(s.b) && s.b[s.i] == '"' {
 			raw, esc, err := s.str()
@@ -807,21 +801,11 @@ func (s *jscan) strings() ([]string, error) {
 		} else if err := s.value(); err != nil {
 			return nil, err
 		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return nil, s.fail("")
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			s.depth--
-			return out, nil
-		default:
-			return nil, s.fail("after array element")
+		if done, err = s.next(']', "after array element"); err != nil {
+			return nil, err
 		}
 	}
+	return out, nil
 }
 
 // boolean reads true or false; anything else is nil.

@@ -206,9 +206,18 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 }
 
 // AppendTime appends t in UTC as RFC 3339 with at least millisecond
-// digits, as JavaScript's toISOString writes it: 2026-02-14T10:00:00.000Z.
+// digits, as JavaScript's toISOString writes it: 2026-02-14T10:00:00.000Z
+// (an instant outside the UTC years 0000-9999 keeps its own offset).
 func AppendTime(b []byte, t time.Time) []byte {
-	t = t.UTC()
+	zone := "Z"
+	if u := t.UTC(); u.Year() >= 0 && u.Year() <= 9999 {
+		t = u
+	} else {
+		// An instant whose UTC year RFC 3339 can not write (0000-01-01
+		// at +00:10 is the year -1 in UTC) keeps the offset it was read
+		// with, so the line still parses back to the same instant.
+		zone = t.Format("Z07:00")
+	}
 	b = t.AppendFormat(b, "2006-01-02T15:04:05")
 	ns := t.Nanosecond()
 	switch {
@@ -219,7 +228,7 @@ func AppendTime(b []byte, t time.Time) []byte {
 	default:
 		b = appendFrac(b, ns, 9)
 	}
-	return append(b, 'Z')
+	return append(b, zone...)
 }
 
 func appendFrac(b []byte, v, digits int) []byte {

@@ -146,21 +146,49 @@ func (s *jscan) enter() error {
 	return nil
 }
 
+// open enters the object or array whose first byte is at s.i, and reads
+// its end at once when it is empty.
+func (s *jscan) open(end byte) (empty bool, err error) {
+	if err := s.enter(); err != nil {
+		return false, err
+	}
+	s.i++ // { or [
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == end {
+		s.i++
+		s.depth--
+		return true, nil
+	}
+	return false, nil
+}
+
+// next reads what follows a member of an object or an element of an
+// array: a comma, or the end, which leaves the object or array (done).
+func (s *jscan) next(end byte, what string) (done bool, err error) {
+	s.ws()
+	if s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+			return false, nil
+		case end:
+			s.i++
+			s.depth--
+			return true, nil
+		}
+	}
+	return false, s.fail(what)
+}
+
 // object reads an object. fn, if set, is called with each key (raw, and
 // whether it has escapes) positioned before the value, and must read the
 // value; without fn values are skipped.
 func (s *jscan) object(fn func(key []byte, esc bool) error) error {
-	if err := s.enter(); err != nil {
+	done, err := s.open('}')
+	if err != nil {
 		return err
 	}
-	s.i++ // {
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		s.depth--
-		return nil
-	}
-	for {
+	for !done {
 		s.ws()
 		if s.i >= len(s.b) || s.b[s.i] != '"' {
 			return s.fail("looking for beginning of object key string")
@@ -183,53 +211,27 @@ func (s *jscan) object(fn func(key []byte, esc bool) error) error {
 		if err != nil {
 			return err
 		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return s.fail("")
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			s.depth--
-			return nil
-		default:
-			return s.fail("after object key:value pair")
+		if done, err = s.next('}', "after object key:value pair"); err != nil {
+			return err
 		}
 	}
+	return nil
 }
 
 func (s *jscan) array() error {
-	if err := s.enter(); err != nil {
+	done, err := s.open(']')
+	if err != nil {
 		return err
 	}
-	s.i++ // [
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
-		s.i++
-		s.depth--
-		return nil
-	}
-	for {
+	for !done {
 		if err := s.value(); err != nil {
 			return err
 		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return s.fail("")
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			s.depth--
-			return nil
-		default:
-			return s.fail("after array element")
+		if done, err = s.next(']', "after array element"); err != nil {
+			return err
 		}
 	}
+	return nil
 }
 
 // strStop marks the bytes that end the fast scan of a string: the quote,

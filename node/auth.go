@@ -282,26 +282,18 @@ func (a *authenticator) watch(ctx context.Context, s *server.Server, created <-c
 
 // apply handles the changes of one watch until it ends.
 func (a *authenticator) apply(ctx context.Context, s *server.Server, w jetstream.KeyWatcher) {
-	for {
-		select {
-		case <-ctx.Done():
+	bus.EachUpdate(ctx, w, func(e jetstream.KeyValueEntry) {
+		if e.Operation() == jetstream.KeyValuePut {
 			return
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if e == nil || e.Operation() == jetstream.KeyValuePut {
-				continue
-			}
-			team, member, ok := strings.Cut(e.Key(), ".")
-			if !ok {
-				continue
-			}
-			if n := disconnectUser(s, bus.MemberUser(team, member)); n > 0 {
-				a.log.Info("revoked credential: connections closed", "user", bus.MemberUser(team, member), "closed", n)
-			}
 		}
-	}
+		team, member, ok := strings.Cut(e.Key(), ".")
+		if !ok {
+			return
+		}
+		if n := disconnectUser(s, bus.MemberUser(team, member)); n > 0 {
+			a.log.Info("revoked credential: connections closed", "user", bus.MemberUser(team, member), "closed", n)
+		}
+	})
 }
 
 // disconnectUser closes the client connections authenticated as user and

@@ -24,7 +24,7 @@ import (
 // Defaults of Config.
 const (
 	// DefaultName is the micro service name ($SRV discovery).
-	DefaultName = "teambus"
+	DefaultName = bus.ServiceName
 	// DefaultQueueGroup is the queue group every instance joins.
 	DefaultQueueGroup = "teambus"
 	// DefaultConcurrency bounds the requests one instance runs at once.

@@ -27,11 +27,7 @@ func (s *Service) Brief(ctx context.Context, teamID, member string, mailN int) (
 	if err := teambus.ValidateMemberID(member); err != nil {
 		return nil, err
 	}
-	snap, err := s.store.Snapshot(ctx, teamID)
-	if err != nil {
-		return nil, err
-	}
-	m, err := snap.Member(member)
+	snap, m, err := s.memberSnapshot(ctx, teamID, member)
 	if err != nil {
 		return nil, err
 	}

@@ -166,6 +166,19 @@ func (s *Service) UpdateTeam(ctx context.Context, team string, fn func(*teambus.
 	return out, err
 }
 
+// memberSnapshot reads team's state and member's record in it.
+func (s *Service) memberSnapshot(ctx context.Context, team, member string) (*kv.Snapshot, *teambus.Member, error) {
+	snap, err := s.store.Snapshot(ctx, team)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := snap.Member(member)
+	if err != nil {
+		return nil, nil, err
+	}
+	return snap, m, nil
+}
+
 // CrashResult says what a crash report did (teambus.CrashResult).
 type CrashResult = teambus.CrashResult
 
@@ -178,11 +191,7 @@ func (s *Service) MarkCrashed(ctx context.Context, team, member string, epoch in
 	var res CrashResult
 	err := kv.Retry(ctx, func() error {
 		res = CrashResult{}
-		snap, err := s.store.Snapshot(ctx, team)
-		if err != nil {
-			return err
-		}
-		m, err := snap.Member(member)
+		snap, m, err := s.memberSnapshot(ctx, team, member)
 		if err != nil {
 			return err
 		}
@@ -243,11 +252,7 @@ func (s *Service) ReconcileMember(ctx context.Context, team, member, reason stri
 	)
 	err := kv.Retry(ctx, func() error {
 		changed = changed[:0]
-		snap, err := s.store.Snapshot(ctx, team)
-		if err != nil {
-			return err
-		}
-		m, err := snap.Member(member)
+		snap, m, err := s.memberSnapshot(ctx, team, member)
 		if err != nil {
 			return err
 		}

@@ -113,6 +113,7 @@ func (s *Service) Resume(ctx context.Context, team, session string, force, asLea
 		t.LeadSession = session
 		t.LeadEpoch++
 		t.LeadLastSeen = teambus.TimePtr(now)
+		t.LeadAttachedAt = t.LeadLastSeen
 		return true, nil
 	})
 	if err != nil {
@@ -134,8 +135,9 @@ func (s *Service) Resume(ctx context.Context, team, session string, force, asLea
 }
 
 // alreadyLead returns a report with DecisionAlreadyLead when session is
-// the team's lead and its heartbeat, of the current lead epoch, is fresh;
-// nil otherwise. It changes nothing.
+// the team's lead and its heartbeat of the current lead epoch is fresh —
+// or, before that heartbeat exists, its attach is; nil otherwise. It
+// changes nothing.
 func (s *Service) alreadyLead(ctx context.Context, team, session string) (*Report, error) {
 	t, _, err := s.store.Team(ctx, team)
 	if err != nil {
@@ -149,7 +151,19 @@ func (s *Service) alreadyLead(ctx context.Context, team, session string) (*Repor
 		return nil, err
 	}
 	hb, ok := hbs[kv.LeadKey]
-	if !ok || hb.Session != session || hb.Epoch != t.LeadEpoch || hb.Status == teambus.MemberOffline || s.Now().Sub(hb.Created) >= t.Policy.LeadTimeout {
+	var live bool
+	if ok && hb.Epoch == t.LeadEpoch {
+		live = hb.Session == session && hb.Status != teambus.MemberOffline && s.Now().Sub(hb.Created) < t.Policy.LeadTimeout
+	} else if t.LeadAttachedAt != nil && t.LeadLastSeen != nil && t.LeadLastSeen.Equal(*t.LeadAttachedAt) {
+		// Attached, its first heartbeat not written yet: the attach itself
+		// is the sign of life, as fresh for as long as a heartbeat would
+		// be. Without this, a resume in that moment (an agent's first
+		// command beside the sidecar its SessionStart hook started)
+		// reattached and fenced the lead it names. A lead that has beaten
+		// and stopped cleanly (its heartbeat deleted) is not live.
+		live = s.Now().Sub(*t.LeadAttachedAt) < t.Policy.LeadTimeout
+	}
+	if !live {
 		return nil, nil
 	}
 	return s.report(ctx, t, DecisionAlreadyLead)

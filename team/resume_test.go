@@ -2,6 +2,7 @@ package team_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/kv"
@@ -79,5 +80,43 @@ func TestResume_LeadSessionFromCreate(t *testing.T) {
 	}
 	if p, err := f.svc.Probe(ctx, "ls"); err != nil || p.Decision != team.DecisionResumable {
 		t.Errorf("probe of an active team = %+v, %v; want resumable", p, err)
+	}
+}
+
+// A `team resume` by the lead's own session in the moment between the lead
+// sidecar's attach and its first heartbeat changes nothing (it used to
+// reattach and fence the sidecar just started); once that lead has beaten
+// and stopped cleanly (heartbeat deleted), the session reattaches.
+func TestResume_OwnSessionBeforeFirstHeartbeat(t *testing.T) {
+	f := newFixture(t, team.Config{})
+	ctx := testCtx(t)
+	f.create(t, "early", "L", testPolicy(), "tm1")
+	if r, err := f.svc.Resume(ctx, "early", "L", false, true); err != nil || r.LeadEpoch != 1 {
+		t.Fatalf("lead attach = %+v, %v", r, err)
+	}
+	r, err := f.svc.Resume(ctx, "early", "L", false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Decision != team.DecisionAlreadyLead || r.LeadEpoch != 1 {
+		t.Fatalf("resume before the first heartbeat = %s at epoch %d, want %s at epoch 1", r.Decision, r.LeadEpoch, team.DecisionAlreadyLead)
+	}
+	// The lead beats (lead_last_seen moves on), then stops cleanly.
+	if _, err := f.svc.UpdateTeam(ctx, "early", func(tm *teambus.Team) (bool, error) {
+		tm.LeadLastSeen = teambus.TimePtr(tm.LeadLastSeen.Add(time.Second))
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	hb := &kv.Heartbeat{Member: teambus.Lead, Session: "L", Epoch: 1}
+	rev, err := f.svc.Store().Beat(ctx, "early", kv.LeadKey, hb, testPolicy().LeadTimeout, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.svc.Store().StopBeatAt(ctx, "early", kv.LeadKey, rev); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = f.svc.Resume(ctx, "early", "L", false, false); err != nil || r.Decision != team.DecisionReattach || r.LeadEpoch != 2 {
+		t.Fatalf("resume after a clean stop = %+v, %v; want reattach at epoch 2", r, err)
 	}
 }

@@ -306,14 +306,7 @@ func (a *SidecarAPI) ConsumeSidecar(ctx context.Context, team, member string) (<
 			case <-cc.Closed():
 			case <-time.After(5 * time.Second):
 			}
-			for drained := false; !drained; {
-				select {
-				case d := <-ch:
-					back = append(back, d)
-				default:
-					drained = true
-				}
-			}
+			back = teambus.TakeBuffered(ch, back)
 			mu.Lock()
 			back = append(back, late...)
 			mu.Unlock()

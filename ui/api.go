@@ -222,27 +222,15 @@ func (s *Server) handleMail(w http.ResponseWriter, r *http.Request) {
 		httpError(w, err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
-	defer cancel()
-	if _, _, err := s.cfg.Service.Store().Team(ctx, id); err != nil {
-		httpError(w, err)
-		return
-	}
-	// The last limit matches, in a ring: memory is bounded by limit
-	// however long the mailbox is.
-	ring := newRing[teambus.Message](limit)
 	text = strings.ToLower(text)
-	err = s.cfg.Service.Mailbox(id).Replay(ctx, f, func(m teambus.Message) error {
-		if text == "" || strings.Contains(strings.ToLower(m.Body), text) {
-			ring.add(m)
-		}
-		return nil
+	writeTail(s, w, r, id, limit, func(ctx context.Context, ring *ring[teambus.Message]) error {
+		return s.cfg.Service.Mailbox(id).Replay(ctx, f, func(m teambus.Message) error {
+			if text == "" || strings.Contains(strings.ToLower(m.Body), text) {
+				ring.add(m)
+			}
+			return nil
+		})
 	})
-	if err != nil {
-		httpError(w, err)
-		return
-	}
-	writeJSON(w, ring.items())
 }
 
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
@@ -261,18 +249,26 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		httpError(w, err)
 		return
 	}
+	writeTail(s, w, r, id, limit, func(ctx context.Context, ring *ring[EventItem]) error {
+		return s.cfg.Service.Events(id).Replay(ctx, f, func(rec *bus.EventRecord) error {
+			ring.add(eventItem(rec))
+			return nil
+		})
+	})
+}
+
+// writeTail answers with the last limit items replay adds to the ring, after
+// checking that team id exists. The ring bounds memory by limit however
+// long the stream is.
+func writeTail[T any](s *Server, w http.ResponseWriter, r *http.Request, id string, limit int, replay func(context.Context, *ring[T]) error) {
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
 	if _, _, err := s.cfg.Service.Store().Team(ctx, id); err != nil {
 		httpError(w, err)
 		return
 	}
-	ring := newRing[EventItem](limit)
-	err = s.cfg.Service.Events(id).Replay(ctx, f, func(rec *bus.EventRecord) error {
-		ring.add(eventItem(rec))
-		return nil
-	})
-	if err != nil {
+	ring := newRing[T](limit)
+	if err := replay(ctx, ring); err != nil {
 		httpError(w, err)
 		return
 	}

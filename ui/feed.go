@@ -199,7 +199,7 @@ func (f *feed) watch(ctx context.Context, what string, open func(context.Context
 		if err == nil {
 			attempt = 0
 			f.markDirty() // changes while no watch ran
-			f.drain(ctx, w)
+			bus.EachUpdate(ctx, w, func(jetstream.KeyValueEntry) { f.markDirty() })
 			_ = w.Stop() // a watcher's stop only unsubscribes
 		}
 		if ctx.Err() != nil {
@@ -210,22 +210,6 @@ func (f *feed) watch(ctx context.Context, what string, open func(context.Context
 		}
 		if !sleep(ctx, backoff(attempt)) {
 			return
-		}
-	}
-}
-
-func (f *feed) drain(ctx context.Context, w jetstream.KeyWatcher) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if e != nil {
-				f.markDirty()
-			}
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Wake says whether and for what the `hook wait` handler wakes an idle
@@ -48,8 +49,8 @@ func (o Options) Validate() error {
 	if o.Bin == "" {
 		return fmt.Errorf("no teambus binary given")
 	}
-	if filepath.Base(o.Bin) != "teambus" {
-		return fmt.Errorf("binary %q: its name must be teambus, or teambus would not recognise its own handlers", o.Bin)
+	if b := filepath.Base(o.Bin); b != "teambus" && b != ClientBinary {
+		return fmt.Errorf("binary %q: its name must be teambus (or %s, its client build), or teambus would not recognise its own handlers", o.Bin, ClientBinary)
 	}
 	if o.Bin != "teambus" && !filepath.IsAbs(o.Bin) {
 		return fmt.Errorf("binary %q: give an absolute path or the bare teambus", o.Bin)
@@ -181,8 +182,15 @@ func (o Options) handler(r row) Handler {
 	return h
 }
 
-// shellRE is the shell-form ownership rule of §12.2.3.
-var shellRE = regexp.MustCompile(`^(exec )?'?[^ ]*teambus'? hook `)
+// ClientBinary is the name of the client build of teambus (-tags
+// teambus_client): it runs the handlers as well, and its handlers are
+// teambus's.
+const ClientBinary = "teambus-client"
+
+// shellRE is the shell-form ownership rule of §12.2.3 (the client build,
+// teambus-client, runs the handlers as well). Compiled on first use: a
+// package-level regexp costs every one-shot process at start-up.
+var shellRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(exec )?'?[^ ]*teambus(-client)?'? hook `) })
 
 // rawHandler is what ownership looks at in a handler of unknown shape.
 type rawHandler struct {
@@ -218,9 +226,10 @@ func (h rawHandler) owned() bool {
 		return false
 	}
 	if len(h.Args) > 0 {
-		return filepath.Base(h.Command) == "teambus" && h.Args[0] == "hook"
+		b := filepath.Base(h.Command)
+		return (b == "teambus" || b == ClientBinary) && h.Args[0] == "hook"
 	}
-	return shellRE.MatchString(h.Command)
+	return shellRE().MatchString(h.Command)
 }
 
 // hookArgs returns the words after "hook" of a teambus handler: the

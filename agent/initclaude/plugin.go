@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // The files of the plugin (§12.2.9), relative to its directory.
@@ -31,13 +32,13 @@ type Author struct {
 	Name string `json:"name"`
 }
 
-var semverRE = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.+-]*)?$`)
+var semverRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.+-]*)?$`) })
 
 // PluginVersion turns a teambus version ("v1.2.3", "dev") into the semantic
 // version a plugin manifest carries ("1.2.3", "0.0.0-dev").
 func PluginVersion(v string) string {
 	v = strings.TrimPrefix(v, "v")
-	if semverRE.MatchString(v) {
+	if semverRE().MatchString(v) {
 		return v
 	}
 	return "0.0.0-dev"

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"sync"
 )
 
 // Version is a Claude Code version, major.minor.patch.
@@ -30,12 +31,12 @@ var (
 	BatchClaude = Version{2, 1, 240}
 )
 
-var versionRE = regexp.MustCompile(`([0-9]+)\.([0-9]+)\.([0-9]+)`)
+var versionRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`([0-9]+)\.([0-9]+)\.([0-9]+)`) })
 
 // ParseVersion finds the first x.y.z in s (`claude --version` prints
 // "2.1.330 (Claude Code)").
 func ParseVersion(s string) (Version, bool) {
-	m := versionRE.FindStringSubmatch(s)
+	m := versionRE().FindStringSubmatch(s)
 	if m == nil {
 		return Version{}, false
 	}

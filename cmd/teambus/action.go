@@ -80,11 +80,14 @@ func withSession(c *cli.Context, fn func(*session) error) error {
 // withMember opens a session and runs fn with the actor's client of the
 // team service.
 func withMember(c *cli.Context, a team.Actor, fn func(*session, *mapi.Client) error) error {
-	return withSession(c, func(s *session) error {
-		cl, err := s.member(a)
-		if err != nil {
-			return err
-		}
-		return fn(s, cl)
-	})
+	s, err := openSession(c, true)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	cl, err := s.member(a)
+	if err != nil {
+		return err
+	}
+	return fn(s, cl)
 }

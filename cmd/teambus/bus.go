@@ -1,3 +1,5 @@
+//go:build !teambus_client
+
 package main
 
 import (
@@ -104,20 +106,6 @@ func busStart(c *cli.Context) error {
 	// through it.
 	cfg.Attach = node.Attach(node.Config{Logger: log})
 	return node.Run(c.Context, cfg)
-}
-
-// splitList splits comma separated values of a repeatable flag and drops
-// empty ones.
-func splitList(values []string) []string {
-	var out []string
-	for _, v := range values {
-		for _, s := range strings.Split(v, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				out = append(out, s)
-			}
-		}
-	}
-	return out
 }
 
 // busStatusCommand is `teambus bus status`.

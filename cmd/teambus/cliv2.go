@@ -27,6 +27,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/urfave/cli/v2"
 )
@@ -164,13 +165,15 @@ func onUsageError(c *cli.Context, err error, _ bool) error {
 // flagErrorText rewrites the Go flag package's "-name" into "--name" for
 // long flags, as users type them.
 func flagErrorText(s string) string {
-	return goFlagRE.ReplaceAllString(s, "${1}--${2}")
+	return goFlagRE().ReplaceAllString(s, "${1}--${2}")
 }
 
 // goFlagRE finds a long flag name in the Go flag package's errors: "flag
 // provided but not defined: -x", "flag needs an argument: -x", "invalid
 // value "v" for flag -x: ...", "invalid boolean value "v" for -x: ...".
-var goFlagRE = regexp.MustCompile(`(defined: |argument: |for flag |for )-([A-Za-z0-9][A-Za-z0-9_-]+)`)
+var goFlagRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(defined: |argument: |for flag |for )-([A-Za-z0-9][A-Za-z0-9_-]+)`)
+})
 
 // invocation is a command line split the way people type it: the command
 // path, the flags (with their values) and the positional arguments, in any

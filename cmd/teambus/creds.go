@@ -113,10 +113,19 @@ func flagCreds(c *cli.Context) (*bus.Creds, error) {
 	if path == "" {
 		return nil, nil
 	}
+	// --team and --member both default from the file: read it once a run.
+	key := "creds:" + path
+	if cr, ok := c.App.Metadata[key].(*bus.Creds); ok {
+		return cr, nil
+	}
 	cr, ok, err := bus.ReadCreds(path)
 	if err != nil || !ok {
 		return nil, err
 	}
+	if c.App.Metadata == nil {
+		c.App.Metadata = map[string]any{}
+	}
+	c.App.Metadata[key] = cr
 	return cr, nil
 }
 
@@ -190,4 +199,18 @@ func keepConn(c *cli.Context, conn *bus.Conn) {
 		c.App.Metadata = map[string]any{}
 	}
 	c.App.Metadata[metaConn] = conn
+}
+
+// splitList splits comma separated values of a repeatable flag and drops
+// empty ones.
+func splitList(values []string) []string {
+	var out []string
+	for _, v := range values {
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
 }

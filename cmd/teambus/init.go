@@ -57,7 +57,7 @@ func initClaudeCommand() *cli.Command {
 			&cli.BoolFlag{Name: "autonomous", Usage: "the Stop hook keeps a teammate working while it holds an unfinished task"},
 			&cli.BoolFlag{Name: "claude-md", Usage: "add a short teambus block to CLAUDE.md"},
 			&cli.BoolFlag{Name: "skill", Usage: "write the teambus skill (.claude/skills/teambus/SKILL.md)"},
-			&cli.StringFlag{Name: "bin", Usage: "teambus binary the handlers run (default: this binary for local and --settings, teambus on PATH otherwise)"},
+			&cli.StringFlag{Name: "bin", Usage: "teambus binary the handlers run (default for local and --settings: teambus-client beside this binary if installed, else this binary; teambus on PATH otherwise)"},
 			&cli.BoolFlag{Name: "shell-form", Usage: "write shell-form commands, exec '<bin>' hook … (Claude Code < 2.1.139)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the change as a diff (or the new file) and write nothing"},
 			&cli.BoolFlag{Name: "check", Usage: "report what is installed where and what is wrong; exit 0 current, 1 outdated, 2 missing"},
@@ -307,8 +307,9 @@ func (r *initRun) setup() error {
 	return nil
 }
 
-// bin is the binary the handlers run: --bin, else this binary for local and
-// --settings (its absolute path), else the bare teambus.
+// bin is the binary the handlers run: --bin, else for local and --settings
+// the absolute path of teambus-client beside this binary when it is there,
+// else of this binary; else the bare teambus.
 func (r *initRun) bin() (string, error) {
 	if b := r.c.String("bin"); b != "" {
 		if b != "teambus" && !filepath.IsAbs(b) {
@@ -332,10 +333,24 @@ func (r *initRun) bin() (string, error) {
 	if resolved, err := filepath.EvalSymlinks(exe); err == nil {
 		exe = resolved
 	}
-	if filepath.Base(exe) != "teambus" {
-		return "", teambus.Invalidf("init claude: this binary is %s, not named teambus: pass --bin PATH of the teambus binary", exe)
+	switch filepath.Base(exe) {
+	case initclaude.ClientBinary:
+		return exe, nil
+	case "teambus":
+		// The client build beside it starts faster and makes smaller
+		// sidecars: the handlers run it when it is there.
+		if c := filepath.Join(filepath.Dir(exe), initclaude.ClientBinary); isExecutable(c) {
+			return c, nil
+		}
+		return exe, nil
 	}
-	return exe, nil
+	return "", teambus.Invalidf("init claude: this binary is %s, not named teambus: pass --bin PATH of the teambus binary", exe)
+}
+
+// isExecutable reports whether path is a regular file someone may execute.
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
 
 // detectClaude finds the claude binary (TEAMBUS_CLAUDE_BIN, else claude on

@@ -22,7 +22,6 @@ import (
 	"github.com/teambus/teambus/agent/mcpserver"
 	"github.com/teambus/teambus/bus"
 	mapi "github.com/teambus/teambus/member"
-	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/team"
 )
 
@@ -120,7 +119,7 @@ func mcpBackend(ctx context.Context, conn *bus.Conn, svc *team.Service, d time.D
 	if _, _, ok := conn.MemberOf(); ok {
 		return mcpserver.ClientBackend{Conn: conn}, nil
 	}
-	ping, err := micro.ControlSubject(micro.PingVerb, node.DefaultName, "")
+	ping, err := micro.ControlSubject(micro.PingVerb, bus.ServiceName, "")
 	if err != nil {
 		return nil, fmt.Errorf("team service ping subject: %w", err)
 	}

@@ -24,7 +24,12 @@ type session struct {
 }
 
 // open connects for a one-shot command. The caller defers close.
-func open(c *cli.Context) (*session, error) {
+func open(c *cli.Context) (*session, error) { return openSession(c, false) }
+
+// openSession is open; viaService says the command talks to the team
+// service only, so connecting skips the JetStream readiness round trip
+// (the service answers "unavailable" itself while JetStream is not ready).
+func openSession(c *cli.Context, viaService bool) (*session, error) {
 	ctx, cancel, err := withTimeout(c)
 	if err != nil {
 		return nil, err
@@ -34,6 +39,7 @@ func open(c *cli.Context) (*session, error) {
 		cancel()
 		return nil, err
 	}
+	cfg.NoReadyCheck = cfg.NoReadyCheck || viaService
 	conn, err := bus.Connect(ctx, cfg)
 	if err != nil {
 		cancel()

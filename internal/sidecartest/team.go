@@ -544,14 +544,7 @@ func (t *Team) ConsumeSidecar(ctx context.Context, team, member string) (<-chan 
 	var once sync.Once
 	stop := func(back ...teambus.Delivery) {
 		once.Do(func() {
-			for drained := false; !drained; {
-				select {
-				case d := <-ch:
-					back = append(back, d)
-				default:
-					drained = true
-				}
-			}
+			back = teambus.TakeBuffered(ch, back)
 			for _, d := range back {
 				_ = d.Nak(context.Background())
 			}

@@ -1,0 +1,79 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/teambus/teambus"
+)
+
+// teamStream is what a team's mailbox and event log share: the team, the
+// JetStream context and the stream's config. Mailbox and Events embed it.
+type teamStream struct {
+	js   jetstream.JetStream
+	team string
+	// what names the stream in its description and in errors: "mailbox",
+	// "event log".
+	what string
+	sc   jetstream.StreamConfig
+}
+
+// newTeamStream returns team's stream prefix+team. sc holds the subjects
+// and limits; the rest of the config is the same for the mailbox and the
+// event log.
+func newTeamStream(js jetstream.JetStream, team, prefix, what string, sc jetstream.StreamConfig) teamStream {
+	sc.Name = prefix + team
+	sc.Description = "teambus " + what + " of team " + team
+	sc.Retention = jetstream.LimitsPolicy
+	// A full stream refuses new messages, it never drops old ones.
+	sc.Discard = jetstream.DiscardNew
+	sc.MaxMsgs = -1
+	sc.Storage = jetstream.FileStorage
+	sc.AllowDirect = true
+	// An audit stream: no message is ever deleted or purged, not even by
+	// the operator; only deleting the team removes it.
+	sc.DenyDelete = true
+	sc.DenyPurge = true
+	// Batch writes (SendBatch, AppendBatch): stored whole or not at all,
+	// one ack and a few fsyncs per batch.
+	sc.AllowAtomicPublish = true
+	return teamStream{js: js, team: team, what: what, sc: sc}
+}
+
+// streamDefaults sets the defaults the mailbox and the event log share: a
+// dedupe window of 10m and one replica.
+func streamDefaults(duplicates *time.Duration, replicas *int) {
+	if *duplicates <= 0 {
+		*duplicates = 10 * time.Minute
+	}
+	if *replicas <= 0 {
+		*replicas = 1
+	}
+}
+
+// Stream returns the name of the team's stream.
+func (s *teamStream) Stream() string { return s.sc.Name }
+
+// Declare creates or updates the team's stream with the configured limits.
+// It is idempotent.
+func (s *teamStream) Declare(ctx context.Context) error {
+	if err := teambus.ValidateID("team", s.team); err != nil {
+		return err
+	}
+	if _, err := s.js.CreateOrUpdateStream(ctx, s.sc); err != nil {
+		return teambus.Unavailablef("declare %s of team %s: %w", s.what, s.team, err)
+	}
+	return nil
+}
+
+// Delete removes the team's stream and its consumers; a stream already
+// gone is no error.
+func (s *teamStream) Delete(ctx context.Context) error {
+	if err := s.js.DeleteStream(ctx, s.Stream()); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return teambus.Unavailablef("delete %s of team %s: %w", s.what, s.team, err)
+	}
+	return nil
+}
