@@ -335,3 +335,45 @@ func TestService_Next_BoardNoFullRead(t *testing.T) {
 	}
 	t.Logf("full reads: %d for %d claims", f.svc.FullReads(), tasks)
 }
+
+// TestService_Next_BoardOrderAfterImport: an import puts its available
+// tasks on the board with the work downstream of them, so `task next`
+// orders them as a full read would (Pick): the head of a chain before a
+// task of higher priority, and that before the rest.
+func TestService_Next_BoardOrderAfterImport(t *testing.T) {
+	f := newFixture(t, team.Config{})
+	f.create(t, "imp", "L", testPolicy(), "tm1", "tm2", "tm3")
+	ctx := testCtx(t)
+	specs := []team.ImportTask{
+		{Line: 1, TaskSpec: team.TaskSpec{ID: "plain"}},
+		{Line: 2, TaskSpec: team.TaskSpec{ID: "urgent", Priority: 5}},
+		{Line: 3, TaskSpec: team.TaskSpec{ID: "head"}},
+		{Line: 4, TaskSpec: team.TaskSpec{ID: "mid", Deps: []string{"head"}}},
+		{Line: 5, TaskSpec: team.TaskSpec{ID: "tail", Deps: []string{"mid"}}},
+	}
+	if _, err := f.svc.ImportTasks(ctx, "imp", specs, nil); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := f.svc.Store().Snapshot(ctx, "imp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, tk := range teambus.Pick(snap.Tasks, "") {
+		want = append(want, tk.ID)
+	}
+	var got []string
+	for _, m := range []string{"tm1", "tm2", "tm3"} {
+		tk, err := f.svc.Next(ctx, actorOf("imp", m))
+		if err != nil {
+			t.Fatalf("next for %s: %v", m, err)
+		}
+		got = append(got, tk.ID)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) || fmt.Sprint(got) != "[head urgent plain]" {
+		t.Fatalf("claims in order %v, want %v (Pick) = [head urgent plain]", got, want)
+	}
+	if n := f.svc.FullReads(); n != 0 {
+		t.Fatalf("%d full reads, want the board's order without one", n)
+	}
+}
