@@ -35,8 +35,14 @@ import (
 //   - a write of an available task (add, release, requeue, fail, reopen,
 //     promotion, import, repair) adds or refreshes its entry (PutTask,
 //     PutTaskFenced, CreateTasks), with compare-and-set on the shard;
-//   - a claim removes the entry of the task it won (BoardRemove); an entry
-//     whose task a reader finds not claimable is removed by that reader.
+//   - entries of tasks no longer claimable are removed by whoever finds
+//     them so: a claim takes the entries it found stale, its own won entry
+//     among them, off a few at a time (BoardTake, team's staleBatch), a
+//     claim by id or another transition of an available task takes its
+//     own (BoardRemove), and every rebuild drops the stale ones.
+//
+// The shards are written as rollups (putBoard): the bucket keeps a
+// shard's latest value only.
 //
 // Each entry carries the revision of the task write that made it
 // available, and is removed only by someone who saw the task not
@@ -67,13 +73,13 @@ const (
 
 // BoardEntry is one claimable task on the board.
 type BoardEntry struct {
-	ID string `json:"i"`
+	ID string
 	// Rev is the revision of the task write that made it available.
-	Rev      uint64 `json:"r"`
-	Priority int    `json:"p,omitempty"`
-	Down     int    `json:"d,omitempty"`
-	Created  int64  `json:"c"` // unix nanoseconds
-	Quantum  string `json:"q,omitempty"`
+	Rev      uint64
+	Priority int
+	Down     int
+	Created  int64 // unix nanoseconds
+	Quantum  string
 }
 
 // Rank returns the entry as teambus.Pick orders it.
