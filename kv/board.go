@@ -33,8 +33,9 @@ import (
 // after the write, by whoever writes a task:
 //
 //   - a write of an available task (add, release, requeue, fail, reopen,
-//     promotion, import, repair) adds or refreshes its entry (PutTask,
-//     PutTaskFenced, CreateTasks), with compare-and-set on the shard;
+//     promotion, import) adds or refreshes its entry (PutTask,
+//     PutTaskFenced, CreateTasks), with compare-and-set on the shard; a
+//     record Repair restores is found by the next rebuild (below);
 //   - entries of tasks no longer claimable are removed by whoever finds
 //     them so: a claim takes the entries it found stale, its own won entry
 //     among them, off a few at a time (BoardTake, team's staleBatch), a
