@@ -411,6 +411,38 @@ func Downstream(tasks map[string]*Task) map[string]int {
 	return out
 }
 
+// DownstreamOf is Downstream for the tasks ids only: the work below each
+// of them, walked from them alone (a claim board needs it for the
+// available tasks, not for every task of a long chain).
+func DownstreamOf(tasks map[string]*Task, ids []string) map[string]int {
+	children := map[string][]string{}
+	for _, t := range tasks {
+		for _, d := range t.Dependencies {
+			children[d] = append(children[d], t.ID)
+		}
+	}
+	out := make(map[string]int, len(ids))
+	for _, id := range ids {
+		seen := map[string]bool{}
+		stack := append([]string(nil), children[id]...)
+		n := 0
+		for len(stack) > 0 {
+			c := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if seen[c] {
+				continue
+			}
+			seen[c] = true
+			if ct, ok := tasks[c]; ok && !ct.Done() {
+				n++
+			}
+			stack = append(stack, children[c]...)
+		}
+		out[id] = n
+	}
+	return out
+}
+
 // CountByStatus counts tasks by status; every status is present.
 func CountByStatus(tasks map[string]*Task) map[TaskStatus]int {
 	out := map[TaskStatus]int{}

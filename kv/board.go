@@ -477,7 +477,13 @@ func (s *Store) RebuildBoard(ctx context.Context, snap *Snapshot) (added, remove
 	if err != nil {
 		return 0, 0, err
 	}
-	down := teambus.Downstream(snap.Tasks)
+	var avail []string
+	for id, t := range snap.Tasks {
+		if t.Status == teambus.TaskAvailable {
+			avail = append(avail, id)
+		}
+	}
+	down := teambus.DownstreamOf(snap.Tasks, avail)
 	want := make([]map[string]BoardEntry, BoardShards)
 	for i := range want {
 		want[i] = map[string]BoardEntry{}

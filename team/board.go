@@ -248,11 +248,7 @@ func (s *Service) boardDown(ctx context.Context, team string, tasks map[string]*
 	if len(up) == 0 {
 		return
 	}
-	down := teambus.Downstream(all)
-	set := make(map[string]int, len(up))
-	for _, id := range up {
-		set[id] = down[id]
-	}
+	set := teambus.DownstreamOf(all, up)
 	if err := s.store.BoardSetDown(ctx, team, set); err != nil {
 		s.cfg.Logger.Debug("claim board not updated", "team", team, "err", err)
 	}
@@ -269,9 +265,15 @@ func (s *Service) boardDownAll(ctx context.Context, team string, tasks map[strin
 	for _, t := range added {
 		all[t.ID] = t
 	}
+	var avail []string
+	for id, t := range all {
+		if t.Status == teambus.TaskAvailable {
+			avail = append(avail, id)
+		}
+	}
 	set := map[string]int{}
-	for id, d := range teambus.Downstream(all) {
-		if d > 0 && all[id].Status == teambus.TaskAvailable {
+	for id, d := range teambus.DownstreamOf(all, avail) {
+		if d > 0 {
 			set[id] = d
 		}
 	}
