@@ -70,6 +70,9 @@ const (
 	keyBoard = "board"
 	// BoardShards is the number of board records.
 	BoardShards = 8
+	// rebuildStale is how many stale entries make a rebuild rewrite a
+	// shard it would otherwise leave as it is.
+	rebuildStale = 32
 )
 
 // BoardEntry is one claimable task on the board.
@@ -469,8 +472,9 @@ func (s *Store) putBoard(ctx context.Context, bucket string, n int, val []byte, 
 // (Snapshot): every available task on it with its Down, no entry of a
 // task snap holds not claimable at or after the entry's revision, and the
 // marker written. Entries newer than snap are kept as they are. It is
-// idempotent, writes only the shards that differ, and returns how many
-// entries it added and removed.
+// idempotent, writes only the shards that differ (a shard that differs
+// only by fewer than rebuildStale stale entries is left to the claims),
+// and returns how many entries it added and removed.
 func (s *Store) RebuildBoard(ctx context.Context, snap *Snapshot) (added, removed int, err error) {
 	team := snap.Team.ID
 	kv, err := s.stateBucket(ctx, team)
@@ -520,7 +524,6 @@ func (s *Store) RebuildBoard(ctx context.Context, snap *Snapshot) (added, remove
 					// Written after snap was read: keep.
 				default:
 					r++
-					changed = true
 					continue
 				}
 				out = append(out, e)
@@ -532,7 +535,14 @@ func (s *Store) RebuildBoard(ctx context.Context, snap *Snapshot) (added, remove
 					changed = true
 				}
 			}
-			return out, changed
+			// Stale entries alone are left to the claims that find them
+			// (a few a member, taken off in batches) unless there are
+			// many: the lead rebuilds on every heartbeat, and a write of
+			// the team bucket makes every fenced write in flight retry.
+			if !changed && r < rebuildStale {
+				r = 0
+			}
+			return out, changed || r > 0
 		})
 		if err != nil {
 			return added, removed, err
