@@ -429,6 +429,11 @@ func TestDownstream(t *testing.T) {
 			t.Errorf("Downstream[%s] = %d, want %d (d counted once through the diamond, done e not counted)", id, got[id], want[id])
 		}
 	}
+	// DownstreamOf agrees for the tasks it is asked about, and only them.
+	of := teambus.DownstreamOf(tasks, []string{"a", "c", "f"})
+	if len(of) != 3 || of["a"] != 3 || of["c"] != 1 || of["f"] != 0 {
+		t.Errorf("DownstreamOf(a, c, f) = %v, want a:3 c:1 f:0", of)
+	}
 }
 
 func TestPick_Order(t *testing.T) {

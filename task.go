@@ -336,22 +336,50 @@ func Pick(tasks map[string]*Task, quantum string) []*Task {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
+		return RankOf(out[i], down[out[i].ID]).Before(RankOf(out[j], down[out[j].ID]), quantum)
+	})
+	return out
+}
+
+// Rank is what Pick orders a claimable task by: a claim board (kv) keeps
+// it for each claimable task, so a claim orders candidates without
+// reading the team.
+type Rank struct {
+	ID        string
+	Quantum   string
+	Down      int // tasks not done downstream (Downstream)
+	Priority  int
+	CreatedAt time.Time
+}
+
+// RankOf returns the rank of t with down tasks downstream of it.
+func RankOf(t *Task, down int) Rank {
+	return Rank{ID: t.ID, Quantum: t.Quantum, Down: down, Priority: t.Priority, CreatedAt: t.CreatedAt}
+}
+
+// Before reports whether a comes before b in Pick's order for a member of
+// quantum.
+func (a Rank) Before(b Rank, quantum string) bool {
+	if !a.Tied(b, quantum) {
 		if quantum != "" && (a.Quantum == quantum) != (b.Quantum == quantum) {
 			return a.Quantum == quantum
 		}
-		if down[a.ID] != down[b.ID] {
-			return down[a.ID] > down[b.ID]
+		if a.Down != b.Down {
+			return a.Down > b.Down
 		}
 		if a.Priority != b.Priority {
 			return a.Priority > b.Priority
 		}
-		if !a.CreatedAt.Equal(b.CreatedAt) {
-			return a.CreatedAt.Before(b.CreatedAt)
-		}
-		return a.ID < b.ID
-	})
-	return out
+		return a.CreatedAt.Before(b.CreatedAt)
+	}
+	return a.ID < b.ID
+}
+
+// Tied reports whether a and b are equal in everything Pick orders by but
+// the id: which of them comes first is only the id's alphabet.
+func (a Rank) Tied(b Rank, quantum string) bool {
+	return (quantum == "" || (a.Quantum == quantum) == (b.Quantum == quantum)) &&
+		a.Down == b.Down && a.Priority == b.Priority && a.CreatedAt.Equal(b.CreatedAt)
 }
 
 // Downstream counts, for every task, the tasks not yet done that depend on
@@ -379,6 +407,38 @@ func Downstream(tasks map[string]*Task) map[string]int {
 			}
 			stack = append(stack, children[c]...)
 		}
+	}
+	return out
+}
+
+// DownstreamOf is Downstream for the tasks ids only: the work below each
+// of them, walked from them alone (a claim board needs it for the
+// available tasks, not for every task of a long chain).
+func DownstreamOf(tasks map[string]*Task, ids []string) map[string]int {
+	children := map[string][]string{}
+	for _, t := range tasks {
+		for _, d := range t.Dependencies {
+			children[d] = append(children[d], t.ID)
+		}
+	}
+	out := make(map[string]int, len(ids))
+	for _, id := range ids {
+		seen := map[string]bool{}
+		stack := append([]string(nil), children[id]...)
+		n := 0
+		for len(stack) > 0 {
+			c := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if seen[c] {
+				continue
+			}
+			seen[c] = true
+			if ct, ok := tasks[c]; ok && !ct.Done() {
+				n++
+			}
+			stack = append(stack, children[c]...)
+		}
+		out[id] = n
 	}
 	return out
 }

@@ -39,16 +39,19 @@ func (s *Store) CreateTasks(ctx context.Context, team string, tasks []*teambus.T
 				jetstream.ExpectedLastSubjSeqHeader: []string{"0"}, // new: no record of the key yet
 			}})
 		}
-		_, err := jsbatch.Publish(ctx, s.js.Conn(), msgs)
+		ack, err := jsbatch.Publish(ctx, s.js.Conn(), msgs)
 		if jsbatch.Disabled(err) && !upgraded {
 			upgraded = true
 			if uerr := s.Upgrade(ctx, team); uerr != nil {
 				return teambus.Unavailablef("create tasks of team %s: its state bucket predates batch writes and this connection can not upgrade it: %w", team, uerr)
 			}
-			_, err = jsbatch.Publish(ctx, s.js.Conn(), msgs)
+			ack, err = jsbatch.Publish(ctx, s.js.Conn(), msgs)
 		}
 		switch {
 		case err == nil:
+			// The batch is stored at consecutive sequences, the last at
+			// the ack's (claim board, board.go).
+			s.boardAfterAll(ctx, team, tasks[start:end], ack.Sequence)
 		case isConflict(err):
 			return fmt.Errorf("create tasks %s..%s of team %s: one exists already: %w", tasks[start].ID, tasks[end-1].ID, team, ErrConflict)
 		default:

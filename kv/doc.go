@@ -22,12 +22,15 @@
 // it, with compare-and-set on the damaged revision. A damaged team record
 // makes that team unreadable until it is repaired.
 //
-// Beside the records the state bucket holds two kinds of derived keys,
+// Beside the records the state bucket holds three kinds of derived keys,
 // never decoded as records and left out of Snapshot: "summary", the task
 // counts, progress and active tasks a resume reports, valid while it names
-// the last task write (summary.go, ReportSnapshot); and the dependents
-// index, "dependents.<id>" per dependency plus the "index" marker of a
-// team created with it, which lets a completion promote its dependents
-// without reading the team (dependents.go). Store.Records reads a few
-// named records in one isolated read, consistent at a stream sequence.
+// the last task write (summary.go, ReportSnapshot); the dependents index,
+// "dependents.<id>" per dependency plus the "index" marker of a team
+// created with it, which lets a completion promote its dependents without
+// reading the team (dependents.go); and the claim board, "board.0" to
+// "board.7" plus the "board" marker, the available tasks in Pick's order,
+// which lets `task next` claim without reading the team (board.go).
+// Store.Records reads a few named records in one isolated read, consistent
+// at a stream sequence.
 package kv

@@ -63,7 +63,11 @@ func subject(bucket, key string) string { return "$KV." + bucket + "." + key }
 func (s *Store) PutTaskFenced(ctx context.Context, snap *Snapshot, t *teambus.Task, rev uint64, member string) (uint64, error) {
 	team := snap.Team.ID
 	if snap.Seq > 0 {
-		return s.putAt(ctx, team, preTask+t.ID, t, rev, snap.Seq)
+		n, err := s.putAt(ctx, team, preTask+t.ID, t, rev, snap.Seq)
+		if err == nil {
+			s.boardAfter(ctx, team, t, n)
+		}
+		return n, err
 	}
 	memberRev := snap.MemberRev[member]
 	if err := teambus.ValidateID("task", t.ID); err != nil {
@@ -100,6 +104,7 @@ func (s *Store) PutTaskFenced(ctx context.Context, snap *Snapshot, t *teambus.Ta
 	switch {
 	case err == nil:
 		// The task is the first of the two messages stored together.
+		s.boardAfter(ctx, team, t, ack.Sequence-1)
 		return ack.Sequence - 1, nil
 	case isConflict(err):
 		return 0, fmt.Errorf("write task %s fenced on member %s: %w", t.ID, member, ErrConflict)

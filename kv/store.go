@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -62,6 +63,10 @@ type Store struct {
 	js      jetstream.JetStream
 	cfg     Config
 	buckets bucketCache // opened bucket handles (buckets.go)
+	// touched holds, by "team/member", the activity time this store last
+	// wrote or read: a Touch within ActivityResolution of it reads
+	// nothing (the record only moves forward).
+	touched sync.Map
 }
 
 // New returns a store on js. It does no I/O.
@@ -196,6 +201,10 @@ func (s *Store) CreateTeam(ctx context.Context, t *teambus.Team, members []*team
 	}
 	// The dependents index is complete from the first task (dependents.go).
 	if err := markIndexed(ctx, kv); err != nil {
+		return unavailable("create team "+t.ID, err)
+	}
+	// So is the claim board (board.go).
+	if _, err := kv.Create(ctx, keyBoard, []byte(`{"board":true}`)); err != nil && !isConflict(err) {
 		return unavailable("create team "+t.ID, err)
 	}
 	// The team record goes last: a team exists once its record does.
@@ -338,11 +347,16 @@ func (s *Store) PutMember(ctx context.Context, team string, m *teambus.Member, r
 }
 
 // PutTask writes a task if its revision is still rev; rev 0 creates it.
+// An available task is then put on the claim board (board.go).
 func (s *Store) PutTask(ctx context.Context, team string, t *teambus.Task, rev uint64) (uint64, error) {
 	if err := teambus.ValidateID("task", t.ID); err != nil {
 		return 0, err
 	}
-	return s.put(ctx, team, preTask+t.ID, t, rev)
+	n, err := s.put(ctx, team, preTask+t.ID, t, rev)
+	if err == nil {
+		s.boardAfter(ctx, team, t, n)
+	}
+	return n, err
 }
 
 // ActivityResolution is the precision of a member's recorded activity: a
@@ -361,6 +375,10 @@ func (s *Store) Touch(ctx context.Context, team, member string) error {
 		return err
 	}
 	now := s.Now()
+	memo := team + "/" + member
+	if at, ok := s.touched.Load(memo); ok && now.Sub(at.(time.Time)) < ActivityResolution && !now.Before(at.(time.Time)) {
+		return nil
+	}
 	return Retry(ctx, func() error {
 		var at time.Time
 		r, rev, err := get(ctx, kv, team, preActivity+member)
@@ -374,10 +392,13 @@ func (s *Store) Touch(ctx context.Context, team, member string) error {
 			return err
 		}
 		if now.Sub(at) < ActivityResolution {
+			s.touched.Store(memo, at)
 			return nil
 		}
 		b, _ := json.Marshal(now)
-		_, err = update(ctx, kv, preActivity+member, b, rev)
+		if _, err = update(ctx, kv, preActivity+member, b, rev); err == nil {
+			s.touched.Store(memo, now)
+		}
 		return err
 	})
 }

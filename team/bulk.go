@@ -82,6 +82,7 @@ func (s *Service) ImportTasks(ctx context.Context, team string, tasks []ImportTa
 			return res, err
 		}
 		res.Added = len(fresh)
+		s.boardDownAll(ctx, team, snap.Tasks, fresh)
 		res.EventsLogged = s.logTasksAdded(ctx, team, fresh)
 		return res, nil
 	}

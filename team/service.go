@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -35,6 +36,8 @@ type Service struct {
 	js    jetstream.JetStream
 	store *kv.Store
 	cfg   Config
+	// fullReads counts the claims that read the whole team (nextFull).
+	fullReads atomic.Int64
 }
 
 // New returns a service on js. It does no I/O.

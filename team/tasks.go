@@ -58,6 +58,7 @@ func (s *Service) AddTask(ctx context.Context, team string, spec TaskSpec) (*tea
 			return err
 		}
 		out = t
+		s.boardDown(ctx, team, snap.Tasks, t)
 		return nil
 	})
 	if err == nil {
@@ -121,13 +122,29 @@ func (s *Service) mutate(ctx context.Context, a Actor, id string, narrow bool, f
 		if err != nil {
 			return err
 		}
+		wasAvailable := t.Status == teambus.TaskAvailable
 		changed, err = fn(snap, t, epoch)
 		if err != nil {
 			return err
 		}
 		if changed {
-			if err := s.putTask(ctx, snap, a, t); err != nil {
+			if narrow && !a.IsLead() {
+				// Only the member and the task matter: a write that fails
+				// because another record of the team moved is tried
+				// again at once (fencedPut).
+				rev, err := s.fencedPut(ctx, snap, a, t, epoch)
+				if err != nil {
+					return err
+				}
+				snap.TaskRev[id] = rev
+			} else if err := s.putTask(ctx, snap, a, t); err != nil {
 				return err
+			}
+			if wasAvailable && t.Status != teambus.TaskAvailable {
+				// Off the claim board (kv/board.go), best effort.
+				if err := s.store.BoardRemove(ctx, a.Team, id, snap.TaskRev[id]); err != nil {
+					s.cfg.Logger.Debug("claim board entry not removed", "team", a.Team, "task", id, "err", err)
+				}
 			}
 		}
 		out = t
@@ -143,12 +160,20 @@ func (s *Service) mutate(ctx context.Context, a Actor, id string, narrow bool, f
 // fenced: it lands only if the member record is still the one snap's
 // authorize checked (kv.PutTaskFenced), in the same atomic step. The
 // lead's write is a plain compare-and-set on the task.
+// snap.TaskRev then holds the revision written.
 func (s *Service) putTask(ctx context.Context, snap *kv.Snapshot, a Actor, t *teambus.Task) error {
+	var (
+		rev uint64
+		err error
+	)
 	if a.IsLead() {
-		_, err := s.store.PutTask(ctx, a.Team, t, snap.TaskRev[t.ID])
-		return err
+		rev, err = s.store.PutTask(ctx, a.Team, t, snap.TaskRev[t.ID])
+	} else {
+		rev, err = s.store.PutTaskFenced(ctx, snap, t, snap.TaskRev[t.ID], a.Member)
 	}
-	_, err := s.store.PutTaskFenced(ctx, snap, t, snap.TaskRev[t.ID], a.Member)
+	if err == nil {
+		snap.TaskRev[t.ID] = rev
+	}
 	return err
 }
 
@@ -242,10 +267,36 @@ func (s *Service) claimStep(snap *kv.Snapshot, a Actor, t *teambus.Task, epoch i
 // downstream work, then priority, then creation order. It returns
 // ErrUnavailable when nothing is claimable yet and ErrState when no work is
 // left.
+//
+// It reads the claim board (kv.Store.Board), not the team: the team and
+// member records and the board in one read, then the best candidates and
+// the task of the member's claim slot in another, and claims one with
+// compare-and-set (nextFromBoard). Only a board without a candidate, or a
+// team without a board, is read whole, as before the board (nextFull),
+// and the board rebuilt from that read.
 func (s *Service) Next(ctx context.Context, a Actor) (*teambus.Task, error) {
 	if err := a.Validate(); err != nil {
 		return nil, err
 	}
+	if !a.IsLead() {
+		for round := 0; round < boardRounds; round++ {
+			t, err := s.nextFromBoard(ctx, a)
+			if errors.Is(err, errBoardAgain) {
+				continue
+			}
+			if errors.Is(err, errBoardDry) {
+				break
+			}
+			return t, err
+		}
+	}
+	return s.nextFull(ctx, a)
+}
+
+// nextFull is Next from a full read of the team, which it also uses to
+// rebuild the claim board.
+func (s *Service) nextFull(ctx context.Context, a Actor) (*teambus.Task, error) {
+	s.fullReads.Add(1)
 	for attempt := 0; attempt < kv.MaxRetries; attempt++ {
 		snap, err := s.store.Snapshot(ctx, a.Team)
 		if err != nil {
@@ -257,6 +308,11 @@ func (s *Service) Next(ctx context.Context, a Actor) (*teambus.Task, error) {
 		}
 		if busy := snap.MemberTasks(a.Member); len(busy) > 0 {
 			return nil, teambus.Statef("%s already works on task %s: complete, release or block it first", a.Member, busy[0].ID)
+		}
+		if attempt == 0 {
+			// The board had no candidate, or there is none yet: make it
+			// agree with this read (kv.Store.RebuildBoard).
+			s.rebuildBoard(ctx, snap)
 		}
 		quantum := ""
 		if m, ok := snap.Members[a.Member]; ok {
@@ -301,6 +357,9 @@ func (s *Service) Next(ctx context.Context, a Actor) (*teambus.Task, error) {
 					continue
 				}
 				return nil, err
+			}
+			if err := s.store.BoardRemove(ctx, a.Team, t.ID, snap.TaskRev[t.ID]); err != nil {
+				s.cfg.Logger.Debug("claim board entry not removed", "team", a.Team, "task", t.ID, "err", err)
 			}
 			s.touch(ctx, a)
 			s.LogEvent(ctx, a.Team, eventlog.EvTaskClaimed, a.Member, map[string]any{"taskId": t.ID, "agent": a.Member, "attempts": t.Attempts, "epoch": t.Epoch})
@@ -403,9 +462,10 @@ func (s *Service) PromoteReady(ctx context.Context, team string) ([]string, erro
 		}
 		ready := teambus.Unblocked(snap.Tasks)
 		if len(ready) == 0 {
-			// The whole team is read: keep the resume summary current
-			// (kv.TaskSummary).
+			// The whole team is read: keep the resume summary and the
+			// claim board current (kv.TaskSummary, kv.Store.RebuildBoard).
 			s.store.SaveSummary(ctx, snap, last)
+			s.rebuildBoard(ctx, snap)
 		}
 		for _, id := range ready {
 			t := snap.Tasks[id]
@@ -506,7 +566,13 @@ func (s *Service) Reassign(ctx context.Context, a Actor, id, to string) (*teambu
 		if busy := snap.MemberTasks(to); len(busy) > 0 && busy[0].ID != id {
 			return false, teambus.Statef("%s already works on task %s", to, busy[0].ID)
 		}
-		return true, teambus.Reassign(t, to, target.Epoch, s.Now())
+		already := t.Active() && t.AssignedTo == to
+		if err := teambus.Reassign(t, to, target.Epoch, s.Now()); err != nil || already {
+			return true, err
+		}
+		// The target's claim slot names the task first, as a claim's
+		// does: it is what a claim checks for a task held (nextFromBoard).
+		return true, s.takeSlot(ctx, snap, to, id)
 	})
 	if err == nil {
 		s.LogEvent(ctx, a.Team, eventlog.EvTaskReassigned, a.Member, map[string]any{"taskId": t.ID, "to": to, "from": from})
