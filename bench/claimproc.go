@@ -14,6 +14,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/proc"
 	"github.com/teambus/teambus/team"
 )
@@ -55,17 +56,14 @@ func (r *run) oneShotClaims(ctx context.Context) error {
 		r.rateRow("peer", keyClaimProcPeer, peerName, s, "op = one task claimed and completed (two processes)").Short = "one-shot state.json claims"
 	}
 
-	nd, svc, stop, err := r.teamNode(ctx, "node-claim-oneshot", bus.SyncModeAlways, team.Config{})
+	nd, svc, stop, actors, err := r.claimTeam(ctx, "node-claim-oneshot", "claims", workers)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	var members []string
-	for i := 0; i < workers; i++ {
-		members = append(members, fmt.Sprintf("c%d", i))
-	}
-	if _, err := sendTeam(ctx, svc, "claims", members...); err != nil {
-		return err
+	members := make([]string, len(actors))
+	for i, a := range actors {
+		members[i] = a.Member
 	}
 	specs := make([]team.ImportTask, tasks)
 	for i := range specs {
@@ -166,4 +164,22 @@ func runOut(ctx context.Context, exe string, args ...string) (string, error) {
 		return "", fmt.Errorf("%s %s: %w: %s", filepath.Base(exe), strings.Join(args[:min(len(args), 2)], " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return out.String(), nil
+}
+
+// claimTeam starts a node named name with team teamID of workers joined
+// members c0, c1, …; stop closes the node.
+func (r *run) claimTeam(ctx context.Context, name, teamID string, workers int) (nd *node.Node, svc *team.Service, stop func(), actors []team.Actor, err error) {
+	nd, svc, stop, err = r.teamNode(ctx, name, bus.SyncModeAlways, team.Config{})
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	members := make([]string, workers)
+	for i := range members {
+		members[i] = fmt.Sprintf("c%d", i)
+	}
+	if actors, err = sendTeam(ctx, svc, teamID, members...); err != nil {
+		stop()
+		return nil, nil, nil, nil, err
+	}
+	return nd, svc, stop, actors, nil
 }

@@ -542,19 +542,11 @@ func (r *run) claims(ctx context.Context) error {
 	}
 	r.rateRow("peer", keyStateClaim, fmt.Sprintf("state.json claim + complete under flock, %d members, %d tasks", workers, tasks), s, "op = one task claimed and completed (two atomic rewrites)").Short = "state.json claims"
 
-	nd, svc, stop, err := r.teamNode(ctx, "node-claim", bus.SyncModeAlways, team.Config{})
+	nd, svc, stop, actors, err := r.claimTeam(ctx, "node-claim", "claim", workers)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	var members []string
-	for i := 0; i < workers; i++ {
-		members = append(members, fmt.Sprintf("c%d", i))
-	}
-	actors, err := sendTeam(ctx, svc, "claim", members...)
-	if err != nil {
-		return err
-	}
 	if err := putTasks(ctx, svc.Store(), "claim", tasks, func(i int, now time.Time) *teambus.Task {
 		t, _ := teambus.NewTask(fmt.Sprintf("t%05d", i), "task", nil, 0, "", nil, now)
 		return t
