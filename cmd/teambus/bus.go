@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -32,6 +33,9 @@ func busCommand() *cli.Command {
 		},
 	}
 }
+
+// nodeGCPercent is the GC target of `bus start` (see busStart).
+const nodeGCPercent = 50
 
 // busStartCommand is `teambus bus start`, in the foreground until SIGINT
 // or SIGTERM.
@@ -65,6 +69,13 @@ func busStartCommand() *cli.Command {
 func busStart(c *cli.Context) error {
 	if err := exactArgs(c, 0); err != nil {
 		return err
+	}
+	if os.Getenv("GOGC") == "" {
+		// A node's heap is mostly long-lived per-team state: collecting
+		// at 50% growth instead of 100% keeps an idle team at ~0.4 MiB
+		// instead of ~0.6 (1,000 teams, bench memory row). GOGC set in
+		// the environment wins.
+		debug.SetGCPercent(nodeGCPercent)
 	}
 	dir, err := stateDir(c)
 	if err != nil {
