@@ -385,30 +385,11 @@ func (a Rank) Tied(b Rank, quantum string) bool {
 // Downstream counts, for every task, the tasks not yet done that depend on
 // it directly or transitively.
 func Downstream(tasks map[string]*Task) map[string]int {
-	children := map[string][]string{}
-	for _, t := range tasks {
-		for _, d := range t.Dependencies {
-			children[d] = append(children[d], t.ID)
-		}
-	}
-	out := make(map[string]int, len(tasks))
+	ids := make([]string, 0, len(tasks))
 	for id := range tasks {
-		seen := map[string]bool{}
-		stack := append([]string(nil), children[id]...)
-		for len(stack) > 0 {
-			c := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			if seen[c] {
-				continue
-			}
-			seen[c] = true
-			if ct, ok := tasks[c]; ok && !ct.Done() {
-				out[id]++
-			}
-			stack = append(stack, children[c]...)
-		}
+		ids = append(ids, id)
 	}
-	return out
+	return DownstreamOf(tasks, ids)
 }
 
 // DownstreamOf is Downstream for the tasks ids only: the work below each

@@ -225,20 +225,15 @@ type Board struct {
 // isolated read, and decodes the k first entries of each shard for the
 // member's quantum.
 func (s *Store) Board(ctx context.Context, team, member string, k int) (*Board, error) {
-	kv, err := s.stateBucket(ctx, team)
-	if err != nil {
-		return nil, err
-	}
 	if err := teambus.ValidateMemberID(member); err != nil {
 		return nil, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
+	ctx, cancel, bucket, pre, err := s.isolatedRead(ctx, team)
+	if err != nil {
+		return nil, err
 	}
-	pre := "$KV." + kv.Bucket() + "."
-	entries, seq, err := readLastAt(ctx, s.js.Conn(), kv.Bucket(), pre+keyTeam, pre+preMember+member, pre+keyBoard, pre+preBoard+">")
+	defer cancel()
+	entries, seq, err := readLastAt(ctx, s.js.Conn(), bucket, pre+keyTeam, pre+preMember+member, pre+keyBoard, pre+preBoard+">")
 	if err != nil {
 		return nil, unavailable("read the claim board of team "+team, err)
 	}

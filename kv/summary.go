@@ -267,16 +267,11 @@ func lastSeqOf(ctx context.Context, s *Store, bucket, filter string) (uint64, er
 // transition that needs no other record (a completion, a failure, a
 // checkpoint) reads O(1) records, not the team.
 func (s *Store) Records(ctx context.Context, team string, members, tasks []string) (*Snapshot, error) {
-	kv, err := s.stateBucket(ctx, team)
+	ctx, cancel, bucket, pre, err := s.isolatedRead(ctx, team)
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-	}
-	pre := "$KV." + kv.Bucket() + "."
+	defer cancel()
 	subjects := []string{pre + keyTeam}
 	for _, id := range members {
 		if err := teambus.ValidateMemberID(id); err != nil {
@@ -290,7 +285,7 @@ func (s *Store) Records(ctx context.Context, team string, members, tasks []strin
 		}
 		subjects = append(subjects, pre+preTask+id)
 	}
-	entries, seq, err := readLastAt(ctx, s.js.Conn(), kv.Bucket(), subjects...)
+	entries, seq, err := readLastAt(ctx, s.js.Conn(), bucket, subjects...)
 	if err != nil {
 		return nil, unavailable("read team "+team, err)
 	}
@@ -301,4 +296,19 @@ func (s *Store) Records(ctx context.Context, team string, members, tasks []strin
 		return nil, err
 	}
 	return snap, nil
+}
+
+// isolatedRead prepares one isolated direct read of team's state bucket:
+// ctx with a 10 s deadline unless it has one, the bucket's name and its
+// subject prefix.
+func (s *Store) isolatedRead(ctx context.Context, team string) (context.Context, context.CancelFunc, string, string, error) {
+	kv, err := s.stateBucket(ctx, team)
+	if err != nil {
+		return ctx, func() {}, "", "", err
+	}
+	cancel := func() {}
+	if _, ok := ctx.Deadline(); !ok {
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+	}
+	return ctx, cancel, kv.Bucket(), "$KV." + kv.Bucket() + ".", nil
 }

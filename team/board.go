@@ -96,12 +96,11 @@ func (s *Service) nextFromBoard(ctx context.Context, a Actor) (*teambus.Task, er
 			}
 			continue
 		}
-		c := *cand // the snapshot keeps the record as read
-		t := &c
-		if changed, err := s.claimStep(snap, a, t, epoch); err != nil || !changed {
-			if err != nil && (errors.Is(err, teambus.ErrFenced) || (!errors.Is(err, teambus.ErrConflict) && !errors.Is(err, teambus.ErrState))) {
-				return nil, err
-			}
+		t, ok, err := s.claimCandidate(snap, a, cand, epoch)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
 			continue
 		}
 		if err := s.takeSlot(ctx, snap, a.Member, e.ID); err != nil {

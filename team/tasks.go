@@ -335,12 +335,11 @@ func (s *Service) nextFull(ctx context.Context, a Actor) (*teambus.Task, error) 
 		// members racing for the same best task that was most of the
 		// cost.)
 		for _, cand := range order {
-			c := *cand // the snapshot keeps the record as read
-			t := &c
-			if changed, err := s.claimStep(snap, a, t, epoch); err != nil || !changed {
-				if err != nil && (errors.Is(err, teambus.ErrFenced) || (!errors.Is(err, teambus.ErrConflict) && !errors.Is(err, teambus.ErrState))) {
-					return nil, err
-				}
+			t, ok, err := s.claimCandidate(snap, a, cand, epoch)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
 				continue
 			}
 			if err := s.takeSlot(ctx, snap, a.Member, cand.ID); err != nil {
@@ -367,6 +366,22 @@ func (s *Service) nextFull(ctx context.Context, a Actor) (*teambus.Task, error) 
 		}
 	}
 	return nil, teambus.Conflictf("task next: lost every race for a task; try again")
+}
+
+// claimCandidate applies the claim to a copy of cand, the record as snap
+// read it: ok is false when cand can not be claimed (taken meanwhile, not
+// available, a lost race) and the next candidate is tried; err is what
+// ends the search (fenced, or a failure).
+func (s *Service) claimCandidate(snap *kv.Snapshot, a Actor, cand *teambus.Task, epoch int64) (*teambus.Task, bool, error) {
+	c := *cand // the snapshot keeps the record as read
+	t := &c
+	if changed, err := s.claimStep(snap, a, t, epoch); err != nil || !changed {
+		if err != nil && (errors.Is(err, teambus.ErrFenced) || (!errors.Is(err, teambus.ErrConflict) && !errors.Is(err, teambus.ErrState))) {
+			return nil, false, err
+		}
+		return nil, false, nil
+	}
+	return t, true, nil
 }
 
 // Complete finishes the actor's task and makes the tasks that waited on it
