@@ -77,12 +77,9 @@ func (s *Service) nextFromBoard(ctx context.Context, a Actor) (*teambus.Task, er
 	if err != nil {
 		return nil, err
 	}
-	epoch, err := authorize(snap, a)
+	epoch, err := mayClaim(snap, a)
 	if err != nil {
 		return nil, err
-	}
-	if busy := snap.MemberTasks(a.Member); len(busy) > 0 {
-		return nil, teambus.Statef("%s already works on task %s: complete, release or block it first", a.Member, busy[0].ID)
 	}
 	stale := map[string]uint64{}
 	for _, e := range order {

@@ -302,12 +302,9 @@ func (s *Service) nextFull(ctx context.Context, a Actor) (*teambus.Task, error) 
 		if err != nil {
 			return nil, err
 		}
-		epoch, err := authorize(snap, a)
+		epoch, err := mayClaim(snap, a)
 		if err != nil {
 			return nil, err
-		}
-		if busy := snap.MemberTasks(a.Member); len(busy) > 0 {
-			return nil, teambus.Statef("%s already works on task %s: complete, release or block it first", a.Member, busy[0].ID)
 		}
 		if attempt == 0 {
 			// The board had no candidate, or there is none yet: make it
@@ -366,6 +363,19 @@ func (s *Service) nextFull(ctx context.Context, a Actor) (*teambus.Task, error) 
 		}
 	}
 	return nil, teambus.Conflictf("task next: lost every race for a task; try again")
+}
+
+// mayClaim checks that the actor may claim a task in snap: its
+// incarnation (the epoch it claims at), and no task in its hands.
+func mayClaim(snap *kv.Snapshot, a Actor) (int64, error) {
+	epoch, err := authorize(snap, a)
+	if err != nil {
+		return 0, err
+	}
+	if busy := snap.MemberTasks(a.Member); len(busy) > 0 {
+		return 0, teambus.Statef("%s already works on task %s: complete, release or block it first", a.Member, busy[0].ID)
+	}
+	return epoch, nil
 }
 
 // claimCandidate applies the claim to a copy of cand, the record as snap
