@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -26,7 +25,7 @@ func findClient(ctx context.Context, cfg Config, dir string) (string, error) {
 	if cfg.ClientExe != "" {
 		return cfg.ClientExe, nil
 	}
-	if c := filepath.Join(filepath.Dir(cfg.Exe), "teambus-client"); isExecutable(c) {
+	if c := filepath.Join(filepath.Dir(cfg.Exe), "teambus-client"); proc.IsExecutable(c) {
 		return c, nil
 	}
 	goBin, err := exec.LookPath("go")
@@ -49,10 +48,4 @@ func findClient(ctx context.Context, cfg Config, dir string) (string, error) {
 		return "", fmt.Errorf("build teambus-client: %w: %s", err, strings.TrimSpace(string(b)))
 	}
 	return exe, nil
-}
-
-// isExecutable reports whether path is a regular file someone may execute.
-func isExecutable(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -191,7 +190,7 @@ func fillTeam(ctx context.Context, conn *bus.Conn, svc *team.Service, id string,
 		return fmt.Errorf("create team %s: %w", id, err)
 	}
 	store := svc.Store()
-	if err := parallel(ctx, members, func(i int) error {
+	if err := inParallel(ctx, 16, members, func(i int) error {
 		mid := fmt.Sprintf("m%d", i)
 		m, rev, err := store.Member(ctx, id, mid)
 		if err != nil {
@@ -268,43 +267,4 @@ func fillMailbox(ctx context.Context, conn *bus.Conn, mb *bus.Mailbox, members, 
 		}
 	}
 	return nil
-}
-
-// parallel runs fn(0..n-1) on 16 goroutines and returns the first error.
-func parallel(ctx context.Context, n int, fn func(i int) error) error {
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		err  error
-		next int
-	)
-	for w := 0; w < 16; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				if err != nil || next >= n || ctx.Err() != nil {
-					mu.Unlock()
-					return
-				}
-				i := next
-				next++
-				mu.Unlock()
-				if e := fn(i); e != nil {
-					mu.Lock()
-					if err == nil {
-						err = e
-					}
-					mu.Unlock()
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if err == nil {
-		err = ctx.Err()
-	}
-	return err
 }

@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -198,8 +199,8 @@ func headBoard(b []byte, quantum string, k int) ([]BoardEntry, error) {
 	return out, nil
 }
 
-// boardShard returns the shard of task id.
-func boardShard(id string) int {
+// BoardShard returns the board shard of task id.
+func BoardShard(id string) int {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(id))
 	return int(h.Sum32() % BoardShards)
@@ -283,7 +284,7 @@ func (s *Store) BoardTake(ctx context.Context, b *Board, seen map[string]uint64)
 	}
 	byShard := map[int]map[string]uint64{}
 	for id, rev := range seen {
-		n := boardShard(id)
+		n := BoardShard(id)
 		if byShard[n] == nil {
 			byShard[n] = map[string]uint64{}
 		}
@@ -324,15 +325,12 @@ func (s *Store) BoardTake(ctx context.Context, b *Board, seen map[string]uint64)
 	return nil
 }
 
-// BoardShard returns the board shard of task id.
-func BoardShard(id string) int { return boardShard(id) }
-
 // BoardAdd puts entries on the board, replacing an entry of the same task
 // unless that one is newer (a higher Rev).
 func (s *Store) BoardAdd(ctx context.Context, team string, entries ...BoardEntry) error {
 	byShard := map[int][]BoardEntry{}
 	for _, e := range entries {
-		byShard[boardShard(e.ID)] = append(byShard[boardShard(e.ID)], e)
+		byShard[BoardShard(e.ID)] = append(byShard[BoardShard(e.ID)], e)
 	}
 	for n, add := range byShard {
 		err := s.editBoard(ctx, team, n, func(have []BoardEntry) ([]BoardEntry, bool) {
@@ -366,7 +364,7 @@ func (s *Store) BoardAdd(ctx context.Context, team string, entries ...BoardEntry
 // seen: a revision at which the task was read not claimable (math.MaxUint64
 // for a task that is gone).
 func (s *Store) BoardRemove(ctx context.Context, team, id string, seen uint64) error {
-	return s.editBoard(ctx, team, boardShard(id), func(have []BoardEntry) ([]BoardEntry, bool) {
+	return s.editBoard(ctx, team, BoardShard(id), func(have []BoardEntry) ([]BoardEntry, bool) {
 		for i, e := range have {
 			if e.ID == id && e.Rev <= seen {
 				return append(have[:i:i], have[i+1:]...), true
@@ -381,7 +379,7 @@ func (s *Store) BoardRemove(ctx context.Context, team, id string, seen uint64) e
 func (s *Store) BoardSetDown(ctx context.Context, team string, down map[string]int) error {
 	byShard := map[int]bool{}
 	for id := range down {
-		byShard[boardShard(id)] = true
+		byShard[BoardShard(id)] = true
 	}
 	for n := range byShard {
 		err := s.editBoard(ctx, team, n, func(have []BoardEntry) ([]BoardEntry, bool) {
@@ -489,7 +487,7 @@ func (s *Store) RebuildBoard(ctx context.Context, snap *Snapshot) (added, remove
 	}
 	for id, t := range snap.Tasks {
 		if t.Status == teambus.TaskAvailable {
-			want[boardShard(id)][id] = boardEntry(t, snap.TaskRev[id], down[id])
+			want[BoardShard(id)][id] = boardEntry(t, snap.TaskRev[id], down[id])
 		}
 	}
 	// Entries written after snap was read are kept as they are.
@@ -593,7 +591,7 @@ func (s *Store) downstream(ctx context.Context, team, id string) (int, error) {
 	var found []string
 	for frontier := []string{id}; len(frontier) > 0; {
 		var next []string
-		for _, page := range pages(frontier, 256) {
+		for page := range slices.Chunk(frontier, 256) {
 			subjects := make([]string, len(page))
 			for i, x := range page {
 				subjects[i] = pre + preDependents + x
@@ -619,7 +617,7 @@ func (s *Store) downstream(ctx context.Context, team, id string) (int, error) {
 		frontier = next
 	}
 	n := 0
-	for _, page := range pages(found, 256) {
+	for page := range slices.Chunk(found, 256) {
 		subjects := make([]string, len(page))
 		for i, x := range page {
 			subjects[i] = pre + preTask + x
@@ -635,18 +633,6 @@ func (s *Store) downstream(ctx context.Context, team, id string) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-func pages(ids []string, size int) [][]string {
-	var out [][]string
-	for len(ids) > size {
-		out = append(out, ids[:size])
-		ids = ids[size:]
-	}
-	if len(ids) > 0 {
-		out = append(out, ids)
-	}
-	return out
 }
 
 // Gone is the revision to pass BoardRemove for a task that no longer

@@ -46,3 +46,9 @@ func CleanEnv() []string {
 	}
 	return out
 }
+
+// IsExecutable reports whether path is a regular file someone may execute.
+func IsExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}

@@ -14,8 +14,8 @@ import (
 // sidecars run is all here, and the process starts without the server's
 // packages: faster one-shot commands, smaller sidecars.
 
-// linkedServer says whether this binary embeds the NATS server.
-const linkedServer = false
+// natsServerVersion says the client build embeds no NATS server.
+func natsServerVersion() string { return "not linked" }
 
 var (
 	busCommand      = fullOnly("bus", "run, inspect and stop the embedded NATS JetStream node")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/initclaude"
+	"github.com/teambus/teambus/proc"
 )
 
 // initCommand is `teambus init`: wiring agent sessions into teambus.
@@ -339,18 +340,12 @@ func (r *initRun) bin() (string, error) {
 	case "teambus":
 		// The client build beside it starts faster and makes smaller
 		// sidecars: the handlers run it when it is there.
-		if c := filepath.Join(filepath.Dir(exe), initclaude.ClientBinary); isExecutable(c) {
+		if c := filepath.Join(filepath.Dir(exe), initclaude.ClientBinary); proc.IsExecutable(c) {
 			return c, nil
 		}
 		return exe, nil
 	}
 	return "", teambus.Invalidf("init claude: this binary is %s, not named teambus: pass --bin PATH of the teambus binary", exe)
-}
-
-// isExecutable reports whether path is a regular file someone may execute.
-func isExecutable(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
 
 // detectClaude finds the claude binary (TEAMBUS_CLAUDE_BIN, else claude on

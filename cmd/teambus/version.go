@@ -53,24 +53,3 @@ func printVersion(w io.Writer, asJSON bool) error {
 	_, err := fmt.Fprintf(w, "teambus %s (nats-server %s, %s)\n", v.Version, v.NATSServer, v.Go)
 	return err
 }
-
-// natsServerVersion is the version of the nats-server module linked into
-// this binary, from its build information, or "not linked" in the client
-// build (-tags teambus_client), which runs no node.
-func natsServerVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	for _, d := range bi.Deps {
-		if d.Path == "github.com/nats-io/nats-server/v2" {
-			if d.Replace != nil {
-				d = d.Replace
-			}
-			if linkedServer {
-				return d.Version
-			}
-		}
-	}
-	return "not linked"
-}
