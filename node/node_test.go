@@ -504,40 +504,28 @@ func freePorts(t *testing.T, n int) []int {
 	return ports
 }
 
-// TestConnect_NoReadyCheck: a connection with NoReadyCheck makes no
-// JetStream request of its own (the account's API counter moves only by
-// the checks' own requests), and its first request works.
+// TestConnect_NoReadyCheck: a connection with NoReadyCheck sends no
+// JetStream request of its own, one without sends the ready check, and the first request works either way. The count is the
+// connection's own messages out: the account's API counter also moves with
+// the node's background store check and marks.
 func TestConnect_NoReadyCheck(t *testing.T) {
 	n := nodetest.NewBareServer(t)
 	ctx := testCtx(t)
-	ref, err := bus.Connect(ctx, bus.ConnectConfig{Dir: n.Dir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
-	apiTotal := func() uint64 {
-		t.Helper()
-		ai, err := ref.JS.AccountInfo(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ai.API.Total
-	}
 	for _, tc := range []struct {
 		name     string
 		noCheck  bool
 		requests uint64
 	}{{"ready check", false, 1}, {"no ready check", true, 0}} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := apiTotal()
 			c, err := bus.Connect(ctx, bus.ConnectConfig{Dir: n.Dir(), NoReadyCheck: tc.noCheck})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			// +1: the second apiTotal call is itself a request.
-			if got, want := apiTotal()-before, tc.requests+1; got != want {
-				t.Errorf("JetStream requests during connect = %d, want %d", got-1, want-1)
+			// The ready check repeats an attempt that timed out (a loaded
+			// machine), so it is at least one.
+			if got := c.NC.Stats().OutMsgs; got != tc.requests && (tc.requests == 0 || got < tc.requests) {
+				t.Errorf("JetStream requests during connect = %d, want %d", got, tc.requests)
 			}
 			if _, err := c.JS.AccountInfo(ctx); err != nil {
 				t.Errorf("first request after connect: %v", err)
