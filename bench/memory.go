@@ -13,6 +13,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/kv"
+	memberapi "github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/team"
 )
 
@@ -223,20 +224,92 @@ func (r *run) memoryAndScale(ctx context.Context) error {
 	return r.scale(ctx, nodeProc, dir)
 }
 
-// scale heartbeats ScaleMembers members every ScaleInterval with
-// kv.Store.Beat, each on its own connection as its sidecar would be, and
-// reads the node's CPU time over ScaleWindow.
+// scale heartbeats ScaleMembers members every ScaleInterval, each on its
+// own connection as its sidecar would be, and reads the node's CPU time
+// over ScaleWindow: first as members do, with a member credential through
+// the team service (tb.scale.cpu), then straight into the heartbeat bucket
+// with the operator's connection (kv.Store.Beat, tb.scale.cpu.store), the
+// part of a beat that is the store's.
 func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
-	n, every, window := r.cfg.ScaleMembers, r.cfg.ScaleInterval, r.cfg.ScaleWindow
-	stores := make([]*kv.Store, n)
-	for i := range stores {
+	d, err := bus.ReadDiscovery(dir)
+	if err != nil {
+		return err
+	}
+	conn, err := bus.Connect(ctx, bus.ConnectConfig{Dir: dir, Name: "teambus bench", Timeout: 30 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	n := r.cfg.ScaleMembers
+	where := func(i int) (string, string) { return fmt.Sprintf("team%03d", i/10), fmt.Sprintf("m%d", i%10) }
+	viaService := make([]beatFunc, n)
+	if err := inParallel(ctx, 8, n, func(i int) error {
+		teamID, member := where(i)
+		cr, err := bus.IssueCreds(ctx, conn, teamID, member, []string{d.URL})
+		if err != nil {
+			return err
+		}
+		c, err := bus.Connect(ctx, bus.ConnectConfig{Server: d.URL, User: cr.User, Pass: cr.Password, InboxPrefix: cr.InboxPrefix,
+			Name: "teambus bench member", Timeout: 30 * time.Second})
+		if err != nil {
+			return fmt.Errorf("member connection %d: %w", i, err)
+		}
+		cl, err := memberapi.ForConn(c, teamID, member, "")
+		if err != nil {
+			c.Close()
+			return err
+		}
+		viaService[i] = beatFunc{close: c.Close, beat: func(ctx context.Context, rev uint64) (uint64, error) {
+			return cl.Heartbeat(ctx, memberapi.HeartbeatRequest{Status: teambus.MemberInProgress, Rev: rev})
+		}}
+		return nil
+	}); err != nil {
+		closeBeats(viaService)
+		return fmt.Errorf("member connections: %w", err)
+	}
+	err = r.scaleRun(ctx, nodeProc, viaService, "tb.scale.cpu", "member credential, through the team service")
+	closeBeats(viaService)
+	if err != nil {
+		return err
+	}
+	direct := make([]beatFunc, n)
+	for i := range direct {
 		c, err := bus.Connect(ctx, bus.ConnectConfig{Dir: dir, Name: "teambus bench member", Timeout: 30 * time.Second})
 		if err != nil {
+			closeBeats(direct)
 			return fmt.Errorf("connection %d: %w", i, err)
 		}
-		defer c.Close()
-		stores[i] = kv.New(c.JS, kv.Config{})
+		store := kv.New(c.JS, kv.Config{})
+		teamID, member := where(i)
+		hb := &kv.Heartbeat{Member: member, Session: "S" + member, Epoch: 1, Status: teambus.MemberInProgress}
+		direct[i] = beatFunc{close: c.Close, beat: func(ctx context.Context, rev uint64) (uint64, error) {
+			hb.TS = time.Time{}
+			return store.Beat(ctx, teamID, kv.MemberKey(member), hb, 10*time.Second, rev)
+		}}
 	}
+	defer closeBeats(direct)
+	return r.scaleRun(ctx, nodeProc, direct, "tb.scale.cpu.store", "operator connection, kv.Store.Beat into the bucket: the store's part")
+}
+
+// beatFunc is one heartbeating member: beat writes a beat after revision
+// rev and returns its revision.
+type beatFunc struct {
+	beat  func(ctx context.Context, rev uint64) (uint64, error)
+	close func()
+}
+
+func closeBeats(bs []beatFunc) {
+	for _, b := range bs {
+		if b.close != nil {
+			b.close()
+		}
+	}
+}
+
+// scaleRun runs beats every ScaleInterval for two intervals of warm-up and
+// ScaleWindow of measurement and adds the row key.
+func (r *run) scaleRun(ctx context.Context, nodeProc *child, beats []beatFunc, key, how string) error {
+	every, window := r.cfg.ScaleInterval, r.cfg.ScaleWindow
 	bctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var (
@@ -246,12 +319,10 @@ func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
 		wg   sync.WaitGroup
 	)
 	measuring := make(chan struct{})
-	for i := 0; i < n; i++ {
-		teamID, member, store := fmt.Sprintf("team%03d", i/10), fmt.Sprintf("m%d", i%10), stores[i]
+	for _, b := range beats {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			hb := &kv.Heartbeat{Member: member, Session: "S" + member, Epoch: 1, Status: teambus.MemberInProgress}
 			var rev uint64
 			// Spread the members over the interval, as independent
 			// sidecars are.
@@ -264,8 +335,7 @@ func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
 				}
 				next = next.Add(every)
 				t0 := time.Now()
-				hb.TS = time.Time{}
-				nrev, err := store.Beat(bctx, teamID, kv.MemberKey(member), hb, 10*time.Second, rev)
+				nrev, err := b.beat(bctx, rev)
 				d := time.Since(t0)
 				if err != nil {
 					if bctx.Err() != nil {
@@ -318,16 +388,16 @@ func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
 	rss, _ := rssMiB(pid)
 	mu.Lock()
 	defer mu.Unlock()
-	if len(errs) > n/10 {
+	if len(errs) > len(beats)/10 {
 		return fmt.Errorf("%d heartbeats failed, first: %w", len(errs), errors.Join(errs[0]))
 	}
 	share := 100 * (c1 - c0).Seconds() / elapsed.Seconds()
 	s := sample{n: len(lat), lat: lat}
-	r.res.add(Row{Group: "scale", Key: "tb.scale.cpu", Name: fmt.Sprintf("bus node CPU, %d members heartbeating every %s (kv.Store.Beat, sync always)", n, every),
+	r.res.add(Row{Group: "scale", Key: key, Name: fmt.Sprintf("bus node CPU, %d members heartbeating every %s (%s)", len(beats), every, how),
 		Value: share, Unit: UnitPct, P50: ms(s.pct(0.5)), P99: ms(s.pct(0.99)), N: s.n,
-		Note: fmt.Sprintf("utime+stime of the node process from /proc/PID/stat over %s; p50/p99 are the heartbeat round trips; %.0f beats/s; node RSS %.1f MiB; the heartbeating bench process used %.0f%% of a core",
-			window, float64(s.n)/elapsed.Seconds(), rss, 100*(self1-self0).Seconds()/elapsed.Seconds())})
-	r.cfg.Progress("  %d heartbeating members: node CPU %.1f%% of a core", n, share)
+		Note: fmt.Sprintf("utime+stime of the node process from /proc/PID/stat over %s; p50/p99 are the heartbeat round trips; %.0f beats/s, %d failed; node RSS %.1f MiB; the heartbeating bench process used %.0f%% of a core",
+			window, float64(s.n)/elapsed.Seconds(), len(errs), rss, 100*(self1-self0).Seconds()/elapsed.Seconds())})
+	r.cfg.Progress("  %d heartbeating members (%s): node CPU %.1f%% of a core", len(beats), how, share)
 	return nil
 }
 

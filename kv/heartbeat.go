@@ -28,6 +28,41 @@ func MemberOfKey(key string) (string, bool) {
 // markerTTL is how long the bucket keeps the purge marker of an expired key.
 const markerTTL = 30 * time.Second
 
+// heartbeatStream is the stream of a team's heartbeat bucket named name:
+// what jetstream.CreateKeyValue makes of a bucket with History 1, MaxBytes
+// HeartbeatBytes and LimitMarkerTTL markerTTL (per-key TTLs), and on a
+// single replica async persistence, which jetstream.KeyValueConfig cannot
+// say. The node fsyncs every other write (SyncAlways); a heartbeat it
+// loses to a kill -9 is harmless: the key's next beat takes over whatever
+// revision the key has (Beat), and liveness is judged by when beats are
+// seen, not by the last one stored. Replicated streams cannot be async
+// and need not be: a cluster syncs on its raft log, not on each message.
+func heartbeatStream(name string, replicas int) jetstream.StreamConfig {
+	cfg := jetstream.StreamConfig{
+		Name:                   "KV_" + name,
+		Description:            "teambus heartbeats (per-key TTL)",
+		Subjects:               []string{"$KV." + name + ".>"},
+		MaxMsgsPerSubject:      1,
+		MaxBytes:               HeartbeatBytes,
+		MaxMsgs:                -1,
+		MaxMsgSize:             -1,
+		MaxConsumers:           -1,
+		Storage:                jetstream.FileStorage,
+		Replicas:               max(1, replicas),
+		AllowRollup:            true,
+		DenyDelete:             true,
+		Duplicates:             2 * time.Minute,
+		AllowDirect:            true,
+		Discard:                jetstream.DiscardNew,
+		AllowMsgTTL:            true,
+		SubjectDeleteMarkerTTL: markerTTL,
+	}
+	if cfg.Replicas == 1 {
+		cfg.PersistMode = jetstream.AsyncPersistMode
+	}
+	return cfg
+}
+
 // Heartbeat is what a sidecar publishes every heartbeat interval.
 type Heartbeat = teambus.Heartbeat
 
@@ -53,15 +88,20 @@ func (s *Store) heartbeats(ctx context.Context, team string, create bool) (jetst
 	}
 	name := HeartbeatPrefix + team
 	if create {
-		kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:         name,
-			Description:    "teambus heartbeats (per-key TTL)",
-			History:        1,
-			Storage:        jetstream.FileStorage,
-			Replicas:       s.cfg.Replicas,
-			MaxBytes:       HeartbeatBytes,
-			LimitMarkerTTL: markerTTL,
-		})
+		cfg := heartbeatStream(name, s.cfg.Replicas)
+		_, err := s.js.CreateOrUpdateStream(ctx, cfg)
+		if err != nil && cfg.PersistMode == jetstream.AsyncPersistMode {
+			// A bucket made before async persistence keeps its mode: the
+			// server refuses to change it.
+			if st, serr := s.js.Stream(ctx, cfg.Name); serr == nil && st.CachedInfo().Config.PersistMode != cfg.PersistMode {
+				cfg.PersistMode = st.CachedInfo().Config.PersistMode
+				_, err = s.js.CreateOrUpdateStream(ctx, cfg)
+			}
+		}
+		var kv jetstream.KeyValue
+		if err == nil {
+			kv, err = s.js.KeyValue(ctx, name)
+		}
 		if err != nil {
 			return nil, unavailable("create heartbeat bucket of team "+team, err)
 		}

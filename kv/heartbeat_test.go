@@ -213,3 +213,38 @@ func TestStore_Beat_MissingTeam(t *testing.T) {
 		t.Errorf("Heartbeats(a.b) = %v, want ErrInvalid", err)
 	}
 }
+
+// TestStore_HeartbeatBucket_AsyncPersist: on one replica a new team's
+// heartbeat bucket is persisted asynchronously (no fsync per beat), is a
+// KV bucket like any other (per-key TTL, limit markers), and a bucket made
+// before that keeps its mode when the team is created over it.
+func TestStore_HeartbeatBucket_AsyncPersist(t *testing.T) {
+	ctx := testCtx(t)
+	s, js := newStore(t)
+	createTeam(t, s, "alpha", "tm1")
+	st, err := js.Stream(ctx, "KV_"+kv.HeartbeatPrefix+"alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	if cfg.PersistMode != jetstream.AsyncPersistMode || !cfg.AllowMsgTTL || cfg.SubjectDeleteMarkerTTL == 0 || cfg.MaxMsgsPerSubject != 1 || !cfg.AllowDirect {
+		t.Errorf("heartbeat stream config = %+v, want async persist, per-key TTL, limit markers, history 1, direct gets", cfg)
+	}
+	if _, err := s.Beat(ctx, "alpha", kv.MemberKey("tm1"), &kv.Heartbeat{Member: "tm1", Epoch: 1}, 5*time.Second, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: kv.HeartbeatPrefix + "beta", History: 1, LimitMarkerTTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	createTeam(t, s, "beta", "tm1")
+	st, err = js.Stream(ctx, "KV_"+kv.HeartbeatPrefix+"beta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.CachedInfo().Config.PersistMode; got != jetstream.DefaultPersistMode {
+		t.Errorf("persist mode of an older bucket = %v, want it kept (default)", got)
+	}
+	if _, err := s.Beat(ctx, "beta", kv.MemberKey("tm1"), &kv.Heartbeat{Member: "tm1", Epoch: 1}, 5*time.Second, 0); err != nil {
+		t.Fatal(err)
+	}
+}
