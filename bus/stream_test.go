@@ -18,6 +18,11 @@ func TestPublishErr_Refusal(t *testing.T) {
 	api := func(code jetstream.ErrorCode, desc string) error {
 		return &jetstream.APIError{ErrorCode: code, Description: desc}
 	}
+	const (
+		fullMail = "mailbox of team alpha is full (limit 4096 bytes): nothing was sent; export it (`teambus team checkpoint alpha --export DIR`) and raise the limit"
+		fullEv   = "event log of team alpha is full (limit 8192 bytes): nothing was stored; export it (`teambus events export --team alpha`) and raise the limit"
+		byDesc   = "resource limits exceeded for account"
+	)
 	tests := []struct {
 		name     string
 		err      error
@@ -25,20 +30,13 @@ func TestPublishErr_Refusal(t *testing.T) {
 		is       error
 	}{
 		{"too large", api(jetstream.JSErrCodeStreamMessageExceedsMaximum, "message size exceeds maximum allowed"),
-			"message too large for the mailbox of team alpha: nothing was sent",
-			"event too large for the event log of team alpha: nothing was stored", teambus.ErrInvalid},
-		{"store failed", api(jserr.StreamStoreFailed, "maximum bytes exceeded"),
-			"mailbox of team alpha is full (limit 4096 bytes): nothing was sent; export it (`teambus team checkpoint alpha --export DIR`) and raise the limit",
-			"event log of team alpha is full (limit 8192 bytes): nothing was stored; export it (`teambus events export --team alpha`) and raise the limit", teambus.ErrUnavailable},
-		{"no resources", api(jserr.StorageResourcesExceeded, "insufficient storage resources available"),
-			"mailbox of team alpha is full (limit 4096 bytes): nothing was sent; export it (`teambus team checkpoint alpha --export DIR`) and raise the limit",
-			"event log of team alpha is full (limit 8192 bytes): nothing was stored; export it (`teambus events export --team alpha`) and raise the limit", teambus.ErrUnavailable},
+			"message too large for the mailbox of team alpha: nothing was sent", "event too large for the event log of team alpha: nothing was stored", teambus.ErrInvalid},
+		{"store failed", api(jserr.StreamStoreFailed, "maximum bytes exceeded"), fullMail, fullEv, teambus.ErrUnavailable},
+		{"no resources", api(jserr.StorageResourcesExceeded, "insufficient storage resources available"), fullMail, fullEv, teambus.ErrUnavailable},
 		{"no stream", api(jetstream.JSErrCodeStreamNotFound, "stream not found"),
-			"team alpha has no mailbox: create the team first",
-			"team alpha has no event log: create the team first", teambus.ErrNotFound},
-		{"full by its description", api(9999, "resource limits exceeded for account"),
-			"mailbox of team alpha is full: nothing was sent: resource limits exceeded for account",
-			"event log of team alpha is full: nothing was stored: resource limits exceeded for account", teambus.ErrUnavailable},
+			"team alpha has no mailbox: create the team first", "team alpha has no event log: create the team first", teambus.ErrNotFound},
+		{"full by its description", api(9999, byDesc),
+			"mailbox of team alpha is full: nothing was sent: " + byDesc, "event log of team alpha is full: nothing was stored: " + byDesc, teambus.ErrUnavailable},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
