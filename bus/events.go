@@ -266,19 +266,8 @@ func requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
 func isWrongLastSeq(err error) bool { return jserr.WrongLastSequence(err) }
 
 func (ev *Events) publishErr(err error) error {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		switch apiErr.ErrorCode {
-		case jetstream.JSErrCodeStreamMessageExceedsMaximum:
-			return teambus.Invalidf("event too large for the event log of team %s: nothing was stored", ev.team)
-		case jserr.StreamStoreFailed, jserr.StorageResourcesExceeded:
-			return teambus.Unavailablef("event log of team %s is full (limit %d bytes): nothing was stored; export it (`teambus events export --team %s`) and raise the limit", ev.team, ev.cfg.MaxBytes, ev.team)
-		case jetstream.JSErrCodeStreamNotFound:
-			return teambus.NotFoundf("team %s has no event log: create the team first", ev.team)
-		}
-		if strings.Contains(apiErr.Description, "maximum bytes") || strings.Contains(apiErr.Description, "resource limits") || strings.Contains(apiErr.Description, "insufficient") {
-			return teambus.Unavailablef("event log of team %s is full: nothing was stored: %s", ev.team, apiErr.Description)
-		}
+	if rerr := ev.refusal(err, "event", "stored", "teambus events export --team "+ev.team); rerr != nil {
+		return rerr
 	}
 	if errors.Is(err, errNoStream) || errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 		return teambus.NotFoundf("team %s has no event log: create the team first", ev.team)

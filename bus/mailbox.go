@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/internal/jserr"
 )
 
 // MailboxPrefix starts the name of every team's mailbox stream.
@@ -206,22 +205,12 @@ func (mb *Mailbox) publish(ctx context.Context, m *teambus.Message, held bool) (
 }
 
 func (mb *Mailbox) publishErr(err error) error {
+	if rerr := mb.refusal(err, "message", "sent", "teambus team checkpoint "+mb.team+" --export DIR"); rerr != nil {
+		return rerr
+	}
 	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		switch apiErr.ErrorCode {
-		case jetstream.JSErrCodeStreamMessageExceedsMaximum:
-			return teambus.Invalidf("message too large for the mailbox of team %s: nothing was sent", mb.team)
-		case jserr.StreamStoreFailed, jserr.StorageResourcesExceeded:
-			return teambus.Unavailablef("mailbox of team %s is full (limit %d bytes): nothing was sent; export it (`teambus team checkpoint %s --export DIR`) and raise the limit", mb.team, mb.cfg.MaxBytes, mb.team)
-		case jetstream.JSErrCodeStreamNotFound:
-			return teambus.NotFoundf("team %s has no mailbox: create the team first", mb.team)
-		}
-		if strings.Contains(apiErr.Description, "maximum bytes") || strings.Contains(apiErr.Description, "resource limits") || strings.Contains(apiErr.Description, "insufficient") {
-			return teambus.Unavailablef("mailbox of team %s is full: nothing was sent: %s", mb.team, apiErr.Description)
-		}
-		if strings.Contains(apiErr.Description, "message size") {
-			return teambus.Invalidf("message too large for mailbox of team %s: %s", mb.team, apiErr.Description)
-		}
+	if errors.As(err, &apiErr) && strings.Contains(apiErr.Description, "message size") {
+		return teambus.Invalidf("message too large for mailbox of team %s: %s", mb.team, apiErr.Description)
 	}
 	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 		return teambus.NotFoundf("team %s has no mailbox: create the team first", mb.team)

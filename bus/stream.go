@@ -3,11 +3,13 @@ package bus
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/internal/jserr"
 )
 
 // teamStream is what a team's mailbox and event log share: the team, the
@@ -74,6 +76,29 @@ func (s *teamStream) Declare(ctx context.Context) error {
 func (s *teamStream) Delete(ctx context.Context) error {
 	if err := s.js.DeleteStream(ctx, s.Stream()); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return teambus.Unavailablef("delete %s of team %s: %w", s.what, s.team, err)
+	}
+	return nil
+}
+
+// refusal words a publish the stream refused as the mailbox and the event
+// log both do: too large, full, or no stream. item is what was published
+// ("message", "event"), done what did not happen ("sent", "stored") and
+// export the command that exports the stream. Any other error is nil.
+func (s *teamStream) refusal(err error, item, done, export string) error {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return nil
+	}
+	switch apiErr.ErrorCode {
+	case jetstream.JSErrCodeStreamMessageExceedsMaximum:
+		return teambus.Invalidf("%s too large for the %s of team %s: nothing was %s", item, s.what, s.team, done)
+	case jserr.StreamStoreFailed, jserr.StorageResourcesExceeded:
+		return teambus.Unavailablef("%s of team %s is full (limit %d bytes): nothing was %s; export it (`%s`) and raise the limit", s.what, s.team, s.sc.MaxBytes, done, export)
+	case jetstream.JSErrCodeStreamNotFound:
+		return teambus.NotFoundf("team %s has no %s: create the team first", s.team, s.what)
+	}
+	if strings.Contains(apiErr.Description, "maximum bytes") || strings.Contains(apiErr.Description, "resource limits") || strings.Contains(apiErr.Description, "insufficient") {
+		return teambus.Unavailablef("%s of team %s is full: nothing was %s: %s", s.what, s.team, done, apiErr.Description)
 	}
 	return nil
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/internal/clock"
-	"github.com/teambus/teambus/proc"
+	"github.com/teambus/teambus/internal/sidecar"
 )
 
 // Config says which team the lead sidecar attaches to.
@@ -96,15 +96,7 @@ func New(svc Team, cfg Config) (*Sidecar, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real{}
-	}
-	if cfg.Procs == nil {
-		cfg.Procs = proc.Watcher{}
-	}
+	cfg.Logger, cfg.Clock, cfg.Procs = sidecar.Defaults(cfg.Logger, cfg.Clock, cfg.Procs)
 	return &Sidecar{cfg: cfg, svc: svc, clock: cfg.Clock, log: cfg.Logger.With("team", cfg.Team, "role", "lead"), seen: map[string]seenBeat{}, waits: map[string]*probeWait{}, activity: map[string]seenActivity{}}, nil
 }
 

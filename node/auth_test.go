@@ -502,7 +502,7 @@ func TestMemberCreds_RestartRotateRevoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A restarted node still knows the credential (it lives in TB_AUTH).
-	n := nodetest.NewServerDir(t, dir)
+	n := nodetest.NewServerConfig(t, node.NodeConfig{Dir: dir})
 	e.node = n
 	e.creds.Servers = []string{n.URL()}
 	if err := bus.WriteCreds(e.file, e.creds); err != nil {

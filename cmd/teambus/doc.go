@@ -46,6 +46,7 @@
 //	withSession(c, fn(*session)) error    // open (--timeout), fn, close
 //	withMember(c, a, fn(*session, *mapi.Client)) error // the same with the actor's service client
 //	streamConn(c) (*bus.Conn, error)      // a connection for a stream or server: operatorOnly checked
+//	logConn(c) (*slog.Logger, *bus.Conn, error) // newLogger, then streamConn (sidecars, mcp, ui)
 //
 // Set ArgsUsage on a command that takes arguments ("T", "SEQ..."): it is
 // shown in help and in these errors. Do not mark flags Required (urfave

@@ -337,6 +337,13 @@ func replay(c *cli.Context, teamID string) error {
 	defer cancel()
 	jl := newJSONLines(c.App.Writer)
 	asJSON := c.Bool("json")
+	emit := func(m teambus.Message) error {
+		if asJSON {
+			return jl.Write(messageJSON(m))
+		}
+		printMessage(c.App.Writer, m)
+		return nil
+	}
 	if ct, cm, ok := conn.MemberOf(); ok {
 		// A member replays its own mail through the team service.
 		if ct != teamID {
@@ -346,13 +353,7 @@ func replay(c *cli.Context, teamID string) error {
 		if err != nil {
 			return err
 		}
-		return cl.ReplayOwn(ctx, f, func(m teambus.Message) error {
-			if asJSON {
-				return jl.Write(messageJSON(m))
-			}
-			printMessage(c.App.Writer, m)
-			return nil
-		})
+		return cl.ReplayOwn(ctx, f, emit)
 	}
 	svc := team.New(conn.JS, team.Config{})
 	if _, _, err := svc.Store().Team(ctx, teamID); err != nil {
@@ -372,13 +373,7 @@ func replay(c *cli.Context, teamID string) error {
 		_, err := fmt.Fprintf(c.App.Writer, "[#%d undecodable: %s]\n", seq, reason)
 		return err
 	}
-	err = svc.Mailbox(teamID).Replay(ctx, f, func(m teambus.Message) error {
-		if asJSON {
-			return jl.Write(messageJSON(m))
-		}
-		printMessage(c.App.Writer, m)
-		return nil
-	})
+	err = svc.Mailbox(teamID).Replay(ctx, f, emit)
 	if bad > 0 {
 		fmt.Fprintf(c.App.ErrWriter, "teambus: replay: %d undecodable message(s) shown as [#N undecodable: reason]\n", bad)
 	}

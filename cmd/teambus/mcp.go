@@ -51,10 +51,6 @@ func runMCP(c *cli.Context) error {
 	if err := exactArgs(c, 0); err != nil {
 		return err
 	}
-	log, err := newLogger(c)
-	if err != nil {
-		return err
-	}
 	if c.Bool("channel") {
 		return usageError(c, "--channel is not available yet: use the inbox tool or the hooks (`teambus init claude`)")
 	}
@@ -66,7 +62,7 @@ func runMCP(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	conn, svc, err := sidecarConn(c, log)
+	log, conn, svc, err := sidecarConn(c)
 	if err != nil {
 		return err
 	}

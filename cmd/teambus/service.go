@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"context"
+	"log/slog"
 
 	"github.com/urfave/cli/v2"
 
@@ -74,6 +75,21 @@ func streamConn(c *cli.Context) (*bus.Conn, error) {
 		return nil, err
 	}
 	return conn, nil
+}
+
+// logConn returns the logger and the streamConn connection of a command
+// that runs until stopped (a sidecar, mcp, ui). The caller closes the
+// connection.
+func logConn(c *cli.Context) (*slog.Logger, *bus.Conn, error) {
+	log, err := newLogger(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err := streamConn(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return log, conn, nil
 }
 
 // actor returns the member running the command from --team, --member and

@@ -15,15 +15,16 @@ import (
 	"github.com/teambus/teambus/teammate"
 )
 
-// sidecarConn connects a long-running sidecar: the connection stays up
-// (and reconnects) for as long as it runs. What the service can not do
-// without failing an operation (an event it could not log) goes to log.
-func sidecarConn(c *cli.Context, log *slog.Logger) (*bus.Conn, *team.Service, error) {
-	conn, err := streamConn(c)
+// sidecarConn connects a long-running sidecar (logConn): the connection
+// stays up (and reconnects) for as long as it runs. What the service can
+// not do without failing an operation (an event it could not log) goes to
+// the logger. The caller closes the connection.
+func sidecarConn(c *cli.Context) (*slog.Logger, *bus.Conn, *team.Service, error) {
+	log, conn, err := logConn(c)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return conn, team.New(conn.JS, team.Config{Logger: log}), nil
+	return log, conn, team.New(conn.JS, team.Config{Logger: log}), nil
 }
 
 func leadCommand() *cli.Command {
@@ -62,11 +63,7 @@ func sidecarRun(c *cli.Context, withMember bool, run func(a team.Actor, log *slo
 	if a.Session, err = sessionID(c); err != nil {
 		return err
 	}
-	log, err := newLogger(c)
-	if err != nil {
-		return err
-	}
-	conn, svc, err := sidecarConn(c, log)
+	log, conn, svc, err := sidecarConn(c)
 	if err != nil {
 		return err
 	}

@@ -64,11 +64,7 @@ func runUI(c *cli.Context) error {
 	if !loopback(host) && cert == "" && !c.Bool("insecure") {
 		return usageError(c, "--listen %s is not a loopback address: pass --http-tls-cert and --http-tls-key, or --insecure", listen)
 	}
-	log, err := newLogger(c)
-	if err != nil {
-		return err
-	}
-	conn, err := streamConn(c)
+	log, conn, err := logConn(c)
 	if err != nil {
 		return err
 	}

@@ -23,15 +23,10 @@ func NewServer(t testing.TB) *node.Node {
 	return NewServerConfig(t, node.NodeConfig{Dir: t.TempDir()})
 }
 
-// NewServerDir starts a node with the team service in dir.
-func NewServerDir(t testing.TB, dir string) *node.Node {
-	t.Helper()
-	return NewServerConfig(t, node.NodeConfig{Dir: dir})
-}
-
 // NewServerConfig starts a node with cfg (defaults as in
 // NewBareServerConfig) that hosts the team service, as `teambus bus
-// start` does.
+// start` does; with cfg.Dir alone, for example to restart a node on the
+// store of an earlier one.
 func NewServerConfig(t testing.TB, cfg node.NodeConfig) *node.Node {
 	t.Helper()
 	if cfg.Attach == nil {

@@ -1,0 +1,61 @@
+package bus
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/internal/jserr"
+)
+
+// TestPublishErr_Refusal checks that the mailbox and the event log word
+// the refusals they share (teamStream.refusal) each in its own terms.
+func TestPublishErr_Refusal(t *testing.T) {
+	mb := NewMailbox(nil, "alpha", MailboxConfig{MaxBytes: 4096})
+	ev := NewEvents(nil, "alpha", EventsConfig{MaxBytes: 8192})
+	api := func(code jetstream.ErrorCode, desc string) error {
+		return &jetstream.APIError{ErrorCode: code, Description: desc}
+	}
+	const (
+		fullMail = "mailbox of team alpha is full (limit 4096 bytes): nothing was sent; export it (`teambus team checkpoint alpha --export DIR`) and raise the limit"
+		fullEv   = "event log of team alpha is full (limit 8192 bytes): nothing was stored; export it (`teambus events export --team alpha`) and raise the limit"
+		byDesc   = "resource limits exceeded for account"
+	)
+	tests := []struct {
+		name     string
+		err      error
+		mail, ev string
+		is       error
+	}{
+		{"too large", api(jetstream.JSErrCodeStreamMessageExceedsMaximum, "message size exceeds maximum allowed"),
+			"message too large for the mailbox of team alpha: nothing was sent", "event too large for the event log of team alpha: nothing was stored", teambus.ErrInvalid},
+		{"store failed", api(jserr.StreamStoreFailed, "maximum bytes exceeded"), fullMail, fullEv, teambus.ErrUnavailable},
+		{"no resources", api(jserr.StorageResourcesExceeded, "insufficient storage resources available"), fullMail, fullEv, teambus.ErrUnavailable},
+		{"no stream", api(jetstream.JSErrCodeStreamNotFound, "stream not found"),
+			"team alpha has no mailbox: create the team first", "team alpha has no event log: create the team first", teambus.ErrNotFound},
+		{"full by its description", api(9999, byDesc),
+			"mailbox of team alpha is full: nothing was sent: " + byDesc, "event log of team alpha is full: nothing was stored: " + byDesc, teambus.ErrUnavailable},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, c := range []struct {
+				got  error
+				want string
+			}{{mb.publishErr(tc.err), tc.mail}, {ev.publishErr(tc.err), tc.ev}} {
+				if c.got == nil || c.got.Error() != c.want || !errors.Is(c.got, tc.is) {
+					t.Errorf("publishErr(%v) = %v, want %q (%v)", tc.err, c.got, c.want, tc.is)
+				}
+			}
+		})
+	}
+	// Only the mailbox words an oversized message by its description.
+	err := api(9999, "message size too big")
+	if got, want := mb.publishErr(err).Error(), "message too large for mailbox of team alpha: message size too big"; got != want {
+		t.Errorf("mailbox publishErr = %q, want %q", got, want)
+	}
+	if got := ev.publishErr(err); errors.Is(got, teambus.ErrInvalid) {
+		t.Errorf("event log publishErr = %v, want no ErrInvalid", got)
+	}
+}
