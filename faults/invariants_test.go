@@ -17,8 +17,8 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/team"
 )
 
