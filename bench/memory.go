@@ -254,10 +254,15 @@ func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
 		if err != nil {
 			return fmt.Errorf("member connection %d: %w", i, err)
 		}
-		cl, err := memberapi.ForConn(c, teamID, member, "")
+		// Registered first, as a sidecar starts: a new incarnation with
+		// its own session (team000's m0 shut down after the sidecar rows).
+		cl, err := memberapi.ForConn(c, teamID, member, fmt.Sprintf("bench-%s-%s", teamID, member))
+		if err == nil {
+			_, err = cl.Join(ctx)
+		}
 		if err != nil {
 			c.Close()
-			return err
+			return fmt.Errorf("member %s of %s: %w", member, teamID, err)
 		}
 		viaService[i] = beatFunc{close: c.Close, beat: func(ctx context.Context, rev uint64) (uint64, error) {
 			return cl.Heartbeat(ctx, memberapi.HeartbeatRequest{Status: teambus.MemberInProgress, Rev: rev})
@@ -393,10 +398,14 @@ func (r *run) scaleRun(ctx context.Context, nodeProc *child, beats []beatFunc, k
 	}
 	share := 100 * (c1 - c0).Seconds() / elapsed.Seconds()
 	s := sample{n: len(lat), lat: lat}
+	failed := fmt.Sprint(len(errs))
+	if len(errs) > 0 {
+		failed += fmt.Sprintf(" (the first: %v)", errs[0])
+	}
 	r.res.add(Row{Group: "scale", Key: key, Name: fmt.Sprintf("bus node CPU, %d members heartbeating every %s (%s)", len(beats), every, how),
 		Value: share, Unit: UnitPct, P50: ms(s.pct(0.5)), P99: ms(s.pct(0.99)), N: s.n,
-		Note: fmt.Sprintf("utime+stime of the node process from /proc/PID/stat over %s; p50/p99 are the heartbeat round trips; %.0f beats/s, %d failed; node RSS %.1f MiB; the heartbeating bench process used %.0f%% of a core",
-			window, float64(s.n)/elapsed.Seconds(), len(errs), rss, 100*(self1-self0).Seconds()/elapsed.Seconds())})
+		Note: fmt.Sprintf("utime+stime of the node process from /proc/PID/stat over %s; p50/p99 are the heartbeat round trips; %.0f beats/s, %s failed; node RSS %.1f MiB; the heartbeating bench process used %.0f%% of a core",
+			window, float64(s.n)/elapsed.Seconds(), failed, rss, 100*(self1-self0).Seconds()/elapsed.Seconds())})
 	r.cfg.Progress("  %d heartbeating members (%s): node CPU %.1f%% of a core", len(beats), how, share)
 	return nil
 }
