@@ -1,10 +1,17 @@
 package team
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/teambus/teambus"
@@ -227,4 +234,93 @@ func (s *Service) sendBatchFenced(ctx context.Context, a Actor, mb *bus.Mailbox,
 		}
 		marker = max(moved.Seq, cur.Marker)
 	}
+}
+
+// MaxSendLine is the longest line of a file of messages (ParseSendBatch):
+// a body at several times the default limit once escaped, and room for
+// the rest.
+const MaxSendLine = 8 << 20
+
+// sendLine is one line of a file of messages.
+type sendLine struct {
+	To   string          `json:"to"`
+	Body *string         `json:"body"`
+	Type string          `json:"type"`
+	ID   string          `json:"id"`
+	Data json.RawMessage `json:"data"`
+}
+
+// ParseSendBatch reads messages from JSON Lines (`teambus send --from`):
+// one {"to", "body", "type", "id", "data"} object a line, blank lines
+// skipped. to defaults to the lead and type to info, as for a single
+// send; body is required. A line without an id gets FileMessageID of its
+// number and text, so sending the same file again stores each message
+// once. Everything that can be checked without the team is checked here
+// (JSON, unknown fields, type, id, data, recipient syntax, an id given on
+// two lines), and an error names the line; the team's checks (recipients
+// that exist, the sender, the body limit) are SendBatch's and CheckBatch's.
+func ParseSendBatch(r io.Reader) ([]SendSpec, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), MaxSendLine)
+	var out []SendSpec
+	ids := map[string]int{}
+	n := 0
+	for sc.Scan() {
+		n++
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.DisallowUnknownFields()
+		var l sendLine
+		if err := dec.Decode(&l); err != nil {
+			return nil, teambus.Invalidf("line %d: not a message (fields to, body, type, id, data): %s", n, teambus.SanitizeLine(err.Error()))
+		}
+		if dec.More() {
+			return nil, teambus.Invalidf("line %d: more than one JSON value: one message per line", n)
+		}
+		if l.Body == nil {
+			return nil, teambus.Invalidf("line %d: no body", n)
+		}
+		spec := SendSpec{To: l.To, Type: teambus.MessageType(l.Type), ID: l.ID, Body: *l.Body, Line: n}
+		if len(l.Data) > 0 && string(l.Data) != "null" {
+			spec.Data = l.Data
+		}
+		if spec.ID == "" {
+			spec.ID = FileMessageID(n, line)
+		}
+		if err := spec.normalize(); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		if j, dup := ids[spec.ID]; dup {
+			return nil, teambus.Invalidf("line %d: id %q is also the id of line %d: one id, one message", n, spec.ID, j)
+		}
+		ids[spec.ID] = n
+		out = append(out, spec)
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, teambus.Invalidf("line %d: longer than %d bytes", n+1, MaxSendLine)
+		}
+		return nil, fmt.Errorf("read messages: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, teambus.Invalidf("no messages in the file: one JSON object per line, e.g. {\"to\":\"tm2\",\"body\":\"schema is ready\"}")
+	}
+	return out, nil
+}
+
+// FileMessageID is the idempotency key of line number n of a file of
+// messages whose text (spaces trimmed) is text: "f<n>-" and 24 hex digits
+// of the SHA-256 of both. The same line at the same place gives the same
+// id, so a file sent again (after a crash, or grown since) stores each
+// message once within the dedupe window; a changed or moved line is a new
+// message.
+func FileMessageID(n int, text []byte) string {
+	h := sha256.New()
+	h.Write([]byte(strconv.Itoa(n)))
+	h.Write([]byte{'\n'})
+	h.Write(text)
+	return "f" + strconv.Itoa(n) + "-" + hex.EncodeToString(h.Sum(nil))[:24]
 }

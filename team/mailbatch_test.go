@@ -205,3 +205,99 @@ func TestService_SendBatch_Zombie(t *testing.T) {
 		t.Fatalf("lead inbox = %v, want the held mail first, in order", got)
 	}
 }
+
+func TestParseSendBatch(t *testing.T) {
+	in := "{\"to\":\"tm2\",\"body\":\"one\",\"type\":\"question\",\"id\":\"k1\",\"data\":{\"n\":1}}\n\n  {\"body\":\"two\"}  \r\n{\"to\":\"all\",\"body\":\"\",\"data\":null}\n"
+	got, err := team.ParseSendBatch(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []team.SendSpec{
+		{To: "tm2", Type: teambus.MsgQuestion, ID: "k1", Body: "one", Data: []byte(`{"n":1}`), Line: 1},
+		{To: teambus.Lead, Type: teambus.MsgInfo, ID: team.FileMessageID(3, []byte(`{"body":"two"}`)), Body: "two", Line: 3},
+		{To: teambus.All, Type: teambus.MsgInfo, ID: team.FileMessageID(4, []byte(`{"to":"all","body":"","data":null}`)), Line: 4},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ParseSendBatch =\n%+v\nwant\n%+v", got, want)
+	}
+	if err := teambus.ValidateMessageID(got[1].ID); err != nil || !strings.HasPrefix(got[1].ID, "f3-") {
+		t.Errorf("derived id %q: %v", got[1].ID, err)
+	}
+	// The same file gives the same ids; the same text on another line
+	// another id.
+	again, _ := team.ParseSendBatch(strings.NewReader(in))
+	if !reflect.DeepEqual(again, got) {
+		t.Errorf("second parse differs: %+v", again)
+	}
+	moved, _ := team.ParseSendBatch(strings.NewReader("\n" + in))
+	if moved[1].ID == got[1].ID {
+		t.Errorf("a line moved down kept its id %q", got[1].ID)
+	}
+	bad := []struct{ in, inErr string }{
+		{`{"body":"x"}` + "\n" + `{"body":"y",`, "line 2: not a message"},
+		{`{"body":"x","from":"tm3"}`, `line 1: not a message (fields to, body, type, id, data): json: unknown field "from"`},
+		{`{"body":"x","type":"gossip"}`, "line 1: invalid message type"},
+		{`{"body":"x","id":"a b"}`, "line 1: invalid message id"},
+		{`{"body":"x","to":"tm.2"}`, "line 1: invalid recipient"},
+		{`{"body":"x","to":">"}`, "line 1: invalid recipient"},
+		{`{"to":"tm2"}`, "line 1: no body"},
+		{`{"body":"x"} {"body":"y"}`, "line 1: more than one JSON value"},
+		{`{"body":"x","id":"k"}` + "\n" + `{"body":"y","id":"k"}`, `line 2: id "k" is also the id of line 1`},
+		{`{"body":"x","data":{]}`, "line 1: not a message"},
+		{`[]`, "line 1: not a message"},
+		{"\n  \n", "no messages"},
+	}
+	for _, tt := range bad {
+		_, err := team.ParseSendBatch(strings.NewReader(tt.in))
+		if !errors.Is(err, teambus.ErrInvalid) || !strings.Contains(err.Error(), tt.inErr) {
+			t.Errorf("ParseSendBatch(%q) = %v, want invalid mentioning %q", tt.in, err, tt.inErr)
+		}
+	}
+}
+
+func FuzzParseSendBatch(f *testing.F) {
+	for _, s := range []string{
+		`{"to":"tm2","body":"x","type":"report","id":"k","data":{"a":[1]}}`,
+		"{\"body\":\"a\"}\n\n{\"body\":\"a\"}\n",
+		`{"body":"x"} {"body":"y"}`, `{"body":null}`, `{"to":"a.b","body":"x"}`, `[]`, "\x00\xff",
+		`{"body":"\u001b[31mred","id":"\u0000"}`, `{"body":"x","to":"all","type":"shutdown_request"}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		specs, err := team.ParseSendBatch(strings.NewReader(s))
+		if err != nil {
+			if !errors.Is(err, teambus.ErrInvalid) {
+				t.Fatalf("ParseSendBatch(%q) error %v is not ErrInvalid", s, err)
+			}
+			if strings.ContainsAny(err.Error(), "\n\r\x1b") {
+				t.Fatalf("ParseSendBatch(%q) error %q is not one clean line", s, err)
+			}
+			return
+		}
+		lines := strings.Count(s, "\n") + 1
+		ids := map[string]bool{}
+		last := 0
+		for _, sp := range specs {
+			if sp.Line <= last || sp.Line > lines || ids[sp.ID] {
+				t.Fatalf("ParseSendBatch(%q) gave %+v after line %d", s, sp, last)
+			}
+			last, ids[sp.ID] = sp.Line, true
+			if err := teambus.ValidateMessageID(sp.ID); err != nil {
+				t.Fatalf("ParseSendBatch(%q) gave id %q: %v", s, sp.ID, err)
+			}
+			if _, err := teambus.ParseMessageType(string(sp.Type)); err != nil {
+				t.Fatalf("ParseSendBatch(%q) gave type %q", s, sp.Type)
+			}
+			if sp.To != teambus.Lead && sp.To != teambus.All {
+				if err := teambus.ValidateID("recipient", sp.To); err != nil {
+					t.Fatalf("ParseSendBatch(%q) gave recipient %q", s, sp.To)
+				}
+			}
+		}
+		again, err := team.ParseSendBatch(strings.NewReader(s))
+		if err != nil || !reflect.DeepEqual(again, specs) {
+			t.Fatalf("ParseSendBatch(%q) is not deterministic", s)
+		}
+	})
+}
