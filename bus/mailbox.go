@@ -678,12 +678,8 @@ func (mb *Mailbox) SendFenced(ctx context.Context, m *teambus.Message, held bool
 	ack, err := mb.js.Publish(ctx, mb.subject(m, held), b, jetstream.WithMsgID(msgID),
 		jetstream.WithExpectLastSequenceForSubject(marker, mb.MarkerSubject(m.From)))
 	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
-			_, num, _ := strings.Cut(apiErr.Description, "wrong last sequence: ")
-			if seq, perr := strconv.ParseUint(strings.TrimSpace(num), 10, 64); perr == nil {
-				return SendResult{}, &MarkerMovedError{Member: m.From, Seq: seq}
-			}
+		if moved := markerMoved(err, m.From); moved != nil {
+			return SendResult{}, moved
 		}
 		return SendResult{}, mb.publishErr(err)
 	}

@@ -2,6 +2,9 @@ package bus
 
 import (
 	"context"
+	"errors"
+	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,6 +26,26 @@ import (
 // follows an error was not stored by this call (retry it with the same
 // ids).
 func (mb *Mailbox) SendBatch(ctx context.Context, msgs []*teambus.Message, held bool) ([]SendResult, error) {
+	return mb.sendBatch(ctx, msgs, held, nil)
+}
+
+// SendBatchFenced stores msgs like SendBatch, all from one sender, but
+// only while marker is the latest incarnation marker of that sender (see
+// SendFenced): the first message of every atomic batch expects it, so a
+// newer incarnation refuses the batch whole, with a *MarkerMovedError
+// carrying the latest sequence. The results are those of the messages
+// stored before the error.
+func (mb *Mailbox) SendBatchFenced(ctx context.Context, msgs []*teambus.Message, held bool, marker uint64) ([]SendResult, error) {
+	for _, m := range msgs[min(1, len(msgs)):] {
+		if m.From != msgs[0].From {
+			return nil, teambus.Invalidf("a fenced batch has one sender: %s and %s", msgs[0].From, m.From)
+		}
+	}
+	return mb.sendBatch(ctx, msgs, held, &marker)
+}
+
+// sendBatch is SendBatch, fenced on *marker when marker is not nil.
+func (mb *Mailbox) sendBatch(ctx context.Context, msgs []*teambus.Message, held bool, marker *uint64) ([]SendResult, error) {
 	for _, m := range msgs {
 		if err := mb.check(m); err != nil {
 			return nil, err
@@ -43,6 +66,10 @@ func (mb *Mailbox) SendBatch(ctx context.Context, msgs []*teambus.Message, held 
 			}
 			nm[i] = &nats.Msg{Subject: mb.subject(m, held), Data: b, Header: nats.Header{jetstream.MsgIDHeader: []string{msgID}}}
 		}
+		if marker != nil {
+			nm[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(*marker, 10))
+			nm[0].Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, mb.MarkerSubject(batch[0].From))
+		}
 		ack, err := jsbatch.Publish(ctx, mb.js.Conn(), nm)
 		switch {
 		case err == nil:
@@ -58,16 +85,40 @@ func (mb *Mailbox) SendBatch(ctx context.Context, msgs []*teambus.Message, held 
 			continue
 		case jserr.Is(err, jserr.BatchDuplicate):
 			for _, m := range batch {
-				res, err := mb.Send(ctx, m, held)
+				var res SendResult
+				var err error
+				if marker != nil {
+					res, err = mb.SendFenced(ctx, m, held, *marker)
+				} else {
+					res, err = mb.Send(ctx, m, held)
+				}
 				if err != nil {
 					return out, err
 				}
 				out = append(out, res)
 			}
 		default:
+			if marker != nil {
+				if moved := markerMoved(err, batch[0].From); moved != nil {
+					return out, moved
+				}
+			}
 			return out, mb.publishErr(err)
 		}
 		start += len(batch)
 	}
 	return out, nil
+}
+
+// markerMoved returns the *MarkerMovedError of a fenced publish of from's
+// mail that the server refused for a newer incarnation marker, or nil.
+func markerMoved(err error, from string) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		_, num, _ := strings.Cut(apiErr.Description, "wrong last sequence: ")
+		if seq, perr := strconv.ParseUint(strings.TrimSpace(num), 10, 64); perr == nil {
+			return &MarkerMovedError{Member: from, Seq: seq}
+		}
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package bus_test
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -67,5 +68,57 @@ func TestMailbox_SendBatch(t *testing.T) {
 	bad[2].To = "no such"
 	if _, err := mb.SendBatch(ctx, bad, false); err == nil || teambus.ExitCode(err) != teambus.ExitPermanent {
 		t.Fatalf("batch with a bad recipient: %v, want exit 2", err)
+	}
+}
+
+// TestMailbox_SendBatchFenced stores a batch while the sender's marker is
+// the latest; once a newer incarnation marked itself, the batch is
+// refused whole with the latest marker, and nothing of it is stored.
+func TestMailbox_SendBatchFenced(t *testing.T) {
+	n := nodetest.NewBareServer(t)
+	c := nodetest.Connect(t, n)
+	mb := bus.NewMailbox(c.JS, "alpha", bus.MailboxConfig{})
+	ctx := t.Context()
+	if err := mb.Declare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	marker, err := mb.MarkIncarnation(ctx, "tm1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := func(prefix string, n int) []*teambus.Message {
+		var out []*teambus.Message
+		for i := range n {
+			out = append(out, &teambus.Message{From: "tm1", To: teambus.Lead, Type: teambus.MsgInfo, ID: fmt.Sprintf("%s%04d", prefix, i), Body: "x"})
+		}
+		return out
+	}
+	res, err := mb.SendBatchFenced(ctx, batch("a", 600), false, marker)
+	if err != nil || len(res) != 600 || res[599].Seq != res[0].Seq+599 {
+		t.Fatalf("fenced batch = %d results, %v", len(res), err)
+	}
+	// A retry of an overlapping batch falls back to fenced single sends.
+	res, err = mb.SendBatchFenced(ctx, batch("a", 602), false, marker)
+	if err != nil || len(res) != 602 || !res[0].Duplicate || res[601].Duplicate {
+		t.Fatalf("overlapping fenced batch = %d results, %v", len(res), err)
+	}
+	newer, err := mb.MarkIncarnation(ctx, "tm1", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = mb.SendBatchFenced(ctx, batch("b", 3), false, marker)
+	var moved *bus.MarkerMovedError
+	if !errors.As(err, &moved) || moved.Seq != newer || len(res) != 0 {
+		t.Fatalf("batch of the old incarnation = %+v, %v; want MarkerMovedError at seq %d", res, err, newer)
+	}
+	count := 0
+	if err := mb.Replay(ctx, bus.ReplayFilter{}, func(m teambus.Message) error { count++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if count != 602 {
+		t.Fatalf("%d messages stored, want 602", count)
+	}
+	if _, err := mb.SendBatchFenced(ctx, []*teambus.Message{batch("c", 1)[0], {From: "tm2", To: teambus.Lead, Type: teambus.MsgInfo, ID: "x", Body: "x"}}, false, newer); teambus.ExitCode(err) != teambus.ExitPermanent {
+		t.Fatalf("fenced batch of two senders = %v, want exit 2", err)
 	}
 }

@@ -123,6 +123,32 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (bus.SendResult, err
 	return res, err
 }
 
+// SendBatch stores msgs from the caller in one request, in order, and
+// returns a result for each; with check it only checks them (nothing is
+// stored, no results). The service takes at most team.MaxSendBatch
+// messages a request, and the request must fit the connection's
+// MaxPayload: a longer list is split by the caller, checked whole first.
+func (c *Client) SendBatch(ctx context.Context, msgs []BatchMessage, check bool) ([]bus.SendResult, error) {
+	for i, m := range msgs {
+		// As Send: invalid UTF-8 is refused while the bytes are the user's.
+		if err := teambus.ValidateBody(m.Body); err != nil {
+			if m.Line > 0 {
+				return nil, fmt.Errorf("line %d: %w", m.Line, err)
+			}
+			return nil, fmt.Errorf("message %d: %w", i+1, err)
+		}
+	}
+	var res SendBatchReply
+	err := c.Call(ctx, VerbSendBatch, SendBatchRequest{Who: c.who, Messages: msgs, Check: check}, &res)
+	if err == nil && !check && len(res.Results) != len(msgs) {
+		return res.Results, teambus.Unavailablef("team service %s: %d results for %d messages", VerbSendBatch, len(res.Results), len(msgs))
+	}
+	return res.Results, err
+}
+
+// MaxPayload is the largest request the connection can send.
+func (c *Client) MaxPayload() int64 { return c.nc.MaxPayload() }
+
 // Inbox reads the caller's inbox in mode (InboxPeek, InboxLease,
 // InboxAck), up to max messages, waiting up to wait for the first.
 func (c *Client) Inbox(ctx context.Context, mode string, max int, wait time.Duration) ([]Leased, error) {

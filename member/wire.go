@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
 )
 
 // Verbs of the team service: the last token of its subjects.
@@ -21,10 +22,11 @@ const (
 	VerbBrief      = "brief"
 	VerbReplay     = "replay"
 	VerbShow       = "show"
+	VerbSendBatch  = "send_batch"
 )
 
 // Verbs lists every verb the service answers.
-var Verbs = []string{VerbSend, VerbInbox, VerbAck, VerbRelease, VerbTask, VerbCheckpoint, VerbHeartbeat, VerbJoin, VerbBrief, VerbReplay, VerbShow}
+var Verbs = []string{VerbSend, VerbInbox, VerbAck, VerbRelease, VerbTask, VerbCheckpoint, VerbHeartbeat, VerbJoin, VerbBrief, VerbReplay, VerbShow, VerbSendBatch}
 
 // Who names the caller's incarnation. Member is honoured only from the
 // operator: a member's requests act as the member its credential names,
@@ -43,6 +45,34 @@ type SendRequest struct {
 	ID   string          `json:"id,omitempty"`
 	Body string          `json:"body"`
 	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// BatchMessage is one message of a SendBatchRequest, as a SendRequest
+// without the caller. Line, when set, is where the message came from (a
+// line of a file): errors name it.
+type BatchMessage struct {
+	To   string          `json:"to,omitempty"`
+	Type string          `json:"type,omitempty"`
+	ID   string          `json:"id,omitempty"`
+	Body string          `json:"body"`
+	Data json.RawMessage `json:"data,omitempty"`
+	Line int             `json:"line,omitempty"`
+}
+
+// SendBatchRequest stores several messages from the caller, in order, in
+// atomic batches (at most team.MaxSendBatch a request): every message is
+// checked before any is stored. Check only checks them and stores
+// nothing, so a caller with more than one request of messages checks them
+// all first.
+type SendBatchRequest struct {
+	Who
+	Messages []BatchMessage `json:"messages"`
+	Check    bool           `json:"check,omitempty"`
+}
+
+// SendBatchReply is one result per message, in order (none for Check).
+type SendBatchReply struct {
+	Results []bus.SendResult `json:"results"`
 }
 
 // Inbox read modes.

@@ -137,6 +137,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Service, error) {
 		member.VerbBrief:      s.brief,
 		member.VerbReplay:     s.replay,
 		member.VerbShow:       s.show,
+		member.VerbSendBatch:  s.sendBatch,
 	}
 	for _, verb := range member.Verbs {
 		if err := ms.AddEndpoint(verb, s.handler(verb, handlers[verb]), micro.WithEndpointSubject(bus.ServiceSubject("*", verb))); err != nil {
@@ -326,27 +327,70 @@ func (s *Service) send(ctx context.Context, c caller, data []byte) (any, error) 
 	if err != nil {
 		return nil, err
 	}
-	typ := teambus.MsgInfo
-	if r.Type != "" {
-		if typ, err = teambus.ParseMessageType(r.Type); err != nil {
-			return nil, err
+	typ, to, err := sendRules(a, r.Type, r.To)
+	if err != nil {
+		return nil, err
+	}
+	return s.svc.Send(ctx, a, team.SendSpec{To: to, Type: typ, ID: r.ID, Body: r.Body, Data: r.Data})
+}
+
+// sendRules applies the service's rules of who sends what to a message of
+// type typ (default info) to to (default the lead), and returns both.
+func sendRules(a team.Actor, typ, to string) (teambus.MessageType, string, error) {
+	t := teambus.MsgInfo
+	if typ != "" {
+		var err error
+		if t, err = teambus.ParseMessageType(typ); err != nil {
+			return "", "", err
 		}
 	}
-	to := r.To
 	if to == "" {
 		to = teambus.Lead
 	}
-	switch typ {
+	switch t {
 	case teambus.MsgShutdownRequest:
 		if !a.IsLead() {
-			return nil, teambus.Invalidf("only the lead may send %s: %s asked to shut %s down", typ, a.Member, to)
+			return "", "", teambus.Invalidf("only the lead may send %s: %s asked to shut %s down", t, a.Member, to)
 		}
 	case teambus.MsgShutdownResponse:
 		if to != teambus.Lead {
-			return nil, teambus.Invalidf("%s goes to the lead, not to %s", typ, to)
+			return "", "", teambus.Invalidf("%s goes to the lead, not to %s", t, to)
 		}
 	}
-	return s.svc.Send(ctx, a, team.SendSpec{To: to, Type: typ, ID: r.ID, Body: r.Body, Data: r.Data})
+	return t, to, nil
+}
+
+func (s *Service) sendBatch(ctx context.Context, c caller, data []byte) (any, error) {
+	var r member.SendBatchRequest
+	a, err := decodeActor(c, data, &r)
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Messages) > team.MaxSendBatch {
+		return nil, teambus.Invalidf("%d messages in one batch, at most %d: send them in several", len(r.Messages), team.MaxSendBatch)
+	}
+	specs := make([]team.SendSpec, len(r.Messages))
+	for i, m := range r.Messages {
+		typ, to, err := sendRules(a, m.Type, m.To)
+		if err != nil {
+			if m.Line > 0 {
+				return nil, fmt.Errorf("line %d: %w", m.Line, err)
+			}
+			return nil, fmt.Errorf("message %d: %w", i+1, err)
+		}
+		specs[i] = team.SendSpec{To: to, Type: typ, ID: m.ID, Body: m.Body, Data: m.Data, Line: m.Line}
+	}
+	if r.Check {
+		if err := s.svc.CheckBatch(ctx, a, specs); err != nil {
+			return nil, err
+		}
+		return member.SendBatchReply{Results: []bus.SendResult{}}, nil
+	}
+	res, err := s.svc.SendBatch(ctx, a, specs)
+	if err != nil {
+		return nil, err
+	}
+	return member.SendBatchReply{Results: res}, nil
 }
 
 func (s *Service) inbox(ctx context.Context, c caller, data []byte) (any, error) {

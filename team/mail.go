@@ -23,6 +23,41 @@ type SendSpec struct {
 	ID   string
 	Body string
 	Data json.RawMessage
+	// Line is where the message came from (a line of a file): errors of
+	// a batch name it. 0 when it came from elsewhere.
+	Line int
+}
+
+// normalize fills the defaults of spec (type info, a random id, to the
+// lead) and checks what can be checked without the team.
+func (spec *SendSpec) normalize() error {
+	if spec.Type == "" {
+		spec.Type = teambus.MsgInfo
+	}
+	if _, err := teambus.ParseMessageType(string(spec.Type)); err != nil {
+		return err
+	}
+	if spec.ID == "" {
+		spec.ID = NewMessageID()
+	}
+	if err := teambus.ValidateMessageID(spec.ID); err != nil {
+		return err
+	}
+	if err := teambus.ValidateData(spec.Data); err != nil {
+		return err
+	}
+	if err := teambus.ValidateBody(spec.Body); err != nil {
+		return err
+	}
+	if spec.To == "" {
+		spec.To = teambus.Lead
+	}
+	if spec.To != teambus.Lead && spec.To != teambus.All {
+		if err := teambus.ValidateID("recipient", spec.To); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // NewMessageID returns a random idempotency key.
@@ -40,31 +75,8 @@ func (s *Service) Send(ctx context.Context, a Actor, spec SendSpec) (bus.SendRes
 	if err := a.Validate(); err != nil {
 		return bus.SendResult{}, err
 	}
-	if spec.Type == "" {
-		spec.Type = teambus.MsgInfo
-	}
-	if _, err := teambus.ParseMessageType(string(spec.Type)); err != nil {
+	if err := spec.normalize(); err != nil {
 		return bus.SendResult{}, err
-	}
-	if spec.ID == "" {
-		spec.ID = NewMessageID()
-	}
-	if err := teambus.ValidateMessageID(spec.ID); err != nil {
-		return bus.SendResult{}, err
-	}
-	if err := teambus.ValidateData(spec.Data); err != nil {
-		return bus.SendResult{}, err
-	}
-	if err := teambus.ValidateBody(spec.Body); err != nil {
-		return bus.SendResult{}, err
-	}
-	if spec.To == "" {
-		spec.To = teambus.Lead
-	}
-	if spec.To != teambus.Lead && spec.To != teambus.All {
-		if err := teambus.ValidateID("recipient", spec.To); err != nil {
-			return bus.SendResult{}, err
-		}
 	}
 	// Point reads, not a snapshot: a send costs the same in a team of ten
 	// tasks or ten thousand. The team, the sender and the recipient are
@@ -161,52 +173,81 @@ func (s *Service) deliver(ctx context.Context, a Actor, mb *bus.Mailbox, m *team
 	if sender == nil {
 		return mb.Send(ctx, m, false)
 	}
+	sender, held, err := s.holdMode(ctx, a, sender, rev)
+	if err != nil {
+		return bus.SendResult{}, err
+	}
+	m.Epoch = sender.Epoch
+	res, err := s.sendFenced(ctx, a, mb, m, sender, held)
+	if err != nil || !held {
+		return res, err
+	}
+	out := []bus.SendResult{res}
+	s.releaseIfAwake(ctx, a, out)
+	return out[0], nil
+}
+
+// holdMode decides whether the new mail of sender, read at revision rev,
+// is held (see deliver): for a zombie it marks the member record
+// (HeldSince, compare-and-set) unless it is marked; for a member that is
+// not a zombie but still has held mail it releases that first. It returns
+// the member as last read.
+func (s *Service) holdMode(ctx context.Context, a Actor, sender *teambus.Member, rev uint64) (*teambus.Member, bool, error) {
 	for attempt := 0; ; attempt++ {
 		if sender.Status != teambus.MemberZombie {
 			if sender.HeldSince != nil {
 				if _, err := s.ReleaseHeld(ctx, a.Team, a.Member); err != nil {
-					return bus.SendResult{}, fmt.Errorf("release the held mail of %s before new mail: %w: nothing sent", a.Member, err)
+					return nil, false, fmt.Errorf("release the held mail of %s before new mail: %w: nothing sent", a.Member, err)
 				}
 			}
-			return s.sendFenced(ctx, a, mb, m, sender, false)
+			return sender, false, nil
 		}
 		if sender.HeldSince != nil {
-			break
+			return sender, true, nil
 		}
 		upd := *sender
 		upd.HeldSince = teambus.TimePtr(s.Now())
 		_, err := s.store.PutMember(ctx, a.Team, &upd, rev)
 		if err == nil {
-			break
+			return sender, true, nil
 		}
 		if !errors.Is(err, kv.ErrConflict) || attempt >= kv.MaxRetries {
-			return bus.SendResult{}, fmt.Errorf("mark held mail of %s: %w", a.Member, err)
+			return nil, false, fmt.Errorf("mark held mail of %s: %w", a.Member, err)
 		}
 		if sender, rev, err = s.store.Member(ctx, a.Team, a.Member); err != nil {
-			return bus.SendResult{}, err
+			return nil, false, err
 		}
 		if err := sender.Fenced(a.Session); err != nil {
-			return bus.SendResult{}, err
+			return nil, false, err
 		}
-		m.Epoch = sender.Epoch
 	}
-	res, err := s.sendFenced(ctx, a, mb, m, sender, true)
+}
+
+// releaseIfAwake takes the results of held sends (their seq is the
+// release's: 0 until then) and, when the member left zombie mode while
+// they were stored, releases its held mail and reports the seq each got.
+// A failed release leaves them held: the next release delivers them.
+func (s *Service) releaseIfAwake(ctx context.Context, a Actor, res []bus.SendResult) {
+	for i := range res {
+		res[i].Seq = 0
+	}
+	cur, _, err := s.store.Member(ctx, a.Team, a.Member)
+	if err != nil || cur.Status == teambus.MemberZombie {
+		return
+	}
+	released, err := s.ReleaseHeld(ctx, a.Team, a.Member)
 	if err != nil {
-		return res, err
+		return
 	}
-	res.Seq = 0
-	if cur, _, err := s.store.Member(ctx, a.Team, a.Member); err == nil && cur.Status != teambus.MemberZombie {
-		released, err := s.ReleaseHeld(ctx, a.Team, a.Member)
-		if err != nil {
-			return res, nil // stored held; the next release delivers it
-		}
-		for _, r := range released {
-			if r.ID == m.ID {
-				res.Seq, res.Held = r.Seq, false
-			}
+	seqs := make(map[string]uint64, len(released))
+	for _, r := range released {
+		seqs[r.ID] = r.Seq
+	}
+	for i := range res {
+		if seq, ok := seqs[res[i].ID]; ok {
+			res[i].Seq, res[i].Held = seq, false
 		}
 	}
-	return res, nil
 }
 
 // ReleaseHeld delivers the mail member sent in zombie mode, in order,

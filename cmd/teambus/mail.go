@@ -27,9 +27,10 @@ func sendCommand() *cli.Command {
 			&cli.StringFlag{Name: "type", Usage: "info, question, challenge, resolution, status_check, status, report, shutdown_request, shutdown_response, escalation, system", Value: string(teambus.MsgInfo)},
 			&cli.StringFlag{Name: "id", Usage: "idempotency key: the same sender and id store one message within the dedupe window (default: random)"},
 			&cli.StringFlag{Name: "data", Usage: "JSON data attached to the message"},
+			sendFromFlag(),
 			jsonFlag(),
 		}),
-		Action: actorAction(1, send),
+		Action: sendAction,
 	}
 }
 

@@ -1,0 +1,103 @@
+package node_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/member"
+	"github.com/teambus/teambus/team"
+)
+
+// TestService_SendBatch_MemberCredential sends a batch with a member
+// credential through the team service: stored in order, from the
+// credential's member; sent again, every message is a duplicate; a check
+// stores nothing; a bad message refuses the batch naming its line; the
+// payload can not name another sender.
+func TestService_SendBatch_MemberCredential(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testCtx(t)
+	mb := e.admin.Mailbox("alpha")
+	stored := func() int {
+		n := 0
+		if err := mb.Replay(ctx, bus.ReplayFilter{}, func(teambus.Message) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	msgs := []member.BatchMessage{
+		{To: "tm2", ID: "k1", Body: "one", Line: 1},
+		{ID: "k2", Type: string(teambus.MsgQuestion), Body: "two", Data: json.RawMessage(`{"n":2}`), Line: 2},
+		{To: teambus.All, ID: "k3", Body: "three", Line: 4},
+	}
+	if res, err := e.tm1.SendBatch(ctx, msgs, true); err != nil || len(res) != 0 || stored() != 0 {
+		t.Fatalf("check = %+v, %v; %d stored, want none", res, err, stored())
+	}
+	res, err := e.tm1.SendBatch(ctx, msgs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.ID != msgs[i].ID || r.Duplicate || r.Seq != res[0].Seq+uint64(i) {
+			t.Fatalf("result %d = %+v, want %s at seq %d", i, r, msgs[i].ID, res[0].Seq+uint64(i))
+		}
+	}
+	var got []teambus.Message
+	if err := mb.Replay(ctx, bus.ReplayFilter{}, func(m teambus.Message) error { got = append(got, m); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0].From != "tm1" || got[0].To != "tm2" || got[1].To != teambus.Lead || got[1].Type != teambus.MsgQuestion ||
+		string(got[1].Data) != `{"n":2}` || got[2].To != teambus.All || got[2].Body != "three" {
+		t.Fatalf("stored = %+v", got)
+	}
+	again, err := e.tm1.SendBatch(ctx, msgs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range again {
+		if !r.Duplicate || r.Seq != res[i].Seq {
+			t.Fatalf("re-sent result %d = %+v, want a duplicate of seq %d", i, r, res[i].Seq)
+		}
+	}
+	refused := []struct {
+		name  string
+		msgs  []member.BatchMessage
+		inErr string
+	}{
+		{"shutdown_request from a member", []member.BatchMessage{{Body: "x", ID: "r1"}, {To: "tm2", Type: string(teambus.MsgShutdownRequest), Body: "stop", Line: 7}}, "line 7: only the lead"},
+		{"unknown recipient", []member.BatchMessage{{Body: "x", ID: "r1"}, {To: "ghost", Body: "x", Line: 3}}, "line 3"},
+		{"to itself", []member.BatchMessage{{To: "tm1", Body: "x"}}, "message 1: tm1 can not send mail to itself"},
+		{"invalid UTF-8", []member.BatchMessage{{Body: "\xff", Line: 9}}, "line 9"},
+		{"too many", make([]member.BatchMessage, team.MaxSendBatch+1), "at most 1000"},
+	}
+	for _, tt := range refused {
+		_, err := e.tm1.SendBatch(ctx, tt.msgs, false)
+		if !errors.Is(err, teambus.ErrInvalid) && !errors.Is(err, teambus.ErrNotFound) || teambus.ExitCode(err) != teambus.ExitPermanent {
+			t.Errorf("%s: %v, want refused (exit 2)", tt.name, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), tt.inErr) {
+			t.Errorf("%s: error %q does not mention %q", tt.name, err, tt.inErr)
+		}
+	}
+	if n := stored(); n != 3 {
+		t.Fatalf("%d messages stored, want 3: a refused batch stored something", n)
+	}
+	// Claiming to be tm2 in the payload is refused.
+	raw, _ := json.Marshal(member.SendBatchRequest{Who: member.Who{Member: "tm2"}, Messages: []member.BatchMessage{{Body: "forged"}}})
+	reply, err := e.conn.NC.Request(bus.MemberServiceSubject(member.VerbSendBatch), raw, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reply.Header.Get(member.ErrorCodeHeader) != member.KindInvalid {
+		t.Fatalf("forged member: reply %q %s, want an invalid error", reply.Header.Get(member.ErrorCodeHeader), reply.Data)
+	}
+	if n := stored(); n != 3 {
+		t.Fatalf("%d messages stored after a forged batch, want 3", n)
+	}
+}

@@ -1,0 +1,326 @@
+package team
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/kv"
+)
+
+// MaxSendBatch caps the messages of one SendBatch (one request of the
+// team service): a longer list is sent in several calls.
+const MaxSendBatch = 1000
+
+// SendBatch stores the messages of specs from the actor, in order, as
+// Send does each (same defaults, same checks, same holding of a zombie's
+// mail), in atomic batches (bus.Mailbox.SendBatch): consecutive sequences
+// for the messages stored together, and a few fsyncs instead of one per
+// message. Every message is checked before anything is sent — the team
+// and the sender's incarnation once, each distinct recipient once — and
+// an error names the message's line (SendSpec.Line) or its position; a
+// refused batch stores nothing. A message whose id was stored before
+// comes back Duplicate with the original seq, so a batch repeated after a
+// crash stores each message once. It returns one result per message, in
+// order; on an error after the checks, the results of what was stored.
+func (s *Service) SendBatch(ctx context.Context, a Actor, specs []SendSpec) ([]bus.SendResult, error) {
+	p, err := s.planBatch(ctx, a, specs)
+	if err != nil {
+		return nil, err
+	}
+	var touched sync.WaitGroup
+	if !a.IsLead() {
+		touched.Add(1)
+		go func() {
+			defer touched.Done()
+			s.touch(ctx, a) // once for the batch
+		}()
+	}
+	res, err := s.deliverBatch(ctx, a, p)
+	touched.Wait()
+	return res, err
+}
+
+// CheckBatch runs the checks of SendBatch and sends nothing: a caller
+// that sends a long list in several batches checks all of them first, so
+// a bad message in the last one leaves the first ones unsent too.
+func (s *Service) CheckBatch(ctx context.Context, a Actor, specs []SendSpec) error {
+	_, err := s.planBatch(ctx, a, specs)
+	return err
+}
+
+// batchPlan is a checked batch: its messages, the mailbox, and the sender
+// as read (nil for the lead) at revision rev.
+type batchPlan struct {
+	mb     *bus.Mailbox
+	msgs   []*teambus.Message
+	sender *teambus.Member
+	rev    uint64
+}
+
+// where names message i of specs in an error.
+func where(specs []SendSpec, i int) string {
+	if specs[i].Line > 0 {
+		return fmt.Sprintf("line %d", specs[i].Line)
+	}
+	return fmt.Sprintf("message %d", i+1)
+}
+
+// planBatch checks specs as Send checks one message and returns the
+// messages to store.
+func (s *Service) planBatch(ctx context.Context, a Actor, specs []SendSpec) (*batchPlan, error) {
+	if err := a.Validate(); err != nil {
+		return nil, err
+	}
+	if len(specs) == 0 {
+		return nil, teambus.Invalidf("nothing to send: the batch has no messages")
+	}
+	if len(specs) > MaxSendBatch {
+		return nil, teambus.Invalidf("%d messages in one batch, at most %d: send them in several", len(specs), MaxSendBatch)
+	}
+	specs = slices.Clone(specs)
+	ids := make(map[string]int, len(specs))
+	var recipients []string
+	seen := map[string]bool{}
+	for i := range specs {
+		sp := &specs[i]
+		if err := sp.normalize(); err != nil {
+			return nil, fmt.Errorf("%s: %w", where(specs, i), err)
+		}
+		if sp.To == a.Member {
+			return nil, teambus.Invalidf("%s: %s can not send mail to itself", where(specs, i), a.Member)
+		}
+		if j, dup := ids[sp.ID]; dup {
+			return nil, teambus.Invalidf("%s: id %q is also the id of %s: one id, one message", where(specs, i), sp.ID, where(specs, j))
+		}
+		ids[sp.ID] = i
+		if sp.To != teambus.Lead && sp.To != teambus.All && !seen[sp.To] {
+			seen[sp.To] = true
+			recipients = append(recipients, sp.To)
+		}
+	}
+	// Point reads, side by side, as Send does: the team, the sender, and
+	// each distinct recipient once (a few at a time).
+	var (
+		t          *teambus.Team
+		sender     *teambus.Member
+		senderRev  uint64
+		tErr, sErr error
+		rErr       = make([]error, len(recipients))
+		wg         sync.WaitGroup
+		sem        = make(chan struct{}, 8)
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t, _, tErr = s.store.Team(ctx, a.Team)
+	}()
+	if !a.IsLead() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sender, senderRev, sErr = s.store.Member(ctx, a.Team, a.Member)
+		}()
+	}
+	for i, to := range recipients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			_, _, rErr[i] = s.store.Member(ctx, a.Team, to)
+		}()
+	}
+	wg.Wait()
+	if tErr != nil {
+		return nil, tErr
+	}
+	mb := s.teamMailbox(t)
+	maxBody := mb.Config().MaxBody
+	for i, sp := range specs {
+		if len(sp.Body) > maxBody {
+			return nil, teambus.Invalidf("%s: message body is %d bytes, at most %d: nothing sent; put large content in a file and send its path", where(specs, i), len(sp.Body), maxBody)
+		}
+	}
+	if t.Closed() {
+		return nil, teambus.Statef("team %s is %s: use `teambus team review %s`", t.ID, t.Status, t.ID)
+	}
+	var epoch int64
+	if a.IsLead() {
+		if t.LeadSession != "" && a.Session != t.LeadSession {
+			return nil, teambus.Fencedf("session %q is not the lead session of team %s (lead epoch %d)", a.Session, t.ID, t.LeadEpoch)
+		}
+		epoch = t.LeadEpoch
+	} else {
+		if sErr != nil {
+			return nil, sErr
+		}
+		if err := sender.Fenced(a.Session); err != nil {
+			return nil, err
+		}
+		epoch = sender.Epoch
+	}
+	bad := map[string]error{}
+	for i, to := range recipients {
+		if rErr[i] != nil {
+			bad[to] = rErr[i]
+		}
+	}
+	now := s.Now()
+	p := &batchPlan{mb: mb, sender: sender, rev: senderRev, msgs: make([]*teambus.Message, len(specs))}
+	for i, sp := range specs {
+		if err := bad[sp.To]; err != nil {
+			return nil, fmt.Errorf("%s: %w: nothing sent", where(specs, i), err)
+		}
+		p.msgs[i] = &teambus.Message{ID: sp.ID, From: a.Member, To: sp.To, Type: sp.Type, Body: sp.Body, Data: sp.Data, Epoch: epoch, TS: now}
+	}
+	return p, nil
+}
+
+// deliverBatch stores the messages of p as deliver stores one: the
+// lead's directly, a member's fenced on its incarnation, a zombie's held.
+func (s *Service) deliverBatch(ctx context.Context, a Actor, p *batchPlan) ([]bus.SendResult, error) {
+	if p.sender == nil {
+		return p.mb.SendBatch(ctx, p.msgs, false)
+	}
+	sender, held, err := s.holdMode(ctx, a, p.sender, p.rev)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range p.msgs {
+		m.Epoch = sender.Epoch
+	}
+	res, err := s.sendBatchFenced(ctx, a, p.mb, p.msgs, sender, held)
+	if held {
+		s.releaseIfAwake(ctx, a, res)
+	}
+	return res, err
+}
+
+// sendBatchFenced stores msgs only while the member's incarnation, checked
+// in sender, is the latest one, as sendFenced does for one message: when
+// the server reports a newer marker, the member record is checked again
+// and the messages not stored yet are sent with that marker.
+func (s *Service) sendBatchFenced(ctx context.Context, a Actor, mb *bus.Mailbox, msgs []*teambus.Message, sender *teambus.Member, held bool) ([]bus.SendResult, error) {
+	marker := sender.Marker
+	var out []bus.SendResult
+	for attempt := 0; ; attempt++ {
+		res, err := mb.SendBatchFenced(ctx, msgs[len(out):], held, marker)
+		out = append(out, res...)
+		var moved *bus.MarkerMovedError
+		if !errors.As(err, &moved) || attempt >= kv.MaxRetries {
+			return out, err
+		}
+		cur, _, err := s.store.Member(ctx, a.Team, a.Member)
+		if err != nil {
+			return out, err
+		}
+		if err := cur.Fenced(a.Session); err != nil {
+			return out, fmt.Errorf("%w: %d of %d messages sent", err, len(out), len(msgs))
+		}
+		if cur.Epoch != msgs[0].Epoch {
+			return out, teambus.Fencedf("member %s registered again (epoch %d, was %d) while the batch was sent: %d of %d messages sent", a.Member, cur.Epoch, msgs[0].Epoch, len(out), len(msgs))
+		}
+		marker = max(moved.Seq, cur.Marker)
+	}
+}
+
+// MaxSendLine is the longest line of a file of messages (ParseSendBatch):
+// a body at several times the default limit once escaped, and room for
+// the rest.
+const MaxSendLine = 8 << 20
+
+// sendLine is one line of a file of messages.
+type sendLine struct {
+	To   string          `json:"to"`
+	Body *string         `json:"body"`
+	Type string          `json:"type"`
+	ID   string          `json:"id"`
+	Data json.RawMessage `json:"data"`
+}
+
+// ParseSendBatch reads messages from JSON Lines (`teambus send --from`):
+// one {"to", "body", "type", "id", "data"} object a line, blank lines
+// skipped. to defaults to the lead and type to info, as for a single
+// send; body is required. A line without an id gets FileMessageID of its
+// number and text, so sending the same file again stores each message
+// once. Everything that can be checked without the team is checked here
+// (JSON, unknown fields, type, id, data, recipient syntax, an id given on
+// two lines), and an error names the line; the team's checks (recipients
+// that exist, the sender, the body limit) are SendBatch's and CheckBatch's.
+func ParseSendBatch(r io.Reader) ([]SendSpec, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), MaxSendLine)
+	var out []SendSpec
+	ids := map[string]int{}
+	n := 0
+	for sc.Scan() {
+		n++
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.DisallowUnknownFields()
+		var l sendLine
+		if err := dec.Decode(&l); err != nil {
+			return nil, teambus.Invalidf("line %d: not a message (fields to, body, type, id, data): %s", n, teambus.SanitizeLine(err.Error()))
+		}
+		if dec.More() {
+			return nil, teambus.Invalidf("line %d: more than one JSON value: one message per line", n)
+		}
+		if l.Body == nil {
+			return nil, teambus.Invalidf("line %d: no body", n)
+		}
+		spec := SendSpec{To: l.To, Type: teambus.MessageType(l.Type), ID: l.ID, Body: *l.Body, Line: n}
+		if len(l.Data) > 0 && string(l.Data) != "null" {
+			spec.Data = l.Data
+		}
+		if spec.ID == "" {
+			spec.ID = FileMessageID(n, line)
+		}
+		if err := spec.normalize(); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		if j, dup := ids[spec.ID]; dup {
+			return nil, teambus.Invalidf("line %d: id %q is also the id of line %d: one id, one message", n, spec.ID, j)
+		}
+		ids[spec.ID] = n
+		out = append(out, spec)
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, teambus.Invalidf("line %d: longer than %d bytes", n+1, MaxSendLine)
+		}
+		return nil, fmt.Errorf("read messages: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, teambus.Invalidf("no messages in the file: one JSON object per line, e.g. {\"to\":\"tm2\",\"body\":\"schema is ready\"}")
+	}
+	return out, nil
+}
+
+// FileMessageID is the idempotency key of line number n of a file of
+// messages whose text (spaces trimmed) is text: "f<n>-" and 24 hex digits
+// of the SHA-256 of both. The same line at the same place gives the same
+// id, so a file sent again (after a crash, or grown since) stores each
+// message once within the dedupe window; a changed or moved line is a new
+// message.
+func FileMessageID(n int, text []byte) string {
+	h := sha256.New()
+	h.Write([]byte(strconv.Itoa(n)))
+	h.Write([]byte{'\n'})
+	h.Write(text)
+	return "f" + strconv.Itoa(n) + "-" + hex.EncodeToString(h.Sum(nil))[:24]
+}
