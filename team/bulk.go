@@ -1,8 +1,6 @@
 package team
 
 import (
-	"bufio"
-	"bytes"
 	"container/heap"
 	"context"
 	"encoding/json"
@@ -305,33 +303,16 @@ const MaxImportLine = 2*teambus.MaxDescription + 64<<10
 // skipped. A line that is not one JSON object of these fields is an
 // ErrInvalid naming the line; nothing is returned then.
 func ParseImport(r io.Reader) ([]ImportTask, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), MaxImportLine)
 	var out []ImportTask
-	n := 0
-	for sc.Scan() {
-		n++
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
-		dec := json.NewDecoder(bytes.NewReader(line))
-		dec.DisallowUnknownFields()
-		var l importLine
-		if err := dec.Decode(&l); err != nil {
-			return nil, teambus.Invalidf("line %d: not a task (fields id, desc, deps, priority, quantum): %w", n, err)
-		}
-		if dec.More() {
-			return nil, teambus.Invalidf("line %d: more than one JSON value: one task per line", n)
-		}
+	err := jsonLines(r, MaxImportLine, "task", "id, desc, deps, priority, quantum", func(n int, _ []byte, l *importLine) error {
 		if l.ID == "" {
-			return nil, teambus.Invalidf("line %d: no id", n)
+			return teambus.Invalidf("line %d: no id", n)
 		}
 		if l.Desc != nil && l.Description != nil {
-			return nil, teambus.Invalidf("line %d: desc and description both given: one of them", n)
+			return teambus.Invalidf("line %d: desc and description both given: one of them", n)
 		}
 		if l.Quantum != "" && l.Role != "" && l.Quantum != l.Role {
-			return nil, teambus.Invalidf("line %d: quantum %q and role %q differ: one of them", n, l.Quantum, l.Role)
+			return teambus.Invalidf("line %d: quantum %q and role %q differ: one of them", n, l.Quantum, l.Role)
 		}
 		spec := TaskSpec{ID: l.ID, Deps: l.Deps, Priority: l.Priority, Quantum: l.Quantum}
 		if l.Desc != nil {
@@ -346,12 +327,10 @@ func ParseImport(r io.Reader) ([]ImportTask, error) {
 			spec.Deps = []string{}
 		}
 		out = append(out, ImportTask{Line: n, TaskSpec: spec})
-	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, teambus.Invalidf("line %d: longer than %d bytes", n+1, MaxImportLine)
-		}
-		return nil, fmt.Errorf("read import: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, teambus.Invalidf("no tasks in the import: one JSON object per line, e.g. {\"id\":\"schema\",\"desc\":\"Design the schema\",\"deps\":[]}")

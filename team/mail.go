@@ -78,67 +78,27 @@ func (s *Service) Send(ctx context.Context, a Actor, spec SendSpec) (bus.SendRes
 	if err := spec.normalize(); err != nil {
 		return bus.SendResult{}, err
 	}
-	// Point reads, not a snapshot: a send costs the same in a team of ten
-	// tasks or ten thousand. The team, the sender and the recipient are
-	// read at once (one round trip, not three); the results are judged in
-	// that order.
-	var (
-		t                *teambus.Team
-		sender           *teambus.Member
-		senderRev        uint64
-		tErr, sErr, rErr error
-		wg               sync.WaitGroup
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t, _, tErr = s.store.Team(ctx, a.Team)
-	}()
-	if !a.IsLead() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sender, senderRev, sErr = s.store.Member(ctx, a.Team, a.Member)
-		}()
-	}
+	var recipients []string
 	if spec.To != teambus.Lead && spec.To != teambus.All && spec.To != a.Member {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, _, rErr = s.store.Member(ctx, a.Team, spec.To)
-		}()
+		recipients = []string{spec.To}
 	}
-	wg.Wait()
-	if tErr != nil {
-		return bus.SendResult{}, tErr
+	r, err := s.readForSend(ctx, a, recipients)
+	if err != nil {
+		return bus.SendResult{}, err
 	}
-	mb := s.teamMailbox(t)
+	mb := s.teamMailbox(r.team)
 	if max := mb.Config().MaxBody; len(spec.Body) > max {
 		return bus.SendResult{}, teambus.Invalidf("message body is %d bytes, at most %d: nothing sent; put large content in a file and send its path", len(spec.Body), max)
 	}
-	if t.Closed() {
-		return bus.SendResult{}, teambus.Statef("team %s is %s: use `teambus team review %s`", t.ID, t.Status, t.ID)
-	}
-	var epoch int64
-	if a.IsLead() {
-		if t.LeadSession != "" && a.Session != t.LeadSession {
-			return bus.SendResult{}, teambus.Fencedf("session %q is not the lead session of team %s (lead epoch %d)", a.Session, t.ID, t.LeadEpoch)
-		}
-		epoch = t.LeadEpoch
-	} else {
-		if sErr != nil {
-			return bus.SendResult{}, sErr
-		}
-		if err := sender.Fenced(a.Session); err != nil {
-			return bus.SendResult{}, err
-		}
-		epoch = sender.Epoch
+	epoch, err := r.senderEpoch(a)
+	if err != nil {
+		return bus.SendResult{}, err
 	}
 	if spec.To == a.Member {
 		return bus.SendResult{}, teambus.Invalidf("%s can not send mail to itself", a.Member)
 	}
-	if rErr != nil {
-		return bus.SendResult{}, fmt.Errorf("%w: nothing sent", rErr)
+	if len(recipients) > 0 && r.recipientErr[0] != nil {
+		return bus.SendResult{}, fmt.Errorf("%w: nothing sent", r.recipientErr[0])
 	}
 	m := &teambus.Message{ID: spec.ID, From: a.Member, To: spec.To, Type: spec.Type, Body: spec.Body, Data: spec.Data, Epoch: epoch, TS: s.Now()}
 	// The member's activity is recorded while the message is stored: two
@@ -153,9 +113,79 @@ func (s *Service) Send(ctx context.Context, a Actor, spec SendSpec) (bus.SendRes
 			s.touch(ctx, a)
 		}()
 	}
-	res, err := s.deliver(ctx, a, mb, m, sender, senderRev)
+	res, err := s.deliver(ctx, a, mb, m, r.sender, r.senderRev)
 	touched.Wait()
 	return res, err
+}
+
+// sendReads is what a send reads before it decides: the team, the sender
+// (nil for the lead) at its revision, and an error for each recipient
+// that could not be read (nil when it exists).
+type sendReads struct {
+	team         *teambus.Team
+	sender       *teambus.Member
+	senderRev    uint64
+	senderErr    error
+	recipientErr []error
+}
+
+// readForSend reads the team, the sender and the recipients side by side,
+// a few recipients at a time. Point reads, not a snapshot: a send costs
+// the same in a team of ten tasks or ten thousand. The error is the team's
+// read; the others are judged by the caller, in that order.
+func (s *Service) readForSend(ctx context.Context, a Actor, recipients []string) (sendReads, error) {
+	r := sendReads{recipientErr: make([]error, len(recipients))}
+	var (
+		tErr error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, 8)
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.team, _, tErr = s.store.Team(ctx, a.Team)
+	}()
+	if !a.IsLead() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.sender, r.senderRev, r.senderErr = s.store.Member(ctx, a.Team, a.Member)
+		}()
+	}
+	for i, to := range recipients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			_, _, r.recipientErr[i] = s.store.Member(ctx, a.Team, to)
+		}()
+	}
+	wg.Wait()
+	return r, tErr
+}
+
+// senderEpoch refuses a send to a closed team or from a fenced incarnation
+// (a lead session that is not the team's, a member's replaced session) and
+// returns the incarnation's epoch the mail carries.
+func (r sendReads) senderEpoch(a Actor) (int64, error) {
+	t := r.team
+	if t.Closed() {
+		return 0, teambus.Statef("team %s is %s: use `teambus team review %s`", t.ID, t.Status, t.ID)
+	}
+	if a.IsLead() {
+		if t.LeadSession != "" && a.Session != t.LeadSession {
+			return 0, teambus.Fencedf("session %q is not the lead session of team %s (lead epoch %d)", a.Session, t.ID, t.LeadEpoch)
+		}
+		return t.LeadEpoch, nil
+	}
+	if r.senderErr != nil {
+		return 0, r.senderErr
+	}
+	if err := r.sender.Fenced(a.Session); err != nil {
+		return 0, err
+	}
+	return r.sender.Epoch, nil
 }
 
 // deliver stores m from sender (nil for the lead), read at revision rev.

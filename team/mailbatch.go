@@ -1,8 +1,6 @@
 package team
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -110,75 +108,29 @@ func (s *Service) planBatch(ctx context.Context, a Actor, specs []SendSpec) (*ba
 			recipients = append(recipients, sp.To)
 		}
 	}
-	// Point reads, side by side, as Send does: the team, the sender, and
-	// each distinct recipient once (a few at a time).
-	var (
-		t          *teambus.Team
-		sender     *teambus.Member
-		senderRev  uint64
-		tErr, sErr error
-		rErr       = make([]error, len(recipients))
-		wg         sync.WaitGroup
-		sem        = make(chan struct{}, 8)
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t, _, tErr = s.store.Team(ctx, a.Team)
-	}()
-	if !a.IsLead() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sender, senderRev, sErr = s.store.Member(ctx, a.Team, a.Member)
-		}()
+	r, err := s.readForSend(ctx, a, recipients)
+	if err != nil {
+		return nil, err
 	}
-	for i, to := range recipients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			_, _, rErr[i] = s.store.Member(ctx, a.Team, to)
-		}()
-	}
-	wg.Wait()
-	if tErr != nil {
-		return nil, tErr
-	}
-	mb := s.teamMailbox(t)
+	mb := s.teamMailbox(r.team)
 	maxBody := mb.Config().MaxBody
 	for i, sp := range specs {
 		if len(sp.Body) > maxBody {
 			return nil, teambus.Invalidf("%s: message body is %d bytes, at most %d: nothing sent; put large content in a file and send its path", where(specs, i), len(sp.Body), maxBody)
 		}
 	}
-	if t.Closed() {
-		return nil, teambus.Statef("team %s is %s: use `teambus team review %s`", t.ID, t.Status, t.ID)
-	}
-	var epoch int64
-	if a.IsLead() {
-		if t.LeadSession != "" && a.Session != t.LeadSession {
-			return nil, teambus.Fencedf("session %q is not the lead session of team %s (lead epoch %d)", a.Session, t.ID, t.LeadEpoch)
-		}
-		epoch = t.LeadEpoch
-	} else {
-		if sErr != nil {
-			return nil, sErr
-		}
-		if err := sender.Fenced(a.Session); err != nil {
-			return nil, err
-		}
-		epoch = sender.Epoch
+	epoch, err := r.senderEpoch(a)
+	if err != nil {
+		return nil, err
 	}
 	bad := map[string]error{}
 	for i, to := range recipients {
-		if rErr[i] != nil {
-			bad[to] = rErr[i]
+		if r.recipientErr[i] != nil {
+			bad[to] = r.recipientErr[i]
 		}
 	}
 	now := s.Now()
-	p := &batchPlan{mb: mb, sender: sender, rev: senderRev, msgs: make([]*teambus.Message, len(specs))}
+	p := &batchPlan{mb: mb, sender: r.sender, rev: r.senderRev, msgs: make([]*teambus.Message, len(specs))}
 	for i, sp := range specs {
 		if err := bad[sp.To]; err != nil {
 			return nil, fmt.Errorf("%s: %w: nothing sent", where(specs, i), err)
@@ -260,28 +212,11 @@ type sendLine struct {
 // two lines), and an error names the line; the team's checks (recipients
 // that exist, the sender, the body limit) are SendBatch's and CheckBatch's.
 func ParseSendBatch(r io.Reader) ([]SendSpec, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), MaxSendLine)
 	var out []SendSpec
 	ids := map[string]int{}
-	n := 0
-	for sc.Scan() {
-		n++
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
-		dec := json.NewDecoder(bytes.NewReader(line))
-		dec.DisallowUnknownFields()
-		var l sendLine
-		if err := dec.Decode(&l); err != nil {
-			return nil, teambus.Invalidf("line %d: not a message (fields to, body, type, id, data): %s", n, teambus.SanitizeLine(err.Error()))
-		}
-		if dec.More() {
-			return nil, teambus.Invalidf("line %d: more than one JSON value: one message per line", n)
-		}
+	err := jsonLines(r, MaxSendLine, "message", "to, body, type, id, data", func(n int, line []byte, l *sendLine) error {
 		if l.Body == nil {
-			return nil, teambus.Invalidf("line %d: no body", n)
+			return teambus.Invalidf("line %d: no body", n)
 		}
 		spec := SendSpec{To: l.To, Type: teambus.MessageType(l.Type), ID: l.ID, Body: *l.Body, Line: n}
 		if len(l.Data) > 0 && string(l.Data) != "null" {
@@ -291,19 +226,17 @@ func ParseSendBatch(r io.Reader) ([]SendSpec, error) {
 			spec.ID = FileMessageID(n, line)
 		}
 		if err := spec.normalize(); err != nil {
-			return nil, fmt.Errorf("line %d: %w", n, err)
+			return fmt.Errorf("line %d: %w", n, err)
 		}
 		if j, dup := ids[spec.ID]; dup {
-			return nil, teambus.Invalidf("line %d: id %q is also the id of line %d: one id, one message", n, spec.ID, j)
+			return teambus.Invalidf("line %d: id %q is also the id of line %d: one id, one message", n, spec.ID, j)
 		}
 		ids[spec.ID] = n
 		out = append(out, spec)
-	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, teambus.Invalidf("line %d: longer than %d bytes", n+1, MaxSendLine)
-		}
-		return nil, fmt.Errorf("read messages: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, teambus.Invalidf("no messages in the file: one JSON object per line, e.g. {\"to\":\"tm2\",\"body\":\"schema is ready\"}")

@@ -44,28 +44,17 @@ func sendFrom(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usageError(c, "--from takes the messages from the file: no BODY argument")
 	}
-	for _, f := range []string{"to", "type", "id", "data"} {
-		if c.IsSet(f) {
-			return usageError(c, "--%s with --from: give it per message in the file", f)
-		}
-	}
 	a, err := actor(c)
 	if err != nil {
 		return err
 	}
 	path := c.String("from")
-	var r io.Reader = c.App.Reader
-	if path != "-" {
-		f, err := os.Open(path)
-		if err != nil {
-			return teambus.Invalidf("send --from: %w", errorCause(err))
-		}
-		defer f.Close()
-		r = f
-	}
-	specs, err := team.ParseSendBatch(r)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+	var specs []team.SendSpec
+	if err := readFrom(c, "message", []string{"to", "type", "id", "data"}, func(r io.Reader) (err error) {
+		specs, err = team.ParseSendBatch(r)
+		return err
+	}); err != nil {
+		return err
 	}
 	msgs := make([]mapi.BatchMessage, len(specs))
 	for i, sp := range specs {

@@ -17,28 +17,17 @@ func taskImport(c *cli.Context) error {
 	if err := exactArgs(c, 0); err != nil {
 		return usageError(c, "--from takes the tasks from the file: no ID argument")
 	}
-	for _, f := range []string{"desc", "dep", "priority", "quantum"} {
-		if c.IsSet(f) {
-			return usageError(c, "--%s with --from: give it per task in the file", f)
-		}
-	}
 	teamID, err := teamID(c)
 	if err != nil {
 		return err
 	}
 	path := c.String("from")
-	var r io.Reader = c.App.Reader
-	if path != "-" {
-		f, err := os.Open(path)
-		if err != nil {
-			return teambus.Invalidf("task import: %w", errorCause(err))
-		}
-		defer f.Close()
-		r = f
-	}
-	tasks, err := team.ParseImport(r)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+	var tasks []team.ImportTask
+	if err := readFrom(c, "task", []string{"desc", "dep", "priority", "quantum"}, func(r io.Reader) (err error) {
+		tasks, err = team.ParseImport(r)
+		return err
+	}); err != nil {
+		return err
 	}
 	s, err := open(c)
 	if err != nil {
@@ -71,4 +60,30 @@ func taskImport(c *cli.Context) error {
 func isTerminal(f *os.File) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// readFrom parses the file of --from (- is stdin) with parse, for a
+// command that takes many items of kind (task, message) from it; the
+// flags perItem, given per item in the file, are refused beside --from.
+// An error names the file.
+func readFrom(c *cli.Context, kind string, perItem []string, parse func(io.Reader) error) error {
+	for _, f := range perItem {
+		if c.IsSet(f) {
+			return usageError(c, "--%s with --from: give it per %s in the file", f, kind)
+		}
+	}
+	path := c.String("from")
+	var r io.Reader = c.App.Reader
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return teambus.Invalidf("--from %s: %w", path, errorCause(err))
+		}
+		defer f.Close()
+		r = f
+	}
+	if err := parse(r); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }
