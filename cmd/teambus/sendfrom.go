@@ -94,6 +94,9 @@ func sendFrom(c *cli.Context) error {
 		for _, chunk := range chunks {
 			got, err := call(chunk, false)
 			res = append(res, got...)
+			if err != nil && len(res) == 0 {
+				return fmt.Errorf("%s: %w", path, err)
+			}
 			if err != nil {
 				return fmt.Errorf("%s: %d of %d messages stored, then: %w (send the file again: what is stored comes back duplicate)", path, len(res), len(msgs), err)
 			}
