@@ -39,7 +39,7 @@ var examples = map[string][]string{
 	"task reassign": {"teambus task reassign api --team alpha --member lead --to tm3"},
 	"task reopen":   {"teambus task reopen schema --team alpha --member lead"},
 
-	"send":  {"teambus send --team alpha --member tm1 --to lead \"schema done, see commit 3f2a9c1\"", "echo \"long report\" | teambus send --team alpha --member tm1 --to lead --type report -"},
+	"send":  {"teambus send --team alpha --member tm1 --to lead \"schema done, see commit 3f2a9c1\"", "echo \"long report\" | teambus send --team alpha --member tm1 --to lead --type report -", "teambus send --team alpha --member tm1 --from mail.jsonl"},
 	"inbox": {"teambus inbox --team alpha --member tm1", "teambus inbox --team alpha --member tm1 --wait 30s --ack"},
 	"ack":   {"teambus ack 12 13 --team alpha --member tm1"},
 	"replay": {"teambus replay --team alpha", "teambus replay --team alpha --from tm1 --type report --json",

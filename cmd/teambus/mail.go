@@ -21,7 +21,7 @@ func sendCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "send",
 		Usage:     "send a message (prints `stored seq N`; delivery is the recipient's ack)",
-		ArgsUsage: "BODY (or - to read it from stdin)",
+		ArgsUsage: "BODY (or - to read it from stdin; or --from FILE for many)",
 		Flags: flags(connFlags(), memberFlags(), []cli.Flag{
 			&cli.StringFlag{Name: "to", Usage: "recipient: a member, lead or all", Value: teambus.Lead},
 			&cli.StringFlag{Name: "type", Usage: "info, question, challenge, resolution, status_check, status, report, shutdown_request, shutdown_response, escalation, system", Value: string(teambus.MsgInfo)},
