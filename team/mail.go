@@ -342,22 +342,36 @@ func (s *Service) ReleaseHeld(ctx context.Context, team, member string) ([]teamb
 // incarnation stored, so an old incarnation's mail never lands after a
 // new one registered (Join returned).
 func (s *Service) sendFenced(ctx context.Context, a Actor, mb *bus.Mailbox, m *teambus.Message, sender *teambus.Member, held bool) (bus.SendResult, error) {
+	var res bus.SendResult
+	err := s.retryFenced(ctx, a, sender, m.Epoch, "the message", func() string { return "nothing sent" }, func(marker uint64) (err error) {
+		res, err = mb.SendFenced(ctx, m, held, marker)
+		return err
+	})
+	return res, err
+}
+
+// retryFenced runs send with the marker of sender and, each time the
+// server reports a newer marker, reads and checks the member record again
+// (its session, and its epoch against epoch, the one the mail carries)
+// before it runs send with that marker; sent says, for the errors, what was
+// stored so far.
+func (s *Service) retryFenced(ctx context.Context, a Actor, sender *teambus.Member, epoch int64, what string, sent func() string, send func(marker uint64) error) error {
 	marker := sender.Marker
 	for attempt := 0; ; attempt++ {
-		res, err := mb.SendFenced(ctx, m, held, marker)
+		err := send(marker)
 		var moved *bus.MarkerMovedError
 		if !errors.As(err, &moved) || attempt >= kv.MaxRetries {
-			return res, err
+			return err
 		}
 		cur, _, err := s.store.Member(ctx, a.Team, a.Member)
 		if err != nil {
-			return bus.SendResult{}, err
+			return err
 		}
 		if err := cur.Fenced(a.Session); err != nil {
-			return bus.SendResult{}, fmt.Errorf("%w: nothing sent", err)
+			return fmt.Errorf("%w: %s", err, sent())
 		}
-		if cur.Epoch != m.Epoch {
-			return bus.SendResult{}, teambus.Fencedf("member %s registered again (epoch %d, was %d) while the message was sent: nothing sent", a.Member, cur.Epoch, m.Epoch)
+		if cur.Epoch != epoch {
+			return teambus.Fencedf("member %s registered again (epoch %d, was %d) while %s was sent: %s", a.Member, cur.Epoch, epoch, what, sent())
 		}
 		marker = max(moved.Seq, cur.Marker)
 	}

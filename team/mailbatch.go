@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/kv"
 )
 
 // MaxSendBatch caps the messages of one SendBatch (one request of the
@@ -163,29 +161,16 @@ func (s *Service) deliverBatch(ctx context.Context, a Actor, p *batchPlan) ([]bu
 // sendBatchFenced stores msgs only while the member's incarnation, checked
 // in sender, is the latest one, as sendFenced does for one message: when
 // the server reports a newer marker, the member record is checked again
-// and the messages not stored yet are sent with that marker.
+// (retryFenced) and the messages not stored yet are sent with that marker.
 func (s *Service) sendBatchFenced(ctx context.Context, a Actor, mb *bus.Mailbox, msgs []*teambus.Message, sender *teambus.Member, held bool) ([]bus.SendResult, error) {
-	marker := sender.Marker
 	var out []bus.SendResult
-	for attempt := 0; ; attempt++ {
+	sent := func() string { return fmt.Sprintf("%d of %d messages sent", len(out), len(msgs)) }
+	err := s.retryFenced(ctx, a, sender, msgs[0].Epoch, "the batch", sent, func(marker uint64) error {
 		res, err := mb.SendBatchFenced(ctx, msgs[len(out):], held, marker)
 		out = append(out, res...)
-		var moved *bus.MarkerMovedError
-		if !errors.As(err, &moved) || attempt >= kv.MaxRetries {
-			return out, err
-		}
-		cur, _, err := s.store.Member(ctx, a.Team, a.Member)
-		if err != nil {
-			return out, err
-		}
-		if err := cur.Fenced(a.Session); err != nil {
-			return out, fmt.Errorf("%w: %d of %d messages sent", err, len(out), len(msgs))
-		}
-		if cur.Epoch != msgs[0].Epoch {
-			return out, teambus.Fencedf("member %s registered again (epoch %d, was %d) while the batch was sent: %d of %d messages sent", a.Member, cur.Epoch, msgs[0].Epoch, len(out), len(msgs))
-		}
-		marker = max(moved.Seq, cur.Marker)
-	}
+		return err
+	})
+	return out, err
 }
 
 // MaxSendLine is the longest line of a file of messages (ParseSendBatch):
