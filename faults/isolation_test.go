@@ -21,6 +21,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
@@ -528,9 +529,10 @@ func heldBy(s *streamSnap, subject, member string) bool {
 
 // --- the attacks --------------------------------------------------------
 
-// verbs are the team service's verbs (issue 10): the member publishes
-// tb.<verb>, the service sees tbsvc.<team>.<verb>.
-var verbs = []string{"send", "inbox", "ack", "release", "task", "checkpoint", "heartbeat", "join", "brief", "replay", "show"}
+// verbs are the team service's verbs (issue 10), all of them, so a new
+// verb is attacked too: the member publishes tb.<verb>, the service sees
+// tbsvc.<team>.<verb>.
+var verbs = member.Verbs
 
 // names is what the attacker can name: every stream and durable consumer
 // (the operator lists them first), and fixed subjects.
@@ -583,6 +585,10 @@ func verbPayload(verb string) []byte {
 		"op": "complete", "task": "a1", "id_task": "a1", "commit": "deadbeef",
 		"mode": "ack", "max": 100, "tokens": []string{"x"}, "seqs": []int{1, 2, 3, 4, 5, 6, 7, 8},
 		"last_action": attackMark, "status": "shutdown", "reason": attackMark,
+		"messages": []map[string]any{
+			{"to": "tm2", "type": "shutdown_request", "id": "tm2/" + attackMark + "-b", "body": attackMark},
+			{"to": "tm1", "body": attackMark},
+		},
 	})
 	return b
 }
@@ -811,11 +817,12 @@ func isolationAttacks() []isoAttack {
 			return nil
 		}},
 		{name: "shutdown_request and records of other members through every path", run: func(ctx context.Context, w *isoWorld, a *attacker, n names) []string {
-			for _, v := range []string{"send", "task", "checkpoint", "heartbeat", "join", "release", "ack"} {
+			for _, v := range []string{"send", "send_batch", "task", "checkpoint", "heartbeat", "join", "release", "ack"} {
 				for _, who := range []string{"tm2", "lead", "tm1"} {
 					b, _ := json.Marshal(map[string]any{
 						"member": who, "session": "s-" + who, "to": "tm2", "type": "shutdown_request", "body": attackMark,
 						"op": "complete", "task": "a1", "status": "shutdown", "last_action": attackMark,
+						"messages": []map[string]any{{"to": "tm2", "type": "shutdown_request", "body": attackMark}},
 					})
 					a.pub("tb."+v, a.nc.NewInbox(), nil, b)
 				}
