@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,33 +16,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/teambus/teambus/internal/claudetest"
+
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/binding"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/team"
 )
 
-// claudeBin installs the pinned Claude Code with scripts/install-claude.sh
-// (cached) and returns its binary; TEAMBUS_CLAUDE_BIN overrides. The test
-// is skipped only where npm is missing.
-func claudeBin(t *testing.T) string {
-	t.Helper()
-	if b := os.Getenv("TEAMBUS_CLAUDE_BIN"); b != "" {
-		return b
-	}
-	var out, errb bytes.Buffer
-	cmd := exec.Command("../scripts/install-claude.sh")
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) && ee.ExitCode() == 3 {
-		t.Skip("npm is not installed: the real Claude Code test needs it (scripts/install-claude.sh)")
-	}
-	if err != nil {
-		t.Fatalf("install Claude Code: %v\n%s", err, errb.String())
-	}
-	return strings.TrimSpace(out.String())
-}
+// claudeBin is the pinned Claude Code (claudetest.Bin).
+func claudeBin(t *testing.T) string { return claudetest.Bin(t) }
 
 // fakeAPI is a Messages API on loopback: it records every request body
 // and answers from a script, streamed (SSE) as Claude Code expects.

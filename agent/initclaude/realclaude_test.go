@@ -8,19 +8,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/teambus/teambus/internal/claudetest"
 )
 
-// realClaude returns the Claude Code binary (TEAMBUS_CLAUDE_BIN, else claude
-// on PATH) or skips the test.
+// realClaude returns the pinned Claude Code (claudetest.Bin: installed by
+// scripts/install-claude.sh unless TEAMBUS_CLAUDE_BIN names one) or skips
+// the test where npm is missing or the version is too old.
 func realClaude(t *testing.T) string {
 	t.Helper()
-	bin := os.Getenv("TEAMBUS_CLAUDE_BIN")
-	if bin == "" {
-		bin, _ = exec.LookPath("claude")
-	}
-	if bin == "" {
-		t.Skip("no Claude Code: set TEAMBUS_CLAUDE_BIN or put claude on PATH (npm install @anthropic-ai/claude-code@2.1.330)")
-	}
+	bin := claudetest.Bin(t)
 	out, err := exec.Command(bin, "--version").Output()
 	v, ok := ParseVersion(string(out))
 	if err != nil || !ok || v.Less(PidClaude) {
