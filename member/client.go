@@ -21,11 +21,36 @@ const DefaultTimeout = 10 * time.Second
 // account and the service acts as the member the credential names; with
 // the operator's token they go to tbsvc.<team>.<verb> and name Who.Member.
 type Client struct {
-	nc       *nats.Conn
+	tr       Transport
 	team     string
 	who      Who
 	operator bool
 }
+
+// Transport carries one request to the team service: subject is where
+// the client sends it on NATS (Client.Subject), verb its last token. It
+// returns the answer's error code (ErrorCodeHeader; empty for an answer)
+// and body. It reports a service that is not there as
+// nats.ErrNoResponders and no answer in time as
+// context.DeadlineExceeded, as a NATS request does.
+type Transport interface {
+	Request(ctx context.Context, subject, verb string, data []byte) (code string, resp []byte, err error)
+	// MaxPayload is the largest request it carries.
+	MaxPayload() int64
+}
+
+// natsTransport is the member API over a NATS connection.
+type natsTransport struct{ nc *nats.Conn }
+
+func (t natsTransport) Request(ctx context.Context, subject, _ string, data []byte) (string, []byte, error) {
+	msg, err := t.nc.RequestWithContext(ctx, subject, data)
+	if err != nil {
+		return "", nil, err
+	}
+	return msg.Header.Get(ErrorCodeHeader), msg.Data, nil
+}
+
+func (t natsTransport) MaxPayload() int64 { return t.nc.MaxPayload() }
 
 // Config says who calls: Team and Member are the caller (for a member
 // credential they must be the credential's), Session its incarnation.
@@ -40,6 +65,11 @@ type Config struct {
 
 // New returns a client on nc. It does no I/O.
 func New(nc *nats.Conn, cfg Config) (*Client, error) {
+	return NewWith(natsTransport{nc}, cfg)
+}
+
+// NewWith returns a client whose requests tr carries. It does no I/O.
+func NewWith(tr Transport, cfg Config) (*Client, error) {
 	if err := teambus.ValidateID("team", cfg.Team); err != nil {
 		return nil, err
 	}
@@ -48,7 +78,7 @@ func New(nc *nats.Conn, cfg Config) (*Client, error) {
 			return nil, err
 		}
 	}
-	return &Client{nc: nc, team: cfg.Team, who: Who{Member: cfg.Member, Session: cfg.Session}, operator: cfg.Operator}, nil
+	return &Client{tr: tr, team: cfg.Team, who: Who{Member: cfg.Member, Session: cfg.Session}, operator: cfg.Operator}, nil
 }
 
 // ForConn returns the client of the member on c: a member credential's
@@ -84,7 +114,7 @@ func (c *Client) Call(ctx context.Context, verb string, req, resp any) error {
 		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
 		defer cancel()
 	}
-	msg, err := c.nc.RequestWithContext(ctx, c.Subject(verb), b)
+	code, data, err := c.tr.Request(ctx, c.Subject(verb), verb, b)
 	if err != nil {
 		switch {
 		case errors.Is(err, nats.ErrNoResponders):
@@ -94,17 +124,17 @@ func (c *Client) Call(ctx context.Context, verb string, req, resp any) error {
 		}
 		return teambus.Unavailablef("team service %s in team %s: %w", verb, c.team, err)
 	}
-	if msg.Header.Get(ErrorCodeHeader) != "" {
+	if code != "" {
 		var er ErrorReply
-		if err := json.Unmarshal(msg.Data, &er); err != nil {
-			return teambus.Unavailablef("team service %s in team %s: undecodable error %q", verb, c.team, msg.Header.Get(ErrorCodeHeader))
+		if err := json.Unmarshal(data, &er); err != nil {
+			return teambus.Unavailablef("team service %s in team %s: undecodable error %q", verb, c.team, code)
 		}
 		return er.Error.Err()
 	}
 	if resp == nil {
 		return nil
 	}
-	if err := json.Unmarshal(msg.Data, resp); err != nil {
+	if err := json.Unmarshal(data, resp); err != nil {
 		return teambus.Unavailablef("team service %s in team %s: undecodable answer: %w", verb, c.team, err)
 	}
 	return nil
@@ -147,7 +177,7 @@ func (c *Client) SendBatch(ctx context.Context, msgs []BatchMessage, check bool)
 }
 
 // MaxPayload is the largest request the connection can send.
-func (c *Client) MaxPayload() int64 { return c.nc.MaxPayload() }
+func (c *Client) MaxPayload() int64 { return c.tr.MaxPayload() }
 
 // Inbox reads the caller's inbox in mode (InboxPeek, InboxLease,
 // InboxAck), up to max messages, waiting up to wait for the first.

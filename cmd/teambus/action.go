@@ -78,8 +78,13 @@ func withSession(c *cli.Context, fn func(*session) error) error {
 }
 
 // withMember opens a session and runs fn with the actor's client of the
-// team service.
+// team service: through the relay of the actor's sidecar when one holds
+// the member credential, else on a connection of its own.
 func withMember(c *cli.Context, a team.Actor, fn func(*session, *mapi.Client) error) error {
+	if s, cl := relaySession(c, a); s != nil {
+		defer s.close()
+		return fn(s, cl)
+	}
 	s, err := openSession(c, true)
 	if err != nil {
 		return err

@@ -1,10 +1,11 @@
 package main
 
 import (
-	"strings"
-
 	"context"
 	"log/slog"
+	"os"
+	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/kv"
 	mapi "github.com/teambus/teambus/member"
+	"github.com/teambus/teambus/relay"
 	"github.com/teambus/teambus/team"
 )
 
@@ -22,6 +24,9 @@ type session struct {
 	cancel context.CancelFunc
 	conn   *bus.Conn
 	svc    *team.Service
+	// relay, instead of conn, carries a member's requests through its
+	// sidecar's connection (relaySession).
+	relay *relay.Conn
 }
 
 // open connects for a one-shot command. The caller defers close.
@@ -57,8 +62,80 @@ func openSession(c *cli.Context, viaService bool) (*session, error) {
 }
 
 func (s *session) close() {
-	s.conn.Close()
+	if s.conn != nil {
+		s.conn.Close()
+	}
+	if s.relay != nil {
+		s.relay.Close()
+	}
 	s.cancel()
+}
+
+// relayDialTimeout bounds reaching a sidecar's relay; past it the command
+// connects itself.
+const relayDialTimeout = 250 * time.Millisecond
+
+// relaySession returns a session whose requests go through the relay of
+// the actor's sidecar (package relay), or nil when there is none to use:
+// the relay turned off (TEAMBUS_NO_RELAY), a NATS .creds file, no sidecar
+// listening, or one that refused. The command then connects itself.
+func relaySession(c *cli.Context, a team.Actor) (*session, *mapi.Client) {
+	if os.Getenv(relay.DisableEnv) != "" {
+		return nil, nil
+	}
+	cfg, err := connConfig(c)
+	if err != nil {
+		return nil, nil
+	}
+	server, auth, ok := relayAuth(cfg)
+	if !ok {
+		return nil, nil
+	}
+	ctx, cancel, err := withTimeout(c)
+	if err != nil {
+		return nil, nil
+	}
+	dctx, dcancel := context.WithTimeout(ctx, relayDialTimeout)
+	rc, err := relay.Dial(dctx, server, a.Team, a.Member, auth)
+	dcancel()
+	if err != nil {
+		cancel()
+		return nil, nil
+	}
+	cl, err := mapi.NewWith(rc, mapi.Config{Team: a.Team, Member: a.Member, Session: a.Session, Operator: auth.Token != ""})
+	if err != nil {
+		rc.Close()
+		cancel()
+		return nil, nil
+	}
+	return &session{ctx: ctx, cancel: cancel, relay: rc}, cl
+}
+
+// relayAuth is the bus and the secret a command would connect with, as
+// bus.Connect would pick them: a member credential file, a user and
+// password, a token, or the node directory's discovery file.
+func relayAuth(cfg bus.ConnectConfig) (server string, auth relay.Auth, ok bool) {
+	switch {
+	case cfg.Creds != "":
+		cr, isMember, err := bus.ReadCreds(cfg.Creds)
+		if err != nil || !isMember {
+			return "", auth, false
+		}
+		server = cfg.Server
+		if server == "" && len(cr.Servers) > 0 {
+			server = cr.Servers[0]
+		}
+		return server, relay.Auth{User: cr.User, Password: cr.Password}, server != ""
+	case cfg.User != "" && cfg.Pass != "":
+		return cfg.Server, relay.Auth{User: cfg.User, Password: cfg.Pass}, cfg.Server != ""
+	case cfg.Server != "":
+		return cfg.Server, relay.Auth{Token: cfg.Token}, cfg.Token != ""
+	}
+	d, err := bus.ReadDiscovery(cfg.Dir)
+	if err != nil || d.Token == "" {
+		return "", auth, false
+	}
+	return d.URL, relay.Auth{Token: d.Token}, true
 }
 
 // streamConn connects a command that streams or serves for as long as it

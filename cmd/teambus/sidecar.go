@@ -1,16 +1,19 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
 
+	"github.com/nats-io/nats.go"
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/lead"
 	mapi "github.com/teambus/teambus/member"
+	"github.com/teambus/teambus/relay"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/teammate"
 )
@@ -68,7 +71,49 @@ func sidecarRun(c *cli.Context, withMember bool, run func(a team.Actor, log *slo
 		return err
 	}
 	defer conn.Close()
+	stop := serveRelay(c.Context, conn, a, log)
+	defer stop()
 	return run(a, log, svc)
+}
+
+// serveRelay serves the relay of the sidecar's member (package relay)
+// until stop is called: the member's one-shot commands then go through
+// this sidecar instead of connecting themselves. A sidecar without the
+// operator's token, or with TEAMBUS_NO_RELAY set, serves none; a relay
+// that can not listen is logged and left out.
+func serveRelay(ctx context.Context, conn *bus.Conn, a team.Actor, log *slog.Logger) (stop func()) {
+	nc := conn.NC
+	if nc.Opts.Token == "" || os.Getenv(relay.DisableEnv) != "" {
+		return func() {}
+	}
+	ln, err := relay.Listen(relay.Path(nc.ConnectedUrl(), a.Team, a.Member))
+	if err != nil {
+		log.Warn("no relay for one-shot commands: they connect themselves", "err", err)
+		return func() {}
+	}
+	log.Debug("relay listening", "socket", ln.Addr().String())
+	srv := &relay.Server{NC: nc, Team: a.Team, Member: a.Member, Log: log,
+		Connect: func(ctx context.Context, user, password string) (*nats.Conn, error) {
+			c, err := bus.Connect(ctx, bus.ConnectConfig{Server: nc.ConnectedUrl(), User: user, Pass: password,
+				InboxPrefix: bus.MemberInboxPrefix(a.Team, a.Member), Name: "teambus relay", Timeout: conn.Timeout, NoReadyCheck: true})
+			if err != nil {
+				return nil, err
+			}
+			return c.NC, nil
+		}}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ctx, ln); err != nil {
+			log.Warn("relay stopped: one-shot commands connect themselves", "err", err)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		srv.Close()
+	}
 }
 
 func runLead(c *cli.Context) error {
