@@ -73,7 +73,7 @@ func TestClientBuild_NoServerLinkedAndMemberPathWorks(t *testing.T) {
 
 	// A teammate sidecar run by the client build registers its member.
 	agent := e.agent("tm1-agent")
-	side := e.startCmd("tm1-sidecar-client", exec.Command(client, "teammate", "--dir", e.node.Dir(), "--team", "alpha", "--member", "tm1", "--session", "S1", "--pid", fmt.Sprint(agent.Pid())))
+	side := e.startCmd("tm1-sidecar-client", exec.Command(client, "teammate", "--dir", e.node.Dir(), "--team", "alpha", "--member", "tm1", "--session", "S1", "--pid", fmt.Sprint(agent.Pid()), "--log-level", "debug"))
 	e.waitFor(10*time.Second, "tm1 registered by the client build's sidecar", func() error {
 		m, _, err := e.svc.Store().Member(context.Background(), "alpha", "tm1")
 		if err != nil {
@@ -88,7 +88,31 @@ func TestClientBuild_NoServerLinkedAndMemberPathWorks(t *testing.T) {
 		return nil
 	})
 
-	for _, args := range [][]string{{"bus", "start"}, {"serve"}, {"demo"}, {"ui"}} {
+	// With its sidecar up, the member's one-shot commands go through the
+	// sidecar's relay (package relay), with the member's credential.
+	e.waitFor(10*time.Second, "the sidecar's relay", func() error {
+		if !strings.Contains(side.output(), "relay listening") {
+			return fmt.Errorf("no relay yet:\n%s", side.output())
+		}
+		return nil
+	})
+	if stdout, stderr, code := runClient("send", "--creds", creds, "--session", "S1", "--to", "tm2", "through the relay"); code != 0 || !strings.HasPrefix(stdout, "stored seq ") {
+		t.Fatalf("send through the relay: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if !strings.Contains(side.output(), "relay: forwarded") {
+		t.Fatalf("the send did not go through the sidecar's relay:\n%s", side.output())
+	}
+	if stdout, stderr, code := e.run("inbox", "--team", "alpha", "--member", "tm2", "--ack"); code != 0 || !strings.Contains(stdout, "through the relay") {
+		t.Fatalf("inbox of tm2: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	// A sidecar killed leaves its socket behind: the next command
+	// connects itself.
+	side.kill(t)
+	if stdout, stderr, code := runClient("send", "--creds", creds, "--session", "S1", "--to", "tm2", "after the sidecar died"); code != 0 || !strings.HasPrefix(stdout, "stored seq ") {
+		t.Fatalf("send with a dead sidecar: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+
+	for _, args := range [][]string{{"bus", "start"}, {"serve"}, {"demo"}, {"ui"}, {"mcp"}} {
 		_, stderr, code := runClient(args...)
 		if code != teambus.ExitPermanent || !strings.Contains(stderr, "full teambus binary") {
 			t.Errorf("teambus-client %s: exit %d, stderr %q; want exit 2 naming the full binary", strings.Join(args, " "), code, stderr)
@@ -115,6 +139,10 @@ func TestClientBuild_NoServerLinkedAndMemberPathWorks(t *testing.T) {
 		if err := os.WriteFile(full, b, 0o755); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The client build's mcp hands over to the full build beside it.
+	if stdout, stderr, code := runClient("mcp", "--help"); code != 0 || !strings.Contains(stdout, "teambus mcp") {
+		t.Errorf("teambus-client mcp --help beside teambus: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	project := t.TempDir()
 	cmd := exec.Command(full, "init", "claude", "--scope", "local", "--team", "alpha", "--member", "tm1", "--dir", e.node.Dir())

@@ -1,3 +1,5 @@
+//go:build !teambus_client
+
 package main
 
 import (
@@ -19,9 +21,11 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/agent/initclaude"
 	"github.com/teambus/teambus/agent/mcpserver"
 	"github.com/teambus/teambus/bus"
 	mapi "github.com/teambus/teambus/member"
+	"github.com/teambus/teambus/proc"
 	"github.com/teambus/teambus/team"
 )
 
@@ -282,6 +286,11 @@ func startTeammate(c *cli.Context, id mcpserver.Identity, ppid int, epoch int64,
 	exe, err := os.Executable()
 	if err != nil {
 		return 0, fmt.Errorf("find the teambus binary: %w", err)
+	}
+	// The client build beside makes the smaller sidecar (the MCP server
+	// itself runs from the full build).
+	if c := filepath.Join(filepath.Dir(exe), initclaude.ClientBinary); proc.IsExecutable(c) {
+		exe = c
 	}
 	logDir := filepath.Join(dir, "logs", id.Team)
 	if err := os.MkdirAll(logDir, 0o700); err != nil {
