@@ -16,6 +16,7 @@ import (
 	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/node"
+	"github.com/teambus/teambus/relay"
 	"github.com/teambus/teambus/team"
 )
 
@@ -37,6 +38,8 @@ const (
 	// keyOneShotClient is the same send by the client build with the
 	// member's own credential: what an agent's one-shot command runs.
 	keyOneShotClient = "tb.send.oneshot.client"
+	// keyOneShotDirect is the client build's send without the relay.
+	keyOneShotDirect = "tb.send.oneshot.client.direct"
 	keyStartClient   = "ref.start.client"
 	keyInboxAck      = "tb.inbox.ack"
 	keyClaim         = "tb.claim"
@@ -347,6 +350,10 @@ func pipelined(ctx context.Context, conn *bus.Conn, mb *bus.Mailbox, d time.Dura
 
 // oneShot times one-shot processes: `teambus send` against a node of this
 // process, and beside it the standalone JSONL peer (bench/peers/jsonl).
+// The sender's teammate sidecar runs, as it does beside every agent
+// session, so the client build's send goes through its relay (package
+// relay); the same send connecting itself (TEAMBUS_NO_RELAY) and the full
+// build's are timed beside it.
 func (r *run) oneShot(ctx context.Context) error {
 	nd, svc, stop, err := r.teamNode(ctx, "node-oneshot", bus.SyncModeAlways, team.Config{})
 	if err != nil {
@@ -357,6 +364,7 @@ func (r *run) oneShot(ctx context.Context) error {
 		return err
 	}
 	exe, size := r.cfg.Exe, r.cfg.MsgSize
+	direct := []string{relay.DisableEnv + "=1"}
 	kinds := []procKind{
 		{key: keyStart, group: "ref", name: "one-shot process start-up only (teambus version)", exe: exe, args: []string{"version"}},
 	}
@@ -365,17 +373,52 @@ func (r *run) oneShot(ctx context.Context) error {
 	} else {
 		kinds = append(kinds, peer)
 	}
-	kinds = append(kinds, procKind{key: keyOneShot, group: "teambus", name: "one-shot `teambus send` process (connect over TCP, checks, stored + fsynced)", exe: exe,
+	kinds = append(kinds, procKind{key: keyOneShot, group: "teambus", name: "one-shot `teambus send` process (full build, operator token, connects itself: TCP, checks, stored + fsynced)", exe: exe, env: direct,
 		args: []string{"send", "--dir", nd.Dir(), "--team", "oneshot", "--member", "tm1", "--session", "s-tm1", "--to", "tm2", body(size)}})
 	if client, creds, err := r.clientKinds(ctx, nd, "oneshot", "tm1"); err != nil {
 		r.skippedRow("teambus", keyOneShotClient, "one-shot `teambus-client send` process (client build, member credential)", err)
 	} else {
+		side, err := r.relaySidecar(ctx, client, nd, "oneshot", "tm1", "s-tm1")
+		if err != nil {
+			return err
+		}
+		defer side.stop()
+		args := []string{"send", "--creds", creds, "--session", "s-tm1", "--to", "tm2", body(size)}
 		kinds = append(kinds,
 			procKind{key: keyStartClient, group: "ref", name: "one-shot process start-up only (teambus-client version)", exe: client, args: []string{"version"}},
-			procKind{key: keyOneShotClient, group: "teambus", name: "one-shot `teambus-client send` process (client build, member credential: one request to the team service, stored + fsynced)", exe: client,
-				args: []string{"send", "--creds", creds, "--session", "s-tm1", "--to", "tm2", body(size)}})
+			procKind{key: keyOneShotClient, group: "teambus", name: "one-shot `teambus-client send` process (client build, member credential, through its sidecar's relay: stored + fsynced)", exe: client, args: args},
+			procKind{key: keyOneShotDirect, group: "ref", name: "one-shot `teambus-client send` process (client build, member credential, connects itself: TCP, NATS handshake, one request)", exe: client, env: direct, args: args})
 	}
 	return r.timeKinds(ctx, r.cfg.OneShotRuns, kinds)
+}
+
+// relaySidecar starts the teammate sidecar of member in teamID on nd
+// (client build, the node's token, as the SessionStart hook starts it)
+// and waits until its relay answers.
+func (r *run) relaySidecar(ctx context.Context, exe string, nd *node.Node, teamID, member, session string) (*child, error) {
+	c, err := start(r.logs, "sidecar-"+teamID+"-"+member, exe, "teammate", "--dir", nd.Dir(), "--team", teamID, "--member", member, "--session", session)
+	if err != nil {
+		return nil, err
+	}
+	d, err := bus.ReadDiscovery(nd.Dir())
+	if err == nil {
+		err = poll(ctx, 30*time.Second, func() (bool, error) {
+			if c.exited() {
+				return false, fmt.Errorf("sidecar exited: %s", c.output())
+			}
+			rc, err := relay.Dial(ctx, d.URL, teamID, member, relay.Auth{Token: d.Token})
+			if err != nil {
+				return false, nil
+			}
+			rc.Close()
+			return true, nil
+		})
+	}
+	if err != nil {
+		c.stop()
+		return nil, fmt.Errorf("relay of the %s sidecar: %w", member, err)
+	}
+	return c, nil
 }
 
 // clientKinds returns the client build and a credential file of member of
