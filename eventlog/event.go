@@ -6,6 +6,7 @@ import (
 	"errors"
 	"regexp"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -99,14 +100,14 @@ const (
 	EvStateRepaired   = "state.repaired"     // `team repair` restored or deleted a damaged state record: data.key, action
 )
 
-var eventTypeRE = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$`)
+var eventTypeRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$`) })
 
 // TypeRule describes the event type rule for error messages.
 const TypeRule = "lowercase words of a-z 0-9 _ separated by dots, starting with a letter, at most 64 bytes (e.g. task.started)"
 
 // ValidType reports whether t follows the event type rule.
 func ValidType(t string) bool {
-	return len(t) <= MaxType && eventTypeRE.MatchString(t)
+	return len(t) <= MaxType && eventTypeRE().MatchString(t)
 }
 
 // ValidateType checks the type of an event teambus is asked to write.
