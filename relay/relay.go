@@ -41,6 +41,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -197,6 +198,7 @@ func Listen(path string) (*Listener, error) {
 			return nil, fmt.Errorf("relay socket %s: remove the old one: %w", path, err)
 		}
 	}
+	sweep(filepath.Dir(path), time.Now().Add(-staleAfter))
 	ln, err := net.Listen("unix", path)
 	if err != nil {
 		return nil, fmt.Errorf("relay socket %s: %w", path, err)
@@ -212,6 +214,39 @@ func Listen(path string) (*Listener, error) {
 		return nil, fmt.Errorf("relay socket %s: %w", path, err)
 	}
 	return &Listener{Listener: ln, path: path, fi: fi}, nil
+}
+
+// staleAfter is how old a socket nobody listens on must be before a
+// starting sidecar removes it (a younger one may be a sidecar between
+// bind and listen).
+const staleAfter = time.Minute
+
+// sweep removes the sockets in dir that were left by sidecars killed
+// before they could remove them: older than before, and refusing
+// connections.
+func sweep(dir string, before time.Time) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if e.Type() != os.ModeSocket || !strings.HasSuffix(e.Name(), ".sock") {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		fi, err := os.Lstat(p)
+		if err != nil || fi.ModTime().After(before) {
+			continue
+		}
+		c, err := net.DialTimeout("unix", p, 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+			continue
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			os.Remove(p)
+		}
+	}
 }
 
 // Close stops listening and removes the socket if it is still this one.

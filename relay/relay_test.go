@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -246,5 +247,46 @@ func TestRelay_Takeover(t *testing.T) {
 	newer.Close()
 	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("socket after the newer relay closed: %v, want removed", err)
+	}
+}
+
+// A starting relay removes the sockets killed sidecars left behind, once
+// they are old enough, and never a live one.
+func TestRelay_SweepsDeadSockets(t *testing.T) {
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	dead := relay.Path("nats://127.0.0.1:1", "alpha", "tm1")
+	live := relay.Path("nats://127.0.0.1:2", "alpha", "tm1")
+	young := relay.Path("nats://127.0.0.1:3", "alpha", "tm1")
+	for _, p := range []string{dead, live, young} {
+		ln, err := relay.Listen(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p == live {
+			defer ln.Close()
+			continue
+		}
+		// A killed sidecar: the socket stays, nobody listens.
+		ln.Listener.(*net.UnixListener).SetUnlinkOnClose(false)
+		ln.Listener.Close()
+	}
+	old := time.Now().Add(-2 * time.Minute)
+	for _, p := range []string{dead, live} {
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ln, err := relay.Listen(relay.Path("nats://127.0.0.1:4", "alpha", "tm1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if _, err := os.Lstat(dead); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("dead socket: %v, want removed", err)
+	}
+	for _, p := range []string{live, young} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s: %v, want kept", p, err)
+		}
 	}
 }
