@@ -3,8 +3,10 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -61,6 +63,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "scale-members", Usage: "members heartbeating against the child node (default 1000, quick 200)"},
 			&cli.DurationFlag{Name: "scale-interval", Usage: "their heartbeat interval", Value: time.Second},
 			&cli.DurationFlag{Name: "scale-window", Usage: "how long the node's CPU is measured (default 10s, quick 2s)"},
+			&cli.StringFlag{Name: "save", Usage: "also write the result as JSON to this `FILE` (the full run's record: bench/results/<date>.json)"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the bench process (its embedded nodes included) to this file"},
 		},
 		Action: runBench,
@@ -117,6 +120,11 @@ func runBench(c *cli.Context) error {
 		defer pprof.StopCPUProfile()
 	}
 	res, err := bench.Run(c.Context, cfg)
+	if res != nil && c.String("save") != "" {
+		if serr := saveJSON(c.String("save"), res); serr != nil {
+			return serr
+		}
+	}
 	if res != nil {
 		if c.Bool("json") {
 			if perr := printJSON(c.App.Writer, res); perr != nil {
@@ -127,4 +135,19 @@ func runBench(c *cli.Context) error {
 		}
 	}
 	return err
+}
+
+// saveJSON writes v as indented JSON to path, making its directory.
+func saveJSON(path string, v any) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("save the bench result: %w", err)
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("save the bench result: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("save the bench result: %w", err)
+	}
+	return nil
 }
