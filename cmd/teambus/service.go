@@ -87,7 +87,11 @@ func relaySession(c *cli.Context, a team.Actor) (*session, *mapi.Client) {
 	if err != nil {
 		return nil, nil
 	}
-	server, auth, ok := relayAuth(cfg)
+	cr, err := flagCreds(c)
+	if err != nil {
+		return nil, nil
+	}
+	server, auth, ok := relayAuth(cfg, cr)
 	if !ok {
 		return nil, nil
 	}
@@ -112,13 +116,12 @@ func relaySession(c *cli.Context, a team.Actor) (*session, *mapi.Client) {
 }
 
 // relayAuth is the bus and the secret a command would connect with, as
-// bus.Connect would pick them: a member credential file, a user and
-// password, a token, or the node directory's discovery file.
-func relayAuth(cfg bus.ConnectConfig) (server string, auth relay.Auth, ok bool) {
+// bus.Connect would pick them: the member credential cr of --creds, a user
+// and password, a token, or the node directory's discovery file.
+func relayAuth(cfg bus.ConnectConfig, cr *bus.Creds) (server string, auth relay.Auth, ok bool) {
 	switch {
 	case cfg.Creds != "":
-		cr, isMember, err := bus.ReadCreds(cfg.Creds)
-		if err != nil || !isMember {
+		if cr == nil { // a NATS .creds file
 			return "", auth, false
 		}
 		server = cfg.Server
