@@ -227,6 +227,21 @@ func (s *Store) WatchHeartbeats(ctx context.Context, team string, opts ...jetstr
 	return w, nil
 }
 
+// WatchHeartbeat reports the writes of one heartbeat key of team (Beat's
+// key: LeadKey or MemberKey) until ctx ends: a watcher that needs one
+// key is not sent every beat of the team.
+func (s *Store) WatchHeartbeat(ctx context.Context, team, key string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	kv, err := s.heartbeats(ctx, team, false)
+	if err != nil {
+		return nil, err
+	}
+	w, err := kv.Watch(ctx, key, opts...)
+	if err != nil {
+		return nil, unavailable("watch heartbeat "+key+" of team "+team, err)
+	}
+	return w, nil
+}
+
 // DecodeHeartbeat decodes a put entry; deletes and purges give false.
 func DecodeHeartbeat(e jetstream.KeyValueEntry) (HeartbeatEntry, bool) {
 	if e == nil || e.Operation() != jetstream.KeyValuePut {

@@ -34,7 +34,7 @@ type Team interface {
 
 	Beat(ctx context.Context, team string, hb *teambus.Heartbeat, ttl time.Duration, rev uint64) (uint64, error)
 	StopBeatAt(ctx context.Context, team, member string, rev uint64) error
-	WatchBeats(ctx context.Context, team string, updatesOnly bool) (<-chan teambus.BeatEvent, error)
+	WatchBeats(ctx context.Context, team string, updatesOnly bool, only ...string) (<-chan teambus.BeatEvent, error)
 	ConsumeSidecar(ctx context.Context, team, member string) (<-chan teambus.Delivery, func(back ...teambus.Delivery), error)
 }
 

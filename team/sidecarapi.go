@@ -162,13 +162,27 @@ func (a *SidecarAPI) StopBeatAt(ctx context.Context, team, member string, rev ui
 
 // WatchBeats reports the team's heartbeat writes and expiries (deletes, a
 // clean stop, are no events) until ctx ends; with updatesOnly it skips the
-// heartbeats present when it starts.
-func (a *SidecarAPI) WatchBeats(ctx context.Context, team string, updatesOnly bool) (<-chan teambus.BeatEvent, error) {
+// heartbeats present when it starts. With only (one member, or the lead)
+// it reports that member's alone, and the node sends no other: a
+// teammate, which judges only the lead, is not sent every beat of its
+// team (a team of n would cost n² deliveries a heartbeat).
+func (a *SidecarAPI) WatchBeats(ctx context.Context, team string, updatesOnly bool, only ...string) (<-chan teambus.BeatEvent, error) {
 	var opts []jetstream.WatchOpt
 	if updatesOnly {
 		opts = append(opts, jetstream.UpdatesOnly())
 	}
-	w, err := a.svc.store.WatchHeartbeats(ctx, team, opts...)
+	var (
+		w   jetstream.KeyWatcher
+		err error
+	)
+	switch len(only) {
+	case 0:
+		w, err = a.svc.store.WatchHeartbeats(ctx, team, opts...)
+	case 1:
+		w, err = a.svc.store.WatchHeartbeat(ctx, team, beatKey(only[0]), opts...)
+	default:
+		return nil, teambus.Invalidf("watch beats: one member or all, not %d", len(only))
+	}
 	if err != nil {
 		return nil, err
 	}

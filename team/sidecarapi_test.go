@@ -405,6 +405,11 @@ func TestSidecarAPI_Watches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A teammate's watch of the lead alone is sent the lead's beats only.
+	leadBeats, err := api.WatchBeats(ctx, "wa", true, teambus.Lead)
+	if err != nil {
+		t.Fatal(err)
+	}
 	next := func() teambus.BeatEvent {
 		t.Helper()
 		select {
@@ -428,12 +433,28 @@ func TestSidecarAPI_Watches(t *testing.T) {
 	if ev := next(); ev != (teambus.BeatEvent{Member: teambus.Lead, Alive: true, Epoch: 1}) {
 		t.Fatalf("event %+v, want the lead alive at epoch 1", ev)
 	}
+	select {
+	case ev := <-leadBeats:
+		if ev != (teambus.BeatEvent{Member: teambus.Lead, Alive: true, Epoch: 1}) {
+			t.Fatalf("lead watch: event %+v, want the lead alive at epoch 1 (tm1's beat is not the lead's)", ev)
+		}
+	case <-ctx.Done():
+		t.Fatal("lead watch: no event")
+	}
 	if err := api.StopBeatAt(ctx, "wa", teambus.Lead, rev); err != nil {
 		t.Fatal(err)
 	}
 	// The lead's delete is skipped: the next event is tm1's expiry.
 	if ev := next(); ev != (teambus.BeatEvent{Member: "tm1"}) {
 		t.Fatalf("event %+v, want tm1 expired", ev)
+	}
+	select {
+	case ev := <-leadBeats:
+		t.Fatalf("lead watch: event %+v after the lead's clean stop, want none (tm1's expiry is not the lead's)", ev)
+	default:
+	}
+	if _, err := api.WatchBeats(ctx, "wa", true, "tm1", teambus.Lead); !errors.Is(err, teambus.ErrInvalid) {
+		t.Fatalf("watch of two members = %v, want refused", err)
 	}
 
 	changes, err := api.WatchState(ctx, "wa", "tm1")

@@ -156,9 +156,9 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 		}
 		return "", err
 	}
-	// Only heartbeats written from now on: a lead key present at start
-	// gets lead-timeout from now, as one never seen does.
-	beats, err := s.svc.WatchBeats(wctx, s.cfg.Team, true)
+	// Only the lead's heartbeats, written from now on: a lead key present
+	// at start gets lead-timeout from now, as one never seen does.
+	beats, err := s.svc.WatchBeats(wctx, s.cfg.Team, true, teambus.Lead)
 	if err != nil {
 		return startErr(err)
 	}

@@ -33,7 +33,7 @@ type Team interface {
 
 	Beat(ctx context.Context, team string, hb *teambus.Heartbeat, ttl time.Duration, rev uint64) (uint64, error)
 	StopBeat(ctx context.Context, team, member string) error
-	WatchBeats(ctx context.Context, team string, updatesOnly bool) (<-chan teambus.BeatEvent, error)
+	WatchBeats(ctx context.Context, team string, updatesOnly bool, only ...string) (<-chan teambus.BeatEvent, error)
 	WatchState(ctx context.Context, team, member string) (<-chan teambus.StateChange, error)
 	ConsumeSidecar(ctx context.Context, team, member string) (<-chan teambus.Delivery, func(back ...teambus.Delivery), error)
 }

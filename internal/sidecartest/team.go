@@ -499,8 +499,9 @@ func (t *Team) StopBeatAt(_ context.Context, team, member string, rev uint64) er
 	return nil
 }
 
-// WatchBeats returns the channel PushBeat and Expire write to.
-func (t *Team) WatchBeats(ctx context.Context, team string, updatesOnly bool) (<-chan teambus.BeatEvent, error) {
+// WatchBeats returns the channel PushBeat and Expire write to (only is
+// not applied: the sidecars filter what they are sent as well).
+func (t *Team) WatchBeats(ctx context.Context, team string, updatesOnly bool, only ...string) (<-chan teambus.BeatEvent, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	defer t.signal()
