@@ -12,7 +12,6 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/kv"
 	memberapi "github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/team"
 )
@@ -226,10 +225,13 @@ func (r *run) memoryAndScale(ctx context.Context) error {
 
 // scale heartbeats ScaleMembers members every ScaleInterval, each on its
 // own connection as its sidecar would be, and reads the node's CPU time
-// over ScaleWindow: first as members do, with a member credential through
-// the team service (tb.scale.cpu), then straight into the heartbeat bucket
-// with the operator's connection (kv.Store.Beat, tb.scale.cpu.store), the
-// part of a beat that is the store's.
+// over ScaleWindow. The members are teams of ten: the first of each beats
+// as its lead sidecar does (the lead's key) and watches every beat of its
+// team; the others beat as teammate sidecars do (read the member record
+// for fencing, then Beat, through team.SidecarAPI with the operator's
+// connection) and watch the lead's beats (tb.scale.cpu). Then the same
+// members beat with a member credential through the team service's
+// heartbeat verb, which no sidecar uses today (tb.scale.cpu.service).
 func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
 	d, err := bus.ReadDiscovery(dir)
 	if err != nil {
@@ -242,6 +244,53 @@ func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
 	defer conn.Close()
 	n := r.cfg.ScaleMembers
 	where := func(i int) (string, string) { return fmt.Sprintf("team%03d", i/10), fmt.Sprintf("m%d", i%10) }
+	wctx, stopWatches := context.WithCancel(ctx)
+	defer stopWatches()
+	sidecars := make([]beatFunc, n)
+	if err := inParallel(ctx, 8, n, func(i int) error {
+		c, err := bus.Connect(ctx, bus.ConnectConfig{Dir: dir, Name: "teambus bench sidecar", Timeout: 30 * time.Second})
+		if err != nil {
+			return fmt.Errorf("connection %d: %w", i, err)
+		}
+		api := team.New(c.JS, team.Config{}).SidecarAPI()
+		teamID, member := where(i)
+		var beats <-chan teambus.BeatEvent
+		if i%10 == 0 {
+			// The lead sidecar: its own key, every beat of the team.
+			member = teambus.Lead
+			beats, err = api.WatchBeats(wctx, teamID, true)
+		} else {
+			beats, err = api.WatchBeats(wctx, teamID, true, teambus.Lead)
+		}
+		if err != nil {
+			c.Close()
+			return fmt.Errorf("heartbeat watch of %s: %w", teamID, err)
+		}
+		go func() {
+			for range beats {
+			}
+		}()
+		hb := &teambus.Heartbeat{Member: member, Session: "S" + member, Epoch: 1, Status: teambus.MemberInProgress}
+		sidecars[i] = beatFunc{close: c.Close, beat: func(ctx context.Context, rev uint64) (uint64, error) {
+			if member != teambus.Lead {
+				// The teammate's fencing read before each beat.
+				if _, err := api.Member(ctx, teamID, member); err != nil {
+					return 0, err
+				}
+			}
+			return api.Beat(ctx, teamID, hb, 10*time.Second, rev)
+		}}
+		return nil
+	}); err != nil {
+		closeBeats(sidecars)
+		return fmt.Errorf("sidecar connections: %w", err)
+	}
+	err = r.scaleRun(ctx, nodeProc, sidecars, "tb.scale.cpu", "as the sidecars beat: operator connection, team.SidecarAPI; a lead and 9 teammates a team, the lead watching its team's beats, each teammate the lead's")
+	stopWatches()
+	closeBeats(sidecars)
+	if err != nil {
+		return err
+	}
 	viaService := make([]beatFunc, n)
 	if err := inParallel(ctx, 8, n, func(i int) error {
 		teamID, member := where(i)
@@ -272,28 +321,8 @@ func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
 		closeBeats(viaService)
 		return fmt.Errorf("member connections: %w", err)
 	}
-	err = r.scaleRun(ctx, nodeProc, viaService, "tb.scale.cpu", "member credential, through the team service")
-	closeBeats(viaService)
-	if err != nil {
-		return err
-	}
-	direct := make([]beatFunc, n)
-	for i := range direct {
-		c, err := bus.Connect(ctx, bus.ConnectConfig{Dir: dir, Name: "teambus bench member", Timeout: 30 * time.Second})
-		if err != nil {
-			closeBeats(direct)
-			return fmt.Errorf("connection %d: %w", i, err)
-		}
-		store := kv.New(c.JS, kv.Config{})
-		teamID, member := where(i)
-		hb := &kv.Heartbeat{Member: member, Session: "S" + member, Epoch: 1, Status: teambus.MemberInProgress}
-		direct[i] = beatFunc{close: c.Close, beat: func(ctx context.Context, rev uint64) (uint64, error) {
-			hb.TS = time.Time{}
-			return store.Beat(ctx, teamID, kv.MemberKey(member), hb, 10*time.Second, rev)
-		}}
-	}
-	defer closeBeats(direct)
-	return r.scaleRun(ctx, nodeProc, direct, "tb.scale.cpu.store", "operator connection, kv.Store.Beat into the bucket: the store's part")
+	defer closeBeats(viaService)
+	return r.scaleRun(ctx, nodeProc, viaService, "tb.scale.cpu.service", "member credential, through the team service's heartbeat verb (no sidecar beats this way)")
 }
 
 // beatFunc is one heartbeating member: beat writes a beat after revision
