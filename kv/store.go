@@ -433,6 +433,22 @@ func (s *Store) WatchState(ctx context.Context, team string, opts ...jetstream.W
 	return w, nil
 }
 
+// WatchTeamAndMember reports the team record and member's record of
+// team, current values first, then their writes, until ctx ends: a
+// watcher that needs those two is not sent every task write of the team
+// (nor, when it starts, every record).
+func (s *Store) WatchTeamAndMember(ctx context.Context, team, member string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	kv, err := s.stateBucket(ctx, team)
+	if err != nil {
+		return nil, err
+	}
+	w, err := kv.WatchFiltered(ctx, []string{keyTeam, MemberKey(member)}, opts...)
+	if err != nil {
+		return nil, unavailable("watch team "+team, err)
+	}
+	return w, nil
+}
+
 func (s *Store) put(ctx context.Context, team, key string, v any, rev uint64) (uint64, error) {
 	kv, b, err := s.encode(ctx, team, key, v)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -496,4 +497,55 @@ func missing(snap *kv.Snapshot, upto int) []string {
 		out = append(out, "hot")
 	}
 	return out
+}
+
+// A watch of the team and one member is sent those two records, current
+// values first, and then their writes: no other member's, no task's.
+func TestStore_WatchTeamAndMember(t *testing.T) {
+	ctx := testCtx(t)
+	s, _ := newStore(t)
+	createTeam(t, s, "alpha", "tm1", "tm2")
+	if _, err := s.PutTask(ctx, "alpha", &teambus.Task{ID: "t1", Status: teambus.TaskPending, CreatedAt: s.Now()}, 0); err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.WatchTeamAndMember(ctx, "alpha", "tm1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	var keys []string
+	for {
+		e := nextEntry(t, w, 5*time.Second)
+		if e == nil {
+			break // the current values are in
+		}
+		keys = append(keys, e.Key())
+	}
+	slices.Sort(keys)
+	if want := []string{"member.tm1", "team"}; !slices.Equal(keys, want) {
+		t.Fatalf("current values of %v, want %v", keys, want)
+	}
+	for _, id := range []string{"t2", "t3"} {
+		if _, err := s.PutTask(ctx, "alpha", &teambus.Task{ID: id, Status: teambus.TaskPending, CreatedAt: s.Now()}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m2, rev2, err := s.Member(ctx, "alpha", "tm2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutMember(ctx, "alpha", m2, rev2); err != nil {
+		t.Fatal(err)
+	}
+	m1, rev1, err := s.Member(ctx, "alpha", "tm1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m1.ContextPct = 42
+	if _, err := s.PutMember(ctx, "alpha", m1, rev1); err != nil {
+		t.Fatal(err)
+	}
+	if e := nextEntry(t, w, 5*time.Second); e.Key() != "member.tm1" {
+		t.Fatalf("next write %s, want tm1's (the tasks and tm2 are not watched)", e.Key())
+	}
 }

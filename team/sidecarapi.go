@@ -218,7 +218,7 @@ func (a *SidecarAPI) WatchBeats(ctx context.Context, team string, updatesOnly bo
 // WatchState reports the team record (re-read at each change) and the
 // record of member, current values first, then changes, until ctx ends.
 func (a *SidecarAPI) WatchState(ctx context.Context, team, member string) (<-chan teambus.StateChange, error) {
-	w, err := a.svc.store.WatchState(ctx, team)
+	w, err := a.svc.store.WatchTeamAndMember(ctx, team, member)
 	if err != nil {
 		return nil, err
 	}
