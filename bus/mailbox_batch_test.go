@@ -7,20 +7,14 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/node/nodetest"
 )
 
 // TestMailbox_SendBatch stores 1,100 messages in three atomic batches with
 // consecutive sequences, then sends an overlapping batch again: the
 // repeats are duplicates, stored once, and the new ones are stored.
 func TestMailbox_SendBatch(t *testing.T) {
-	n := nodetest.NewBareServer(t)
-	c := nodetest.Connect(t, n)
-	mb := bus.NewMailbox(c.JS, "alpha", bus.MailboxConfig{})
+	mb := newMailbox(t, bus.MailboxConfig{}, 0).Mailbox
 	ctx := t.Context()
-	if err := mb.Declare(ctx); err != nil {
-		t.Fatal(err)
-	}
 	msgs := func(from, to int) []*teambus.Message {
 		var out []*teambus.Message
 		for i := from; i < to; i++ {
@@ -75,13 +69,8 @@ func TestMailbox_SendBatch(t *testing.T) {
 // the latest; once a newer incarnation marked itself, the batch is
 // refused whole with the latest marker, and nothing of it is stored.
 func TestMailbox_SendBatchFenced(t *testing.T) {
-	n := nodetest.NewBareServer(t)
-	c := nodetest.Connect(t, n)
-	mb := bus.NewMailbox(c.JS, "alpha", bus.MailboxConfig{})
+	mb := newMailbox(t, bus.MailboxConfig{}, 0).Mailbox
 	ctx := t.Context()
-	if err := mb.Declare(ctx); err != nil {
-		t.Fatal(err)
-	}
 	marker, err := mb.MarkIncarnation(ctx, "tm1", 1)
 	if err != nil {
 		t.Fatal(err)

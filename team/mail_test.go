@@ -286,14 +286,8 @@ func TestService_Send_FullMailbox(t *testing.T) {
 }
 
 func TestService_Zombie_HeldMailReleased(t *testing.T) {
-	f := newFixture(t, team.Config{})
-	f.create(t, "alpha", "L", testPolicy(), "tm1")
+	f, tm1, _ := zombieTM1(t)
 	ctx := testCtx(t)
-	tm1 := actorOf("alpha", "tm1")
-	epoch := f.member(t, "alpha", "tm1").Epoch
-	if err := f.svc.SetMemberStatus(ctx, "alpha", "tm1", epoch, teambus.MemberZombie); err != nil {
-		t.Fatal(err)
-	}
 	if m := f.member(t, "alpha", "tm1"); m.Status != teambus.MemberZombie || m.ZombieSince == nil {
 		t.Fatalf("member = %+v, want zombie", m)
 	}
@@ -380,14 +374,8 @@ func TestService_Inbox_Wait(t *testing.T) {
 // mode never overtakes held mail, and the seq a sender is told is the seq
 // the recipient and replay see (issue 12 item 2).
 func TestService_Held_ReleasedBeforeNewMail(t *testing.T) {
-	f := newFixture(t, team.Config{})
-	f.create(t, "alpha", "L", testPolicy(), "tm1")
+	f, tm1, epoch := zombieTM1(t)
 	ctx := testCtx(t)
-	tm1 := actorOf("alpha", "tm1")
-	epoch := f.member(t, "alpha", "tm1").Epoch
-	if err := f.svc.SetMemberStatus(ctx, "alpha", "tm1", epoch, teambus.MemberZombie); err != nil {
-		t.Fatal(err)
-	}
 	for _, body := range []string{"z1", "z2"} {
 		if res, err := f.svc.Send(ctx, tm1, team.SendSpec{Body: body}); err != nil || !res.Held || res.Seq != 0 {
 			t.Fatalf("send %s from a zombie = %+v, %v: want held, no seq yet", body, res, err)

@@ -166,14 +166,8 @@ func TestService_SendBatch_FencedIncarnation(t *testing.T) {
 // TestService_SendBatch_Zombie: a zombie's batch is held like its single
 // sends (no seq yet) and released in order before its later mail.
 func TestService_SendBatch_Zombie(t *testing.T) {
-	f := newFixture(t, team.Config{})
-	f.create(t, "alpha", "L", testPolicy(), "tm1")
+	f, tm1, epoch := zombieTM1(t)
 	ctx := testCtx(t)
-	tm1 := actorOf("alpha", "tm1")
-	epoch := f.member(t, "alpha", "tm1").Epoch
-	if err := f.svc.SetMemberStatus(ctx, "alpha", "tm1", epoch, teambus.MemberZombie); err != nil {
-		t.Fatal(err)
-	}
 	res, err := f.svc.SendBatch(ctx, tm1, []team.SendSpec{{Body: "z1"}, {Body: "z2"}, {Body: "z3"}})
 	if err != nil {
 		t.Fatal(err)

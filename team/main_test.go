@@ -201,6 +201,19 @@ func actorOf(teamID, id string) team.Actor {
 	return team.Actor{Team: teamID, Member: id, Session: "s-" + id}
 }
 
+// zombieTM1 returns a fixture with team alpha (lead session L) whose
+// member tm1 is a zombie, tm1's actor and its epoch.
+func zombieTM1(t testing.TB) (*fixture, team.Actor, int64) {
+	t.Helper()
+	f := newFixture(t, team.Config{})
+	f.create(t, "alpha", "L", testPolicy(), "tm1")
+	epoch := f.member(t, "alpha", "tm1").Epoch
+	if err := f.svc.SetMemberStatus(testCtx(t), "alpha", "tm1", epoch, teambus.MemberZombie); err != nil {
+		t.Fatal(err)
+	}
+	return f, actorOf("alpha", "tm1"), epoch
+}
+
 // leadOf returns the lead actor in session.
 func leadOf(teamID, session string) team.Actor {
 	return team.Actor{Team: teamID, Member: teambus.Lead, Session: session}
