@@ -3,7 +3,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bench"
+	"github.com/teambus/teambus/internal/atomicfile"
 )
 
 // benchCommand is `teambus bench`: teambus beside the file-based peers and
@@ -142,11 +142,7 @@ func saveJSON(path string, v any) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("save the bench result: %w", err)
 	}
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("save the bench result: %w", err)
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+	if err := atomicfile.WriteJSON(path, v, 0o644); err != nil {
 		return fmt.Errorf("save the bench result: %w", err)
 	}
 	return nil
