@@ -163,7 +163,7 @@ type Server struct {
 	NC     *nats.Conn
 	Team   string
 	Member string
-	Log    *slog.Logger
+	Log    *slog.Logger // nil: no log
 	// Connect opens a connection with a member's credential, for callers
 	// that show one; the relay keeps it for the next.
 	Connect func(ctx context.Context, user, password string) (*nats.Conn, error)
@@ -263,6 +263,9 @@ func (l *Listener) Close() error {
 // Serve answers the connections of ln until ctx ends or ln is closed,
 // and closes ln.
 func (s *Server) Serve(ctx context.Context, ln *Listener) error {
+	if s.Log == nil {
+		s.Log = slog.New(slog.DiscardHandler)
+	}
 	go func() {
 		<-ctx.Done()
 		ln.Close()

@@ -44,7 +44,8 @@
 //	teamArgAction(fn(c, *session, teamID)) // one argument, a team id, then a session
 //	teamArg(c) (string, error)            // one argument, a team id
 //	withSession(c, fn(*session)) error    // open (--timeout), fn, close
-//	withMember(c, a, fn(*session, *mapi.Client)) error // the same with the actor's service client
+//	withMember(c, a, fn(*session, *mapi.Client)) error // the same with the actor's service client,
+//	                                      // through its sidecar's relay when one runs (relaySession)
 //	streamConn(c) (*bus.Conn, error)      // a connection for a stream or server: operatorOnly checked
 //	logConn(c) (*slog.Logger, *bus.Conn, error) // newLogger, then streamConn (sidecars, mcp, ui)
 //
