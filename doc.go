@@ -6,7 +6,7 @@
 //
 // Nothing in this package does I/O and it imports no other package of
 // teambus: everything else imports it. The eventlog package holds the
-// event log of seed 004 (envelope, JSON Lines reader, resume analysis),
+// team event log (envelope, JSON Lines reader, resume analysis),
 // the node package runs the embedded NATS node and the team service, the
 // bus package is the client side (mailbox, event stream, replay), the kv
 // package stores these records in JetStream KV with compare-and-set on
@@ -14,6 +14,6 @@
 // cmd/teambus is the command line.
 //
 // Errors are classified by the sentinel errors of errors.go; the command
-// line maps them to the exit codes of the specification (0 ok, 1 transient,
+// line maps them to its exit codes (0 ok, 1 transient,
 // 2 permanent, 3 conflict).
 package teambus

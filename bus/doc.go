@@ -17,7 +17,7 @@
 // # The event log
 //
 // Every team has an event stream, TBE_<team> (events.go), in the envelope
-// of seed 004 ({v, ts, sid, seq, type, feature, agent, pane_id, data}):
+// of package eventlog ({v, ts, sid, seq, type, feature, agent, pane_id, data}):
 // subjects tb.<team>.evt.<sid token>.<type token>, where the sid token is
 // a hash of the sid and the type token the type with dots as dashes (a
 // hash for types outside the rule), so user text never forms a subject;

@@ -1,4 +1,4 @@
-// Package eventlog is the event log of seed 004, apart from the domain:
+// Package eventlog is the team event log, apart from the domain:
 // the envelope every line carries (event.go: Event, the event types, the
 // canonical encoding, Parse and Decoder), a JSON Lines reader that never
 // gives up on the content (jsonl.go: Reader, Damaged), the resume analysis

@@ -1,7 +1,6 @@
 // Package faults is the fault suite that proves nothing is lost: a
 // Jepsen-style history checker (the package's only code) and, in its
-// tests, the fault scenarios of the reliability notes — kill -9 and SIGSTOP of the
-// bus, of senders, consumers and sidecars, a full disk, corrupted and
+// tests, the fault scenarios — kill -9 and SIGSTOP of the bus, of senders, consumers and sidecars, a full disk, corrupted and
 // truncated store files, clock skew, claim races, configuration invariants
 // and resource leaks across restarts.
 //
@@ -36,7 +35,6 @@
 //
 // The tests of this package run the scenarios. The fast tier runs with
 // every `go test`; TEAMBUS_SOAK=1 runs the soak tier: more cycles, longer
-// loops, 1,000 claim rounds and a combined mix of faults. README.md
-// ("Reliability") lists the scenarios, their pass criteria and their latest
-// results.
+// loops, 1,000 claim rounds and a combined mix of faults. docs/testing.md
+// lists the scenarios and their pass criteria.
 package faults

@@ -1,5 +1,5 @@
 // Package binding owns the identity of an agent session: which team member
-// a Claude Code process acts for (spec agent-wiring §12.1).
+// a Claude Code process acts for.
 //
 // A SessionStart hook binds the Claude process — identified by its pid and
 // its start time (field 22 of /proc/<pid>/stat), so a reused pid is never

@@ -1,5 +1,5 @@
 // Package hook is `teambus hook <Event>`: the Claude Code hook handlers
-// that make a session a durable team member (spec agent-wiring §12.3–12.5).
+// that make a session a durable team member.
 //
 // Every hook is a short-lived process that reads one JSON payload from
 // stdin, writes at most one JSON envelope to stdout and exits 0. Any
@@ -21,6 +21,6 @@
 // injects who the session is, its brief and its mail. `hook wait` is the
 // asyncRewake waiter that wakes an idle session when mail arrives.
 //
-// Where Claude Code 2.1.330 differs from the spec, the code follows what
-// was observed and says so beside it.
+// Where Claude Code 2.1.330 behaves otherwise than its documentation says,
+// the code follows what was observed and says so beside it.
 package hook

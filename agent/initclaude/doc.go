@@ -1,16 +1,15 @@
-// Package initclaude is the file logic of `teambus init claude` (spec
-// agent-wiring.md §12.2): which hook handlers teambus installs, how they are
+// Package initclaude is the file logic of `teambus init claude`: which hook handlers teambus installs, how they are
 // merged into a Claude Code settings file and taken out again, the optional
 // MCP entry, CLAUDE.md block and skill, and the plugin layout. It knows
 // nothing about flags or the bus; cmd/teambus/init.go drives it.
 //
 // # Handlers
 //
-// Handlers returns the table of §12.2.2 for an Options value: one matcher
+// Handlers returns the table of handlers for an Options value: one matcher
 // group per event, exec form (`"command": "<bin>", "args": ["hook", …]`) or,
 // with ShellForm, `"command": "exec '<bin>' hook <Event> …"`. The identity
 // (`--team T --member M`) is in the args only when Options.Team is set; the
-// caller decides where it may be baked (§12.2.1). Arguments the hook command
+// caller decides where it may be baked. Arguments the hook command
 // must accept, beyond `hook <Event> [--team T --member M]`:
 //
 //   - `--budget 1s` on every handler whose timeout is below 10 s (PostCompact,
@@ -36,12 +35,12 @@
 // layout Claude Code itself writes. A settings file written by Claude Code
 // therefore keeps every byte that is not teambus's, and Merge of its own
 // output is the identity. Merge also takes teambus handlers out of events it
-// no longer installs (a PostToolUse fallback after an upgrade), which is
-// stronger than §12.2.4's "for each event teambus manages": two generations
-// of teambus handlers would otherwise both fire.
+// no longer installs (a PostToolUse fallback after an upgrade), not only
+// from the events it manages now: two generations of teambus handlers
+// would otherwise both fire.
 //
 // Event arrays that are null are dropped wherever they are (Claude Code
-// expects arrays; beads GH#955); an empty array is dropped only in an event
+// expects arrays); an empty array is dropped only in an event
 // teambus edits, so a user's untouched "[]" keeps its bytes.
 //
 // # Files

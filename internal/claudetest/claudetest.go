@@ -1,5 +1,3 @@
-// Package claudetest gives tests the real Claude Code: the version pinned
-// by scripts/install-claude.sh, installed once into its cache.
 package claudetest
 
 import (
