@@ -50,10 +50,13 @@ type Config struct {
 	MaxContext int
 	// Connect reaches the bus; its Timeout is set to ConnectTimeout.
 	Connect bus.ConnectConfig
-	// Exe is the teambus binary a SessionStart spawns the sidecar from;
-	// SidecarArgs are the connection flags passed on to it.
-	Exe         string
-	SidecarArgs []string
+	// Exe is the teambus binary a SessionStart spawns the sidecar from.
+	// SidecarEnv are the connection settings passed on to it, as
+	// TEAMBUS_* variables added to the hook's environment: never as
+	// arguments, where every local user would read a token or password
+	// in the process list.
+	Exe        string
+	SidecarEnv []string
 	// Autonomous continues a turn that stops with an in-progress task.
 	Autonomous bool
 	// Force binds even when another live session holds the member.

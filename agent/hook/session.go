@@ -323,7 +323,6 @@ func (h *hook) spawnSidecar(ctx context.Context) {
 		}
 	}
 	args = append(args, "--dir", h.cfg.StateDir)
-	args = append(args, h.cfg.SidecarArgs...)
 	logDir := filepath.Join(h.cfg.StateDir, "logs", h.b.Team)
 	if err := os.MkdirAll(logDir, 0o700); err != nil {
 		h.rec.Error = Clean(err.Error())
@@ -346,8 +345,9 @@ func (h *hook) spawnSidecar(ctx context.Context) {
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	// The sidecar's identity is its flags: drop a session that names the
-	// hook's environment.
-	cmd.Env = append(os.Environ(), "TEAMBUS_SESSION="+h.b.Session)
+	// hook's environment. The connection settings go in the environment,
+	// never in argv (the process list is readable by every local user).
+	cmd.Env = append(append(os.Environ(), h.cfg.SidecarEnv...), "TEAMBUS_SESSION="+h.b.Session)
 	if err := cmd.Start(); err != nil {
 		h.rec.Error = Clean(err.Error())
 		return

@@ -78,11 +78,7 @@ func runHook(c *cli.Context) error {
 	if exe, err := os.Executable(); err == nil {
 		cfg.Exe = exe
 	}
-	for _, f := range []string{"server", "creds", "token", "user", "password", "inbox-prefix", "tls-ca", "tls-cert", "tls-key"} {
-		if c.IsSet(f) {
-			cfg.SidecarArgs = append(cfg.SidecarArgs, "--"+f, c.String(f))
-		}
-	}
+	cfg.SidecarEnv = connEnv(c)
 	var in io.Reader = c.App.Reader
 	if p := c.String("payload"); p != "" {
 		f, err := os.Open(p)
@@ -111,3 +107,25 @@ func closer(w io.Writer) io.WriteCloser {
 type nopCloser struct{ io.Writer }
 
 func (nopCloser) Close() error { return nil }
+
+// connFlagEnv are the connection flags a spawned teambus process needs,
+// with the variable each one reads.
+var connFlagEnv = [][2]string{
+	{"server", "TEAMBUS_SERVER"}, {"creds", "TEAMBUS_CREDS"}, {"token", "TEAMBUS_TOKEN"},
+	{"user", "TEAMBUS_USER"}, {"password", "TEAMBUS_PASSWORD"}, {"inbox-prefix", "TEAMBUS_INBOX_PREFIX"},
+	{"tls-ca", "TEAMBUS_TLS_CA"}, {"tls-cert", "TEAMBUS_TLS_CERT"}, {"tls-key", "TEAMBUS_TLS_KEY"},
+}
+
+// connEnv is the connection of c as environment entries (NAME=value) for
+// a process teambus spawns: a token or password given as a flag reaches
+// the child through its environment, never its argv, which every local
+// user can read in the process list.
+func connEnv(c *cli.Context) []string {
+	var env []string
+	for _, f := range connFlagEnv {
+		if c.IsSet(f[0]) {
+			env = append(env, f[1]+"="+c.String(f[0]))
+		}
+	}
+	return env
+}

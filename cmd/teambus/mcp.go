@@ -307,11 +307,11 @@ func startTeammate(c *cli.Context, id mcpserver.Identity, ppid int, epoch int64,
 		args = append(args, "--adopt")
 	}
 	cmd := exec.Command(exe, args...)
-	cmd.Env = append(os.Environ(), "TEAMBUS_DIR="+dir)
-	for _, f := range []struct{ flag, env string }{{"server", "TEAMBUS_SERVER"}, {"creds", "TEAMBUS_CREDS"}, {"log-level", "TEAMBUS_LOG_LEVEL"}} {
-		if v := c.String(f.flag); v != "" {
-			cmd.Env = append(cmd.Env, f.env+"="+v)
-		}
+	// The connection goes in the environment, never in argv: a token or
+	// password there would be in every local user's process list.
+	cmd.Env = append(append(os.Environ(), "TEAMBUS_DIR="+dir), connEnv(c)...)
+	if v := c.String("log-level"); v != "" {
+		cmd.Env = append(cmd.Env, "TEAMBUS_LOG_LEVEL="+v)
 	}
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

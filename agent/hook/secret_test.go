@@ -1,0 +1,97 @@
+package hook
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/teambus/teambus/agent/binding"
+	"github.com/teambus/teambus/bus/bustest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	bustest.RemoveBinary()
+	os.Exit(code)
+}
+
+// TestSessionStart_NoSecretInArgv: the real teambus binary runs
+// `hook SessionStart` with the operator token given as a flag (and, in
+// the second case, in the environment); the sidecar it starts registers
+// with the bus, and no process on the machine — the sidecar least of all —
+// carries the token in its argv (/proc/<pid>/cmdline).
+func TestSessionStart_NoSecretInArgv(t *testing.T) {
+	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
+		t.Skip("no /proc")
+	}
+	bin := bustest.Binary(t)
+	for _, via := range []string{"flag", "env"} {
+		t.Run(via, func(t *testing.T) {
+			r := newRig(t)
+			token := r.node.Token()
+			if len(token) < 16 {
+				t.Fatalf("the node has no token to leak: %q", token)
+			}
+			args := []string{"hook", "SessionStart", "--team", "alpha", "--member", "tm1", "--dir", r.state, "--server", r.node.URL()}
+			env := []string{"CLAUDE_PID=" + strconv.Itoa(r.pid()), "HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
+			if via == "flag" {
+				args = append(args, "--token", token)
+			} else {
+				env = append(env, "TEAMBUS_TOKEN="+token)
+			}
+			cmd := exec.Command(bin, args...)
+			cmd.Env = env
+			cmd.Stdin = bytes.NewReader(r.payload("SessionStart.real-2.1.330.json", nil))
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("hook: %v: %s", err, errb.String())
+			}
+			if !strings.Contains(out.String(), "this session is member tm1") {
+				t.Fatalf("not bound: %s\nlog:\n%s", out.String(), r.hookLog())
+			}
+			b, err := binding.Load(r.state, r.pid())
+			if err != nil || b.SidecarPID <= 0 {
+				t.Fatalf("no sidecar recorded: %+v %v\nlog:\n%s", b, err, r.hookLog())
+			}
+			pid := b.SidecarPID
+			t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+			// The sidecar reaches the bus with the token from its
+			// environment: it registers (adopts) the incarnation.
+			logPath := filepath.Join(r.state, "logs", "alpha", "tm1-e1.log")
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				l, _ := os.ReadFile(logPath)
+				if bytes.Contains(l, []byte("teammate registered")) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the sidecar did not register within 30s; its log:\n%s", l)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			argv, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			if err != nil {
+				t.Fatalf("sidecar %d: %v", pid, err)
+			}
+			if !bytes.Contains(argv, []byte("teammate")) {
+				t.Fatalf("pid %d is not the sidecar: %q", pid, argv)
+			}
+			// Every process that can be read, not only the sidecar.
+			procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+			for _, p := range procs {
+				raw, err := os.ReadFile(p)
+				if err == nil && bytes.Contains(raw, []byte(token)) {
+					t.Errorf("%s carries the token in argv: %q", p, bytes.ReplaceAll(raw, []byte{0}, []byte{' '}))
+				}
+			}
+		})
+	}
+}
