@@ -473,3 +473,30 @@ func TestApply_FailedWriteLeavesFile(t *testing.T) {
 		t.Errorf("%d entries in the directory, want only the file", len(ents))
 	}
 }
+
+// TestGitIgnored_BeforeTheDirectoryExists: a settings file listed in
+// .gitignore is ignored also before its .claude/ directory is created (a
+// first install), and one not listed is not.
+func TestGitIgnored_BeforeTheDirectoryExists(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	ctx := context.Background()
+	base := t.TempDir()
+	repo := filepath.Join(base, "repo")
+	gitRun(t, base, "init", "-q", "repo")
+	if err := os.WriteFile(filepath.Join(repo, ".gitignore"), []byte(".claude/settings.local.json\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	local := filepath.Join(repo, ".claude", "settings.local.json")
+	if !GitIgnored(ctx, local) {
+		t.Errorf("%s is in .gitignore, .claude/ not created yet: reported not ignored", local)
+	}
+	if GitIgnored(ctx, filepath.Join(repo, ".claude", "settings.json")) {
+		t.Errorf("settings.json is not in .gitignore: reported ignored")
+	}
+	if GitIgnored(ctx, filepath.Join(t.TempDir(), "x", ".claude", "settings.local.json")) {
+		t.Errorf("outside a repository: reported ignored")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -160,8 +161,21 @@ func git(ctx context.Context, dir string, args ...string) (string, error) {
 }
 
 // GitIgnored reports whether path is ignored by git in its repository (false
-// outside a repository).
+// outside a repository). path need not exist yet, nor its directory: git
+// runs from the nearest directory above it that does (before a first
+// install .claude/ is not there, and `git -C` of a missing directory fails).
 func GitIgnored(ctx context.Context, path string) bool {
-	cmd := exec.CommandContext(ctx, "git", "-C", filepath.Dir(path), "check-ignore", "-q", path)
+	dir := filepath.Dir(path)
+	for {
+		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+			break
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return false
+		}
+		dir = up
+	}
+	cmd := exec.CommandContext(ctx, "git", "-C", dir, "check-ignore", "-q", path)
 	return cmd.Run() == nil
 }
