@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -40,10 +41,15 @@ const (
 	keyOneShotClient = "tb.send.oneshot.client"
 	// keyOneShotDirect is the client build's send without the relay.
 	keyOneShotDirect = "tb.send.oneshot.client.direct"
-	keyStartClient   = "ref.start.client"
-	keyInboxAck      = "tb.inbox.ack"
-	keyClaim         = "tb.claim"
-	keyIntervalSfx   = ".interval"
+	// keyOneShotAgent is `teambus send` as an agent runs it in a session
+	// bound by the hooks: `teambus` is the client build the SessionStart
+	// hook puts first on the session's PATH, the identity comes from the
+	// session's exports, the send goes through the sidecar's relay.
+	keyOneShotAgent = "tb.send.oneshot.agent"
+	keyStartClient  = "ref.start.client"
+	keyInboxAck     = "tb.inbox.ack"
+	keyClaim        = "tb.claim"
+	keyIntervalSfx  = ".interval"
 )
 
 func perOp(s sample) (p50, p99 float64) { return ms(s.pct(0.5)), ms(s.pct(0.99)) }
@@ -384,12 +390,36 @@ func (r *run) oneShot(ctx context.Context) error {
 		}
 		defer side.stop()
 		args := []string{"send", "--creds", creds, "--session", "s-tm1", "--to", "tm2", body(size)}
+		agent, err := r.agentShim(client)
+		if err != nil {
+			return err
+		}
+		kinds = append(kinds,
+			procKind{key: keyOneShotAgent, group: "teambus", name: "one-shot `teambus send` as an agent runs it in a hook-bound session (the session's PATH: $TEAMBUS_DIR/bin/teambus, the client build; identity from the session's exports; through its sidecar's relay: stored + fsynced)",
+				exe: agent, env: []string{"TEAMBUS_DIR=" + nd.Dir(), "TEAMBUS_TEAM=oneshot", "TEAMBUS_MEMBER=tm1", "TEAMBUS_SESSION=s-tm1"},
+				args: []string{"send", "--to", "tm2", body(size)}})
 		kinds = append(kinds,
 			procKind{key: keyStartClient, group: "ref", name: "one-shot process start-up only (teambus-client version)", exe: client, args: []string{"version"}},
 			procKind{key: keyOneShotClient, group: "teambus", name: "one-shot `teambus-client send` process (client build, member credential, through its sidecar's relay: stored + fsynced)", exe: client, args: args},
 			procKind{key: keyOneShotDirect, group: "ref", name: "one-shot `teambus-client send` process (client build, member credential, connects itself: TCP, NATS handshake, one request)", exe: client, env: direct, args: args})
 	}
 	return r.timeKinds(ctx, r.cfg.OneShotRuns, kinds)
+}
+
+// agentShim is what the SessionStart hook makes of the client build for
+// the session's shell: a `teambus` in a directory of its own, a symbolic
+// link to client. It returns the link's path.
+func (r *run) agentShim(client string) (string, error) {
+	dir := filepath.Join(r.dir, "agent-bin")
+	if err := mkdir(dir); err != nil {
+		return "", err
+	}
+	link := filepath.Join(dir, "teambus")
+	_ = os.Remove(link)
+	if err := os.Symlink(client, link); err != nil {
+		return "", fmt.Errorf("agent's teambus: %w", err)
+	}
+	return link, nil
 }
 
 // relaySidecar starts the teammate sidecar of member in teamID on nd

@@ -21,6 +21,7 @@ func (r *run) compareAll() {
 	}
 	r.res.compare(keyOneShot, keyJSONLOnce)
 	r.res.compare(keyOneShotClient, keyJSONLOnce)
+	r.res.compare(keyOneShotAgent, keyJSONLOnce)
 	r.res.compare(keyHookEmpty, keyHookPeer)
 	r.res.compare(keyMCPSend, keyMCPDirect)
 	r.res.compare(keyInboxAck, keyInboxRead)
@@ -55,7 +56,7 @@ func (r *run) targets() []Target {
 	ratio("pipelined durable send ≥ 1.0× JSONL append + fsync", keyAsync, keyJSONL, 1.0, true)
 	ratio("pipelined durable send ≥ 0.8× the 4 KiB write + fsync loop", keyAsync, keyFsync, 0.8, true)
 	ratio("batched durable send (64 an atomic batch) ≥ 2× JSONL append + fsync per message", fmt.Sprint(keyBatch, 64), keyJSONL, 2, true)
-	ratio("one-shot `teambus-client send` (member credential) ≤ 2.5× a one-shot JSONL append + fsync process", keyOneShotClient, keyJSONLOnce, 2.5, false)
+	ratio("one-shot `teambus send` as an agent runs it in a hook-bound session ≤ 2.5× a one-shot JSONL append + fsync process", keyOneShotAgent, keyJSONLOnce, 2.5, false)
 	ratio("claims/s, 4 concurrent one-shot claimers, 11k tasks ≥ 1.5× the flock'd state.json peer", keyClaimProc, keyClaimProcPeer, 1.5, true)
 	ratio("sending into a 1,000-message inbox (team.Service.Send) ≥ 50× the inbox file", keySvcSend, keyInbox+"1000", 50, true)
 	ratio("sending into a 1,000-message inbox (Mailbox.Send) ≥ 50× the inbox file", keyMbSend, keyInbox+"1000", 50, true)

@@ -290,6 +290,66 @@ func (h *hook) exportEnv() {
 	defer f.Close()
 	fmt.Fprintf(f, "export TEAMBUS_TEAM=%s TEAMBUS_MEMBER=%s TEAMBUS_SESSION=%s TEAMBUS_DIR=%s\n",
 		shellQuote(h.b.Team), shellQuote(h.b.Member), shellQuote(h.b.Session), shellQuote(h.cfg.StateDir))
+	if dir := h.shim(); dir != "" {
+		// Once, first: the shell may source the file more than once.
+		q := shellQuote(dir)
+		fmt.Fprintf(f, "case \":$PATH:\" in :%s:*) ;; *) export PATH=%s\"${PATH:+:$PATH}\" ;; esac\n", q, q)
+	}
+}
+
+// ShimDir is the directory, inside the state directory, whose `teambus`
+// the SessionStart hook puts first on the PATH of the session's shell.
+const ShimDir = "bin"
+
+// clientBinary is the client build's name (-tags teambus_client).
+const clientBinary = "teambus-client"
+
+// shim makes $TEAMBUS_DIR/bin/teambus a symbolic link to the fastest
+// teambus build there is — the client build (teambus-client) the hook
+// runs from or that lies beside it, else the hook's own binary — and
+// returns that directory; "" when there is none to link. The agent's
+// one-shot `teambus send` then starts the small client build, whatever
+// `teambus` the user's PATH holds (or none: handlers run an absolute
+// path). The client build hands the commands it lacks to the full build
+// beside its real path.
+func (h *hook) shim() string {
+	exe := h.cfg.Exe
+	if exe == "" {
+		return ""
+	}
+	if resolved, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = resolved
+	}
+	target := exe
+	if filepath.Base(exe) != clientBinary {
+		c := filepath.Join(filepath.Dir(exe), clientBinary)
+		if fi, err := os.Stat(c); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			target = c
+		}
+	}
+	dir := filepath.Join(h.cfg.StateDir, ShimDir)
+	link := filepath.Join(dir, "teambus")
+	if cur, err := os.Readlink(link); err == nil && cur == target {
+		return dir
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		h.rec.Error = Clean(err.Error())
+		return ""
+	}
+	// A new link renamed over the old one: a concurrent session sees one
+	// or the other, never none.
+	tmp := fmt.Sprintf("%s.%d.tmp", link, os.Getpid())
+	_ = os.Remove(tmp)
+	if err := os.Symlink(target, tmp); err != nil {
+		h.rec.Error = Clean(err.Error())
+		return ""
+	}
+	if err := os.Rename(tmp, link); err != nil {
+		_ = os.Remove(tmp)
+		h.rec.Error = Clean(err.Error())
+		return ""
+	}
+	return dir
 }
 
 func shellQuote(s string) string {

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -45,28 +46,20 @@ func inFull(name, usage string) func() *cli.Command {
 			HideHelp:        true,
 			SkipFlagParsing: true,
 			Action: func(c *cli.Context) error {
-				exe, err := os.Executable()
-				if err == nil {
-					exe, err = filepath.EvalSymlinks(exe)
-				}
+				full, err := fullBeside()
 				if err != nil {
-					return teambus.Invalidf("`%s` runs from the full teambus binary: find this binary: %w", name, err)
+					return teambus.Invalidf("`%s` runs from the full teambus binary: %w", name, err)
 				}
-				full := filepath.Join(filepath.Dir(exe), "teambus")
-				if fi, err := os.Stat(full); err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
-					return teambus.Invalidf("`%s` runs from the full teambus binary, and there is none beside %s: install it there (go install ./cmd/teambus)", name, exe)
-				}
-				args := append([]string{full, name}, c.Args().Slice()...)
-				if err := syscall.Exec(full, args, os.Environ()); err != nil {
-					return teambus.Unavailablef("run %s %s: %w", full, name, err)
-				}
-				return nil
+				return execFull(full, name, c.Args().Slice())
 			},
 		}
 	}
 }
 
-// fullOnly is a command of the full build: here it says where to find it.
+// fullOnly is a command of the full build. A session bound by the hooks
+// runs this build as its `teambus` (the SessionStart hook puts it first
+// on the session's PATH), so the command is handed over to the full build
+// beside it when there is one; otherwise the error says where to find it.
 func fullOnly(name, usage string) func() *cli.Command {
 	return func() *cli.Command {
 		return &cli.Command{
@@ -74,9 +67,42 @@ func fullOnly(name, usage string) func() *cli.Command {
 			Usage:           usage + " (full build only)",
 			HideHelp:        true,
 			SkipFlagParsing: true,
-			Action: func(*cli.Context) error {
-				return teambus.Invalidf("`%s` is not in this client build (teambus-client): run it with the full teambus binary (go install ./cmd/teambus)", name)
+			Action: func(c *cli.Context) error {
+				full, err := fullBeside()
+				if err != nil {
+					return teambus.Invalidf("`%s` is not in this client build (teambus-client): run it with the full teambus binary (go install ./cmd/teambus)", name)
+				}
+				return execFull(full, name, c.Args().Slice())
 			},
 		}
 	}
+}
+
+// fullBeside is the full teambus binary in the directory of this one
+// (symbolic links resolved).
+func fullBeside() (string, error) {
+	exe, err := os.Executable()
+	if err == nil {
+		exe, err = filepath.EvalSymlinks(exe)
+	}
+	if err != nil {
+		return "", fmt.Errorf("find this binary: %w", err)
+	}
+	full := filepath.Join(filepath.Dir(exe), "teambus")
+	if full == exe {
+		return "", fmt.Errorf("%s is the client build itself", exe)
+	}
+	if fi, err := os.Stat(full); err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+		return "", fmt.Errorf("there is no full teambus binary beside %s: install it there (go install ./cmd/teambus)", exe)
+	}
+	return full, nil
+}
+
+// execFull replaces this process with the full build running the command.
+func execFull(full, name string, args []string) error {
+	argv := append([]string{full, name}, args...)
+	if err := syscall.Exec(full, argv, os.Environ()); err != nil {
+		return teambus.Unavailablef("run %s %s: %w", full, name, err)
+	}
+	return nil
 }
