@@ -21,6 +21,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/agent/binding"
 	"github.com/teambus/teambus/agent/initclaude"
 	"github.com/teambus/teambus/agent/mcpserver"
 	"github.com/teambus/teambus/bus"
@@ -83,9 +84,17 @@ func runMCP(c *cli.Context) error {
 			return err
 		}
 	}
+	resolve := mcpserver.StaticIdentity(id)
+	if !c.Bool("join") && !c.Bool("sidecar") {
+		dir, err := stateDir(c)
+		if err != nil {
+			return err
+		}
+		resolve = bindingIdentity(dir, id, os.Getenv)
+	}
 	srv, err := mcpserver.New(mcpserver.Config{
 		Backend:     backend,
-		Resolve:     mcpserver.StaticIdentity(id),
+		Resolve:     resolve,
 		Version:     buildVersion(),
 		Tools:       mcpserver.ToolSet(c.String("tools")),
 		Logger:      log,
@@ -140,9 +149,39 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
+// bindingIdentity resolves the identity at every tool call: the flags and
+// environment (id) when they name team, member and session; else the
+// hook binding of the agent process this server runs under (its parent,
+// the Claude process whose SessionStart hook bound it), which may be
+// written after the server started. A binding for another team or
+// member than the flags name is not used; the flags' identity then
+// stands (the tools say what is missing).
+func bindingIdentity(dir string, id mcpserver.Identity, getenv func(string) string) func(context.Context) (mcpserver.Identity, error) {
+	if id.Team != "" && id.Member != "" && id.Session != "" {
+		return mcpserver.StaticIdentity(id)
+	}
+	return func(context.Context) (mcpserver.Identity, error) {
+		b, ok, err := binding.Resolve(dir, getenv)
+		if err != nil {
+			if errors.Is(err, teambus.ErrFenced) {
+				return id, err
+			}
+			return id, nil
+		}
+		if !ok || (id.Team != "" && id.Team != b.Team) || (id.Member != "" && id.Member != b.Member) {
+			return id, nil
+		}
+		out := mcpserver.Identity{Team: b.Team, Member: b.Member, Session: id.Session}
+		if out.Session == "" {
+			out.Session = b.Session
+		}
+		return out, nil
+	}
+}
+
 // mcpIdentity is the identity of the flags and environment; any part may
-// be missing (the tools then say how to bind). The hook binding of the
-// parent process (spec §12.1.4) is the next source to add here.
+// be missing: the hook binding of the parent process fills it at each
+// tool call (bindingIdentity), or the tools say how to bind.
 func mcpIdentity(c *cli.Context) (mcpserver.Identity, error) {
 	var id mcpserver.Identity
 	var err error
