@@ -42,6 +42,8 @@ func Infer(inst []Installed) Options {
 				o.Team = args[i+1]
 			case a == "--member" && i+1 < len(args):
 				o.Member = args[i+1]
+			case a == "--bus" && i+1 < len(args):
+				o.Bus = args[i+1]
 			case a == "--autonomous":
 				o.Autonomous = true
 			case a == "--wake=directed":

@@ -29,6 +29,11 @@ type Options struct {
 	// Team and Member are baked into every handler when Team is set; empty,
 	// the hooks take the identity from TEAMBUS_TEAM/TEAMBUS_MEMBER.
 	Team, Member string
+	// Bus is the bus location baked with the identity (--bus): a state
+	// directory or a NATS URL, never a secret. The hooks use it when the
+	// terminal that starts claude sets neither TEAMBUS_DIR nor
+	// TEAMBUS_SERVER.
+	Bus string
 	// Lead installs the lead-only events (TeammateIdle, TaskCreated,
 	// TaskCompleted).
 	Lead bool
@@ -60,6 +65,12 @@ func (o Options) Validate() error {
 	}
 	if (o.Team == "") != (o.Member == "") {
 		return fmt.Errorf("team and member go together")
+	}
+	if o.Bus != "" && o.Team == "" {
+		return fmt.Errorf("the bus location is baked only with the identity")
+	}
+	if o.ShellForm && strings.ContainsAny(o.Bus, " '\"\\$`") {
+		return fmt.Errorf("bus location %q: a shell-form command can not hold spaces or quotes; use the exec form", o.Bus)
 	}
 	switch o.Wake {
 	case "", WakeAll, WakeDirected, WakeOff:
@@ -167,6 +178,9 @@ func (o Options) handler(r row) Handler {
 	args := []string{"hook", r.sub}
 	if o.Team != "" {
 		args = append(args, "--team", o.Team, "--member", o.Member)
+		if o.Bus != "" {
+			args = append(args, "--bus", o.Bus)
+		}
 	}
 	args = append(args, r.extra...)
 	if r.timeout < 10 {

@@ -2,7 +2,10 @@ package main
 
 import (
 	"io"
+	"net/url"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -30,6 +33,7 @@ func hookCommand() *cli.Command {
 			// into the handler) are the fallback (§12.1.1).
 			&cli.StringFlag{Name: "team", Usage: "team id, when TEAMBUS_TEAM is not set"},
 			&cli.StringFlag{Name: "member", Usage: "member id (lead for the lead), when TEAMBUS_MEMBER is not set"},
+			busFlag(),
 			&cli.DurationFlag{Name: "budget", Usage: "the whole hook finishes within this", Value: hook.DefaultBudget, EnvVars: []string{"TEAMBUS_HOOK_BUDGET"}},
 			&cli.IntFlag{Name: "max-context", Usage: "most characters of mail injected by one hook", Value: hook.DefaultMaxContext, EnvVars: []string{"TEAMBUS_HOOK_MAX_CONTEXT"}},
 			&cli.StringFlag{Name: "payload", Usage: "read the payload from this file instead of stdin"},
@@ -64,6 +68,9 @@ func runHook(c *cli.Context) error {
 		cfg.Member = c.String("member")
 	}
 	if cfg.Team == "" || cfg.Member == "" {
+		return nil
+	}
+	if applyBus(c) != nil {
 		return nil
 	}
 	dir, err := stateDir(c)
@@ -128,4 +135,48 @@ func connEnv(c *cli.Context) []string {
 		}
 	}
 	return env
+}
+
+// busFlag is --bus, the bus location `init claude` bakes into handlers
+// and the MCP registration beside the identity. No environment variable:
+// TEAMBUS_DIR and TEAMBUS_SERVER, when set, win over it.
+func busFlag() cli.Flag {
+	return &cli.StringFlag{Name: "bus", Usage: "bus location baked in by `init claude`: a state `DIR` or a nats:// URL, used when neither --dir/TEAMBUS_DIR nor --server/TEAMBUS_SERVER is set"}
+}
+
+// applyBus makes --bus the --dir or --server of c when neither is set.
+func applyBus(c *cli.Context) error {
+	b := c.String("bus")
+	if b == "" || c.IsSet("dir") || c.IsSet("server") {
+		return nil
+	}
+	if isBusURL(b) {
+		return c.Set("server", b)
+	}
+	return c.Set("dir", b)
+}
+
+// isBusURL reports whether a bus location is a URL rather than a directory.
+func isBusURL(s string) bool {
+	return strings.Contains(s, "://")
+}
+
+// bakedBus is the bus location `init claude` bakes: the server URL (its
+// first, without user and password) when one is given, else the state
+// directory, absolute.
+func bakedBus(c *cli.Context) (string, error) {
+	if c.IsSet("server") {
+		first, _, _ := strings.Cut(c.String("server"), ",")
+		u, err := url.Parse(strings.TrimSpace(first))
+		if err != nil || u.Host == "" {
+			return "", usageError(c, "invalid --server %q: a nats://host:port URL", first)
+		}
+		u.User = nil
+		return u.String(), nil
+	}
+	dir, err := stateDir(c)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Abs(dir)
 }

@@ -135,6 +135,10 @@ type initReport struct {
 	Locations []checkLocation    `json:"locations,omitempty"`
 	Status    initclaude.Status  `json:"status,omitempty"`
 	Bus       *checkBus          `json:"bus,omitempty"`
+	// Problem is what keeps --check from exiting 0 besides the handlers:
+	// the bus does not answer, or the team or member is not on it.
+	Problem string `json:"problem,omitempty"`
+	MCP       []checkMCP         `json:"mcp,omitempty"`
 	Options   initclaude.Options `json:"-"`
 }
 
@@ -283,6 +287,14 @@ func (r *initRun) setup() error {
 			return teambus.Invalidf("init claude: the repository has %d worktrees and Claude Code reads %s from all of them, so a baked identity would be shared: use --scope project with TEAMBUS_TEAM=%s TEAMBUS_MEMBER=%s claude, or --settings FILE, or --force", r.target.Worktrees, r.target.Settings, team, member)
 		}
 	}
+	if o.Team != "" {
+		// The bus location goes with the identity: a claude started from
+		// a terminal without this TEAMBUS_DIR (or TEAMBUS_SERVER) still
+		// reaches the bus.
+		if o.Bus, err = bakedBus(c); err != nil {
+			return err
+		}
+	}
 	bin, err := r.bin()
 	if err != nil {
 		if !c.Bool("remove") && !c.Bool("check") {
@@ -403,8 +415,12 @@ func (r *initRun) install() error {
 		!initclaude.GitIgnored(c.Context, r.target.Settings) {
 		r.warn("%s is not ignored by git: add it to .gitignore (it is personal)", r.target.Settings)
 	}
-	if c.Bool("mcp") && r.target.Scope != initclaude.ScopeProject && r.target.Scope != initclaude.ScopePlugin {
-		r.mcpCommand([]string{"mcp", "add", "--scope", mcpScope(r.target.Scope), "teambus", "--", r.opts.Bin, "mcp"})
+	if c.Bool("mcp") && r.mcpByClaude() {
+		r.registerMCP()
+	}
+	if c.String("team") != "" {
+		// A typo installs hooks that never bind: say so now.
+		r.checkBus(nil)
 	}
 	r.rep.Launch = r.launch()
 	return r.finish(plan)
@@ -418,8 +434,13 @@ func (r *initRun) remove() error {
 	}
 	r.rep.Action = "remove"
 	r.rep.Warnings = append(r.rep.Warnings, plan.Warnings...)
-	if r.c.Bool("mcp") && r.target.Scope != initclaude.ScopeProject && r.target.Scope != initclaude.ScopePlugin {
-		r.mcpCommand([]string{"mcp", "remove", "--scope", mcpScope(r.target.Scope), "teambus"})
+	// The MCP server teambus registered goes too, --mcp or not.
+	if r.mcpByClaude() {
+		if reg, ok := r.registration(); ok && reg.Owned() {
+			r.mcpCommand([]string{"mcp", "remove", "--scope", mcpScope(r.target.Scope), "teambus"})
+		} else if ok {
+			r.warn("the MCP server named teambus (%s) was not registered by teambus: left as it is", reg.Command)
+		}
 	}
 	return r.finish(plan)
 }
@@ -497,6 +518,57 @@ func (r *initRun) runCommands() {
 		r.rep.Ran = append(r.rep.Ran, line)
 	}
 	r.rep.Commands = left
+}
+
+// mcpByClaude says whether the scope's MCP server is registered with
+// `claude mcp add` (local, user, --settings) rather than written into a
+// file (.mcp.json of the project, the plugin).
+func (r *initRun) mcpByClaude() bool {
+	return r.target.Scope != initclaude.ScopeProject && r.target.Scope != initclaude.ScopePlugin
+}
+
+// registration is the MCP server named teambus Claude Code has at the
+// scope of the target, read from its state file.
+func (r *initRun) registration() (initclaude.Registration, bool) {
+	data, err := os.ReadFile(initclaude.ClaudeJSON(r.env))
+	if err != nil {
+		return initclaude.Registration{}, false
+	}
+	scope := initclaude.ScopeUser
+	if mcpScope(r.target.Scope) == "local" {
+		scope = initclaude.ScopeLocal
+	}
+	return initclaude.FindRegistration(data, scope, r.mcpProjects()...)
+}
+
+// mcpProjects are the project keys Claude Code may file a local-scope
+// server under: the worktree's root and the repository's main root.
+func (r *initRun) mcpProjects() []string {
+	ps := []string{r.target.ProjectRoot}
+	if main := filepath.Dir(filepath.Dir(r.target.Settings)); r.target.Scope == initclaude.ScopeLocal && main != r.target.ProjectRoot {
+		ps = append(ps, main)
+	}
+	return ps
+}
+
+// registerMCP records the claude commands that make the teambus MCP
+// server current at the scope: bound to the member and the bus the hooks
+// are (MCPArgs); an older registration of teambus's is replaced, one of
+// someone else is left alone.
+func (r *initRun) registerMCP() {
+	args := initclaude.MCPArgs(r.opts)
+	scope := mcpScope(r.target.Scope)
+	reg, ok := r.registration()
+	switch {
+	case ok && !reg.Owned():
+		r.warn("an MCP server named teambus that teambus did not register is there (%s): left as it is; remove it with `claude mcp remove --scope %s teambus` and rerun", reg.Command, scope)
+		return
+	case ok && reg.Same(r.opts.Bin, args):
+		return
+	case ok:
+		r.mcpCommand([]string{"mcp", "remove", "--scope", scope, "teambus"})
+	}
+	r.mcpCommand(append([]string{"mcp", "add", "--scope", scope, "teambus", "--", r.opts.Bin}, args...))
 }
 
 func mcpScope(s initclaude.Scope) string {

@@ -149,7 +149,7 @@ func TestInitClaude_Variants(t *testing.T) {
 		not  []string
 	}{
 		{"shell form", []string{"--team", "alpha", "--member", "tm1", "--shell-form"},
-			[]string{`"command": "exec '` + initBin + `' hook SessionStart --team alpha --member tm1"`}, []string{`"args"`}},
+			[]string{`"command": "exec '` + initBin + `' hook SessionStart --team alpha --member tm1 --bus /`}, []string{`"args"`}},
 		{"lead", []string{"--lead", "--team", "alpha"},
 			[]string{`"TeammateIdle"`, `"TaskCreated"`, `"TaskCompleted"`, `"lead"`, `"wait"`}, []string{`"--autonomous"`}},
 		{"lead no-wake", []string{"--lead", "--team", "alpha", "--no-wake"},
@@ -366,9 +366,9 @@ func TestInitClaude_Check(t *testing.T) {
 	if bus["answers"] != true || bus["team_exists"] != true || bus["member_exists"] != true || bus["member"] != "tm1" {
 		t.Errorf("bus part %v", bus)
 	}
-	// A member that does not exist is a warning, not a status.
-	if r, rep = check("--team", "alpha", "--member", "tm9"); r.code != 1 || !strings.Contains(r.stdout, "tm9") {
-		t.Errorf("other member: exit %d (the installed identity differs: outdated), %s", r.code, r.stdout)
+	// A member that does not exist: the hooks would not bind (exit 2).
+	if r, rep = check("--team", "alpha", "--member", "tm9"); r.code != 2 || !strings.Contains(r.stdout, "tm9") || !strings.Contains(rep["problem"].(string), "no member tm9") {
+		t.Errorf("other member: exit %d, %s", r.code, r.stdout)
 	}
 	// A handler changed by hand: outdated.
 	settings := filepath.Join(repo, ".claude", "settings.local.json")

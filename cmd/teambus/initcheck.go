@@ -111,6 +111,7 @@ func (r *initRun) check() error {
 		r.warn("teambus is not on PATH, and installed hooks run the bare `teambus`")
 	}
 
+	r.checkMCP(locs)
 	r.checkBus(locs)
 
 	// The status: the one asked for, else the worst installed one.
@@ -132,17 +133,43 @@ func (r *initRun) check() error {
 		}
 	}
 	r.rep.Status = status
+	code := teambus.ExitOK
+	if status != initclaude.StatusMissing {
+		// Handlers that are there but would not bind are not current.
+		code, r.rep.Problem = r.rep.Bus.problem()
+	}
 	if err := r.print(); err != nil {
 		return err
 	}
-	switch status {
-	case initclaude.StatusCurrent:
-		return nil
-	case initclaude.StatusOutdated:
-		return cli.Exit("init claude --check: outdated: "+detail+" (rerun `teambus init claude` with the same flags)", teambus.ExitTransient)
-	default:
+	switch {
+	case status == initclaude.StatusMissing:
 		return cli.Exit("init claude --check: missing: "+detail, teambus.ExitPermanent)
+	case code != teambus.ExitOK:
+		return cli.Exit("init claude --check: "+r.rep.Problem, code)
+	case status == initclaude.StatusOutdated:
+		return cli.Exit("init claude --check: outdated: "+detail+" (rerun `teambus init claude` with the same flags)", teambus.ExitTransient)
 	}
+	return nil
+}
+
+// problem is why hooks that are installed would not bind, with the exit
+// code of --check: 1 when the bus does not answer (start it, then check
+// again), 2 when the team or member is not on it (create it, or fix the
+// identity); 0 and "" when neither, or when there is no team to check.
+func (b *checkBus) problem() (int, string) {
+	switch {
+	case b == nil:
+		return teambus.ExitOK, ""
+	case !b.Answers:
+		return teambus.ExitTransient, fmt.Sprintf("the bus does not answer (%s): sessions would not bind; start it (`teambus bus start`) or point TEAMBUS_DIR/TEAMBUS_SERVER at it", b.Error)
+	case b.Team == "":
+		return teambus.ExitOK, ""
+	case !b.TeamExists:
+		return teambus.ExitPermanent, fmt.Sprintf("team %s is not on the bus: sessions would not bind; create it (`teambus team create %s --member ...`) or fix --team", b.Team, b.Team)
+	case b.Member != "" && !b.MemberExists:
+		return teambus.ExitPermanent, fmt.Sprintf("team %s has no member %s: sessions would not bind; add the member or fix --member", b.Team, b.Member)
+	}
+	return teambus.ExitOK, ""
 }
 
 // inspect reads one location and compares its teambus handlers with what
@@ -214,9 +241,9 @@ func (r *initRun) expected(scope initclaude.Scope, have initclaude.Options) init
 	}
 	if c.IsSet("team") || c.IsSet("lead") {
 		mayBake := scope == initclaude.ScopeSettings || (scope == initclaude.ScopeLocal && (r.localMayBake() || c.Bool("force")))
-		o.Team, o.Member, o.Lead = "", "", r.opts.Lead
+		o.Team, o.Member, o.Bus, o.Lead = "", "", "", r.opts.Lead
 		if mayBake {
-			o.Team, o.Member = c.String("team"), c.String("member")
+			o.Team, o.Member, o.Bus = c.String("team"), c.String("member"), r.opts.Bus
 			if r.opts.Lead {
 				o.Member = teambus.Lead
 			}
@@ -235,7 +262,7 @@ func (r *initRun) expected(scope initclaude.Scope, have initclaude.Options) init
 		o.PostToolUse = r.opts.PostToolUse
 	}
 	if scope == initclaude.ScopePlugin {
-		o.Bin, o.Team, o.Member = "teambus", "", ""
+		o.Bin, o.Team, o.Member, o.Bus = "teambus", "", "", ""
 	}
 	return o
 }
@@ -281,7 +308,13 @@ func (r *initRun) checkBus(locs []checkLocation) {
 	}
 	if _, _, err := s.svc.Store().Team(s.ctx, team); err != nil {
 		b.Error = teambus.OneLine(err.Error(), 300)
-		r.warn("team %s: %s", team, b.Error)
+		if !errors.Is(err, teambus.ErrNotFound) {
+			// Not an answer about the team: count it as no answer.
+			b.Answers = false
+			r.warn("the bus does not answer about team %s: %s", team, b.Error)
+			return
+		}
+		r.warn("team %s is not on the bus (%s): sessions would not bind; create it with `teambus team create %s` or fix --team", team, b.Error, team)
 		return
 	}
 	b.TeamExists = true
@@ -291,10 +324,70 @@ func (r *initRun) checkBus(locs []checkLocation) {
 	}
 	if _, _, err := s.svc.Store().Member(s.ctx, team, member); err != nil {
 		b.Error = teambus.OneLine(err.Error(), 300)
-		r.warn("member %s: %s", member, b.Error)
+		if !errors.Is(err, teambus.ErrNotFound) {
+			b.Answers = false
+			r.warn("the bus does not answer about member %s: %s", member, b.Error)
+			return
+		}
+		r.warn("team %s has no member %s (%s): sessions would not bind; add the member or fix --member", team, member, b.Error)
 		return
 	}
 	b.MemberExists = true
+}
+
+// checkMCP is one MCP server named teambus registered with Claude Code
+// (`claude mcp add`), as --check reports it.
+type checkMCP struct {
+	Scope   string   `json:"scope"`
+	Project string   `json:"project,omitempty"`
+	Command string   `json:"command"`
+	Args    []string `json:"args"`
+	Owned   bool     `json:"owned"`
+	// Identity is the team/member baked into it; empty: the server takes
+	// the session's hook binding.
+	Identity string `json:"identity,omitempty"`
+}
+
+// checkMCP reports the teambus MCP servers Claude Code has registered at
+// the user scope and for this project, and warns when one acts for
+// another member than the hooks installed here.
+func (r *initRun) checkMCP(locs []checkLocation) {
+	data, err := os.ReadFile(initclaude.ClaudeJSON(r.env))
+	if err != nil {
+		return
+	}
+	local, _ := initclaude.Resolve(r.c.Context, r.env, initclaude.ScopeLocal, "", "")
+	projects := []string{local.ProjectRoot, filepath.Dir(filepath.Dir(local.Settings))}
+	for _, scope := range []initclaude.Scope{initclaude.ScopeUser, initclaude.ScopeLocal} {
+		reg, ok := initclaude.FindRegistration(data, scope, projects...)
+		if !ok {
+			continue
+		}
+		m := checkMCP{Scope: string(scope), Project: reg.Project, Command: reg.Command, Args: reg.Args, Owned: reg.Owned()}
+		var team, member string
+		for i, a := range reg.Args {
+			switch {
+			case a == "--team" && i+1 < len(reg.Args):
+				team = reg.Args[i+1]
+			case a == "--member" && i+1 < len(reg.Args):
+				member = reg.Args[i+1]
+			}
+		}
+		if team != "" {
+			m.Identity = team + "/" + member
+		}
+		if !m.Owned {
+			r.warn("the MCP server named teambus at the %s scope runs %s, not teambus mcp", scope, reg.Command)
+		} else if _, err := os.Stat(reg.Command); err != nil && reg.Command != "teambus" {
+			r.warn("the teambus MCP server at the %s scope runs %s, which is not there: rerun init claude --mcp", scope, reg.Command)
+		}
+		for _, l := range locs {
+			if m.Owned && m.Identity != "" && l.Identity != "" && l.Identity != m.Identity {
+				r.warn("the teambus MCP server at the %s scope acts as %s, the hooks in %s as %s: rerun init claude --mcp with the same identity", scope, m.Identity, l.Path, l.Identity)
+			}
+		}
+		r.rep.MCP = append(r.rep.MCP, m)
+	}
 }
 
 // printCheck writes the --check report as text.
@@ -314,6 +407,20 @@ func (r *initRun) printCheck(w io.Writer) error {
 		}
 		fmt.Fprintln(w, line)
 	}
+	for _, m := range r.rep.MCP {
+		where := m.Scope
+		if m.Project != "" {
+			where += " (" + m.Project + ")"
+		}
+		who := "identity from the session's hook binding"
+		if m.Identity != "" {
+			who = "identity " + m.Identity
+		}
+		if !m.Owned {
+			who = "not registered by teambus"
+		}
+		fmt.Fprintf(w, "mcp      %s: %s, runs %s\n", where, who, strings.Join(append([]string{m.Command}, m.Args...), " "))
+	}
 	if r.rep.Claude != "" {
 		fmt.Fprintf(w, "claude   %s\n", r.rep.Claude)
 	}
@@ -330,6 +437,10 @@ func (r *initRun) printCheck(w io.Writer) error {
 		default:
 			fmt.Fprintf(w, "bus      answers; team %s exists%s\n", b.Team, map[bool]string{true: "; member " + b.Member + " exists", false: ""}[b.Member != ""])
 		}
+	}
+	if r.rep.Problem != "" {
+		fmt.Fprintf(w, "status   %s handlers, but %s\n", r.rep.Status, r.rep.Problem)
+		return nil
 	}
 	fmt.Fprintf(w, "status   %s\n", r.rep.Status)
 	return nil

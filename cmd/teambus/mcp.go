@@ -37,7 +37,8 @@ func mcpCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "mcp",
 		Usage: "serve the team to an MCP-capable agent over stdio (send, inbox, ack, tasks, checkpoints)",
-		Description: "Identity comes from --team/--member/--session (TEAMBUS_TEAM, TEAMBUS_MEMBER, TEAMBUS_SESSION) and is\n" +
+		Description: "Identity comes from --team/--member/--session (TEAMBUS_TEAM, TEAMBUS_MEMBER, TEAMBUS_SESSION), else from\n" +
+			"the hook binding of the Claude process that started the server (`teambus init claude`), and is\n" +
 			"resolved at every tool call. For an agent without hooks, --join registers a new incarnation\n" +
 			"(session mcp-<host>-p<parent pid>) and --sidecar starts `teambus teammate` watching the parent\n" +
 			"process. With --creds of a member (`teambus team creds`) the credential is the identity and\n" +
@@ -47,6 +48,7 @@ func mcpCommand() *cli.Command {
 			&cli.BoolFlag{Name: "sidecar", Usage: "start the teammate sidecar for the parent process (crash detection without hooks)", EnvVars: []string{"TEAMBUS_MCP_SIDECAR"}},
 			&cli.BoolFlag{Name: "channel", Usage: "emit notifications/claude/channel nudges when mail arrives (never acks)"},
 			&cli.StringFlag{Name: "tools", Usage: "all, member (no lead tools) or readonly", Value: string(mcpserver.ToolsAll), EnvVars: []string{"TEAMBUS_MCP_TOOLS"}},
+			busFlag(),
 		}),
 		Action: runMCP,
 	}
@@ -58,6 +60,9 @@ func runMCP(c *cli.Context) error {
 	}
 	if c.Bool("channel") {
 		return usageError(c, "--channel is not available yet: use the inbox tool or the hooks (`teambus init claude`)")
+	}
+	if err := applyBus(c); err != nil {
+		return usageError(c, "invalid --bus %q: %v", c.String("bus"), err)
 	}
 	id, err := mcpIdentity(c)
 	if err != nil {
