@@ -122,24 +122,24 @@ func (f *wakeFlag) Apply(set *flag.FlagSet) error {
 
 // initReport is what `init claude --json` prints.
 type initReport struct {
-	Action    string             `json:"action"` // install, remove, dry-run, check
-	Scope     string             `json:"scope"`
-	Settings  string             `json:"settings"`
-	Identity  string             `json:"identity,omitempty"` // team/member when baked
-	Files     []initFile         `json:"files"`
-	Commands  []string           `json:"commands,omitempty"` // to run by hand
-	Ran       []string           `json:"ran,omitempty"`      // claude commands run
-	Launch    string             `json:"launch,omitempty"`
-	Claude    string             `json:"claude_version,omitempty"`
-	Warnings  []string           `json:"warnings"`
-	Locations []checkLocation    `json:"locations,omitempty"`
-	Status    initclaude.Status  `json:"status,omitempty"`
-	Bus       *checkBus          `json:"bus,omitempty"`
+	Action    string            `json:"action"` // install, remove, dry-run, check
+	Scope     string            `json:"scope"`
+	Settings  string            `json:"settings"`
+	Identity  string            `json:"identity,omitempty"` // team/member when baked
+	Files     []initFile        `json:"files"`
+	Commands  []string          `json:"commands,omitempty"` // to run by hand
+	Ran       []string          `json:"ran,omitempty"`      // claude commands run
+	Launch    string            `json:"launch,omitempty"`
+	Claude    string            `json:"claude_version,omitempty"`
+	Warnings  []string          `json:"warnings"`
+	Locations []checkLocation   `json:"locations,omitempty"`
+	Status    initclaude.Status `json:"status,omitempty"`
+	Bus       *checkBus         `json:"bus,omitempty"`
 	// Problem is what keeps --check from exiting 0 besides the handlers:
 	// the bus does not answer, or the team or member is not on it.
-	Problem string `json:"problem,omitempty"`
-	MCP       []checkMCP         `json:"mcp,omitempty"`
-	Options   initclaude.Options `json:"-"`
+	Problem string             `json:"problem,omitempty"`
+	MCP     []checkMCP         `json:"mcp,omitempty"`
+	Options initclaude.Options `json:"-"`
 }
 
 type initFile struct {
