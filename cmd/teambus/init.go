@@ -41,9 +41,13 @@ func initClaudeCommand() *cli.Command {
 			"keeping every other byte. Scopes: local (.claude/settings.local.json at the repository root,\n" +
 			"the default), project (.claude/settings.json), user (~/.claude/settings.json), plugin (--out DIR),\n" +
 			"or --settings FILE (a standalone file for `claude --settings FILE`). The identity (--team/--member)\n" +
-			"is baked into the handlers only for --settings and for local in a repository with one worktree;\n" +
-			"otherwise sessions take it from TEAMBUS_TEAM/TEAMBUS_MEMBER. --check exits 0 (current),\n" +
-			"1 (outdated) or 2 (missing). Claude Code is found as $TEAMBUS_CLAUDE_BIN, else claude on PATH;\n" +
+			"and the bus location (--bus: the state directory, or the --server URL without credentials) are baked\n" +
+			"into the handlers, and the --mcp registration, only for --settings and for local in a repository with\n" +
+			"one worktree; otherwise sessions take them from TEAMBUS_TEAM/TEAMBUS_MEMBER and TEAMBUS_DIR/\n" +
+			"TEAMBUS_SERVER (the MCP server also from the session's hook binding). An install for a team or\n" +
+			"member the bus does not have warns. --check exits 0 (current), 1 (outdated, or the bus does not\n" +
+			"answer) or 2 (missing, or the team or member is not on the bus); --remove also removes the MCP\n" +
+			"server init registered. Claude Code is found as $TEAMBUS_CLAUDE_BIN, else claude on PATH;\n" +
 			"$TEAMBUS_CLAUDE_VERSION stands in for `claude --version`.",
 		Flags: flags([]cli.Flag{
 			&cli.StringFlag{Name: "team", Usage: "team id of the member (with --member, or --lead)"},
@@ -61,7 +65,7 @@ func initClaudeCommand() *cli.Command {
 			&cli.StringFlag{Name: "bin", Usage: "teambus binary the handlers run (default for local and --settings: teambus-client beside this binary if installed, else this binary; teambus on PATH otherwise)"},
 			&cli.BoolFlag{Name: "shell-form", Usage: "write shell-form commands, exec '<bin>' hook … (Claude Code < 2.1.139)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the change as a diff (or the new file) and write nothing"},
-			&cli.BoolFlag{Name: "check", Usage: "report what is installed where and what is wrong; exit 0 current, 1 outdated, 2 missing"},
+			&cli.BoolFlag{Name: "check", Usage: "report what is installed where and what is wrong; exit 0 current, 1 outdated or bus silent, 2 missing or team/member not on the bus"},
 			&cli.BoolFlag{Name: "remove", Usage: "take out everything teambus wrote, giving back the original file"},
 			&cli.BoolFlag{Name: "force", Usage: "bake the identity with several worktrees, accept Claude Code < 2.1.101, replace edited blocks"},
 			jsonFlag(),

@@ -92,6 +92,14 @@ func TestInitClaude_BakesBusLocation(t *testing.T) {
 	if r.code != 0 {
 		t.Errorf("--check after install: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
+	// The project scope bakes nothing: --check names the terminals that
+	// would miss this bus.
+	initOK(t, append([]string{"--scope", "project", "--bin", bin}, dir...)...)
+	r = runCLI(t, append([]string{"init", "claude", "--check", "--bin", bin}, dir...)...)
+	if !strings.Contains(r.stderr, "carry no bus location: a claude started from a terminal without TEAMBUS_DIR or TEAMBUS_SERVER naming "+dir[1]) ||
+		!strings.Contains(r.stdout, "bus of the terminal") || !strings.Contains(r.stdout, "bus "+dir[1]) {
+		t.Errorf("--check does not say which terminals miss the bus:\n%s\n%s", r.stdout, r.stderr)
+	}
 	// A URL: baked without its credentials.
 	set := filepath.Join(t.TempDir(), "tm1.json")
 	r = runCLI(t, "init", "claude", "--settings", set, "--bin", bin, "--team", "alpha", "--member", "tm1",

@@ -24,7 +24,10 @@ type checkLocation struct {
 	Detail   string            `json:"detail,omitempty"`
 	Identity string            `json:"identity,omitempty"`
 	Bin      string            `json:"bin,omitempty"`
-	sig      []string
+	// Bus is the bus location baked into the handlers (--bus); empty: the
+	// handlers reach the bus of the terminal claude is started from.
+	Bus string `json:"bus,omitempty"`
+	sig []string
 }
 
 // checkBus is the bus part of --check.
@@ -113,6 +116,7 @@ func (r *initRun) check() error {
 
 	r.checkMCP(locs)
 	r.checkBus(locs)
+	r.checkReach(locs)
 
 	// The status: the one asked for, else the worst installed one.
 	status := initclaude.StatusMissing
@@ -200,7 +204,7 @@ func (r *initRun) inspect(scope initclaude.Scope, path string, plugin bool) chec
 	}
 	l.sig = initclaude.Signature(inst)
 	want := r.expected(scope, initclaude.Infer(inst))
-	l.Bin = initclaude.Infer(inst).Bin
+	l.Bin, l.Bus = initclaude.Infer(inst).Bin, initclaude.Infer(inst).Bus
 	if want.Team != "" {
 		l.Identity = want.Team + "/" + want.Member
 	}
@@ -335,6 +339,24 @@ func (r *initRun) checkBus(locs []checkLocation) {
 	b.MemberExists = true
 }
 
+// checkReach says which terminals the installed hooks will not reach the
+// bus from: handlers without a baked bus location use the TEAMBUS_DIR or
+// TEAMBUS_SERVER of the terminal claude is started from.
+func (r *initRun) checkReach(locs []checkLocation) {
+	here, err := bakedBus(r.c)
+	if err != nil {
+		return
+	}
+	for _, l := range locs {
+		if l.Status == initclaude.StatusMissing || l.Status == "" || l.Bus != "" {
+			continue
+		}
+		if (r.c.IsSet("dir") || r.c.IsSet("server")) && here != defaultDir() {
+			r.warn("the hooks in %s carry no bus location: a claude started from a terminal without TEAMBUS_DIR or TEAMBUS_SERVER naming %s uses %s instead and does not reach this bus", l.Path, here, defaultDir())
+		}
+	}
+}
+
 // checkMCP is one MCP server named teambus registered with Claude Code
 // (`claude mcp add`), as --check reports it.
 type checkMCP struct {
@@ -404,6 +426,11 @@ func (r *initRun) printCheck(w io.Writer) error {
 		}
 		if l.Bin != "" {
 			line += ", runs " + l.Bin
+		}
+		if l.Bus != "" {
+			line += ", bus " + l.Bus
+		} else if l.Status != initclaude.StatusMissing {
+			line += ", bus of the terminal (TEAMBUS_DIR/TEAMBUS_SERVER)"
 		}
 		fmt.Fprintln(w, line)
 	}
