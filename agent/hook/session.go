@@ -288,13 +288,14 @@ func (h *hook) exportEnv() {
 		return
 	}
 	defer f.Close()
-	fmt.Fprintf(f, "export TEAMBUS_TEAM=%s TEAMBUS_MEMBER=%s TEAMBUS_SESSION=%s TEAMBUS_DIR=%s\n",
-		shellQuote(h.b.Team), shellQuote(h.b.Member), shellQuote(h.b.Session), shellQuote(h.cfg.StateDir))
 	if dir := h.shim(); dir != "" {
 		// Once, first: the shell may source the file more than once.
 		q := shellQuote(dir)
 		fmt.Fprintf(f, "case \":$PATH:\" in :%s:*) ;; *) export PATH=%s\"${PATH:+:$PATH}\" ;; esac\n", q, q)
 	}
+	// The identity is the file's last line.
+	fmt.Fprintf(f, "export TEAMBUS_TEAM=%s TEAMBUS_MEMBER=%s TEAMBUS_SESSION=%s TEAMBUS_DIR=%s\n",
+		shellQuote(h.b.Team), shellQuote(h.b.Member), shellQuote(h.b.Session), shellQuote(h.cfg.StateDir))
 }
 
 // ShimDir is the directory, inside the state directory, whose `teambus`
