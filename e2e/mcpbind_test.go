@@ -85,4 +85,3 @@ func TestClaude_Real_InitMCPActsAsTheBoundMember(t *testing.T) {
 		t.Errorf("whoami says not bound:\n%s", tail(result, 3000))
 	}
 }
-
