@@ -27,7 +27,10 @@ func hookCommand() *cli.Command {
 			"session), PreCompact, PostCompact (checkpoint), Notification, StopFailure (liveness condition),\n" +
 			"SessionEnd (clean exit), TeammateIdle, TaskCreated, TaskCompleted (lead). Fail-open: any error\n" +
 			"exits 0 with empty output and a line in $TEAMBUS_DIR/logs/hooks.log. Identity: TEAMBUS_TEAM and\n" +
-			"TEAMBUS_MEMBER, else --team and --member; with neither the hook does nothing.",
+			"TEAMBUS_MEMBER, else --team and --member; with neither the hook does nothing. The bus: TEAMBUS_DIR or\n" +
+			"TEAMBUS_SERVER (or --dir/--server), else --bus. SessionStart passes the connection to the sidecar in\n" +
+			"its environment, never its arguments, and puts $TEAMBUS_DIR/bin (its teambus: the client build) first\n" +
+			"on the PATH of the session's shell.",
 		Flags: flags(connFlags(), []cli.Flag{
 			// No EnvVars: the environment is read first, the flags (baked
 			// into the handler) are the fallback (§12.1.1).
