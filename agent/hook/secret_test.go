@@ -133,3 +133,53 @@ func TestSessionStart_PathPutsClientBuildFirst(t *testing.T) {
 		t.Fatalf("shim link %q %v", l, err)
 	}
 }
+
+// TestMCPSidecar_NoSecretInArgv: `teambus mcp --join --sidecar` given the
+// token as a flag starts a teammate sidecar that reaches the bus with it
+// (it registers) and carries it in its environment, not its argv.
+func TestMCPSidecar_NoSecretInArgv(t *testing.T) {
+	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
+		t.Skip("no /proc")
+	}
+	bin := bustest.Binary(t)
+	r := newRig(t)
+	token := r.node.Token()
+	cmd := exec.Command(bin, "mcp", "--join", "--sidecar", "--team", "alpha", "--member", "tm2", "--dir", r.state,
+		"--server", r.node.URL(), "--token", token)
+	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
+	var errb bytes.Buffer
+	cmd.Stdin, cmd.Stderr = bytes.NewReader(nil), &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("mcp: %v: %s", err, errb.String())
+	}
+	var pid int
+	for _, f := range strings.Fields(errb.String()) {
+		if v, ok := strings.CutPrefix(f, "pid="); ok {
+			pid, _ = strconv.Atoi(v)
+		}
+	}
+	if pid <= 0 {
+		t.Fatalf("no sidecar pid in the log:\n%s", errb.String())
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	logs, _ := filepath.Glob(filepath.Join(r.state, "logs", "alpha", "tm2-e*.log"))
+	deadline := time.Now().Add(30 * time.Second)
+	for registered := false; !registered; {
+		for _, p := range logs {
+			l, _ := os.ReadFile(p)
+			registered = registered || bytes.Contains(l, []byte("teammate registered"))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the mcp sidecar did not register within 30s (logs %v)", logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+		logs, _ = filepath.Glob(filepath.Join(r.state, "logs", "alpha", "tm2-e*.log"))
+	}
+	argv, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !bytes.Contains(argv, []byte("teammate")) {
+		t.Fatalf("pid %d is not the sidecar: %q %v", pid, argv, err)
+	}
+	if bytes.Contains(argv, []byte(token)) {
+		t.Errorf("the mcp sidecar carries the token in argv: %q", argv)
+	}
+}
