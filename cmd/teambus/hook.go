@@ -144,7 +144,7 @@ func connEnv(c *cli.Context) []string {
 // and the MCP registration beside the identity. No environment variable:
 // TEAMBUS_DIR and TEAMBUS_SERVER, when set, win over it.
 func busFlag() cli.Flag {
-	return &cli.StringFlag{Name: "bus", Usage: "bus location baked in by `init claude`: a state `DIR` or a nats:// URL, used when neither --dir/TEAMBUS_DIR nor --server/TEAMBUS_SERVER is set"}
+	return &cli.StringFlag{Name: "bus", Usage: "bus `LOCATION` (a state directory or a nats:// URL) baked in by init claude: used when neither --dir/TEAMBUS_DIR nor --server/TEAMBUS_SERVER is set"}
 }
 
 // applyBus makes --bus the --dir or --server of c when neither is set.
