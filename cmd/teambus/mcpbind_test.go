@@ -1,3 +1,5 @@
+//go:build !teambus_client
+
 package main
 
 import (
