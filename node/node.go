@@ -28,6 +28,14 @@ import (
 	"github.com/teambus/teambus/internal/atomicfile"
 )
 
+// ErrNotLoopback marks a listen address refused because it is not
+// loopback and NodeConfig.AllowRemote is not set.
+var ErrNotLoopback = errors.New("not a loopback address")
+
+// ErrNotRunning marks a Stop that found no node running in its directory:
+// there was nothing to stop.
+var ErrNotRunning = errors.New("no bus node runs")
+
 // Defaults of NodeConfig.
 const (
 	// DefaultListen is the client address of a local node.
@@ -232,7 +240,7 @@ func parseAddr(what, addr string, remote bool) (string, int, error) {
 		port = server.RANDOM_PORT
 	}
 	if !remote && !isLoopback(host) {
-		return "", 0, teambus.Invalidf("refusing %s address %q: the node listens on loopback only (127.0.0.1, ::1, localhost); allow remote clients explicitly to change that", what, addr)
+		return "", 0, teambus.Invalidf("refusing %s address %q: %w: the node listens on loopback only (127.0.0.1, ::1, localhost) unless remote clients are allowed", what, addr, ErrNotLoopback)
 	}
 	return host, port, nil
 }
@@ -613,7 +621,7 @@ func Stop(ctx context.Context, dir string) error {
 		return err
 	}
 	if !held {
-		return teambus.Unavailablef("no bus node runs in %s", dir)
+		return teambus.Unavailablef("%w in %s", ErrNotRunning, dir)
 	}
 	pid := lockPID
 	if derr == nil && d.PID > 0 {

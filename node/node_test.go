@@ -420,7 +420,7 @@ func TestRun_StopsOnCancel(t *testing.T) {
 
 func TestStop_NoNode(t *testing.T) {
 	err := node.Stop(testCtx(t), t.TempDir())
-	if !errors.Is(err, teambus.ErrUnavailable) || !strings.Contains(err.Error(), "no bus node runs") {
+	if !errors.Is(err, teambus.ErrUnavailable) || !errors.Is(err, node.ErrNotRunning) || !strings.Contains(err.Error(), "no bus node runs") {
 		t.Errorf("Stop = %v, want ErrUnavailable no bus node runs", err)
 	}
 }

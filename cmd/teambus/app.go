@@ -90,7 +90,8 @@ func newAppWith(stdout, stderr io.Writer, cmds func() []*cli.Command) *cli.App {
 		Description: "teambus runs an embedded NATS JetStream node (teambus bus start), a sidecar beside each\n" +
 			"agent session (teambus lead, teambus teammate) and the commands agents and hooks call.\n" +
 			"Exit codes: 0 ok, 1 transient (retry may succeed), 2 permanent (bad input, not found,\n" +
-			"illegal transition), 3 conflict (lost a race, fenced incarnation).",
+			"illegal transition), 3 conflict (lost a race, fenced incarnation). Nothing to do is 0:\n" +
+			"`bus stop` with no node running exits 0 (\"no bus node was running\").",
 		Writer:    stdout,
 		ErrWriter: stderr,
 		Commands:  cmds(),

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -111,12 +112,21 @@ func busStart(c *cli.Context) error {
 		Routes:        splitList(c.StringSlice("routes")),
 	}
 	if err := cfg.Validate(); err != nil {
-		return err
+		return allowRemoteHint(err)
 	}
 	// The node hosts the team service: members reach their team only
 	// through it.
 	cfg.Attach = node.Attach(node.Config{Logger: log})
-	return node.Run(c.Context, cfg)
+	return allowRemoteHint(node.Run(c.Context, cfg))
+}
+
+// allowRemoteHint names the flag that allows a non-loopback address on
+// the node's refusal of one.
+func allowRemoteHint(err error) error {
+	if errors.Is(err, node.ErrNotLoopback) {
+		return fmt.Errorf("%w: pass --allow-remote (or set TEAMBUS_ALLOW_REMOTE=1) to allow them; anyone who reaches the port and has the token can then read and write every team", err)
+	}
+	return err
 }
 
 // busStatusCommand is `teambus bus status`.
@@ -209,7 +219,7 @@ func printStatus(w io.Writer, st *bus.StatusInfo) error {
 func busStopCommand() *cli.Command {
 	return &cli.Command{
 		Name:   "stop",
-		Usage:  "stop the bus node that runs in --dir and wait until it has stopped",
+		Usage:  "stop the bus node that runs in --dir and wait until it has stopped (exit 0 also when none was running)",
 		Flags:  []cli.Flag{dirFlag(), timeoutFlag()},
 		Action: busStop,
 	}
@@ -235,6 +245,12 @@ func busStop(c *cli.Context) error {
 	}
 	defer cancel()
 	if err := node.Stop(ctx, dir); err != nil {
+		if errors.Is(err, node.ErrNotRunning) {
+			// Nothing to stop is what was asked: exit 0, so a retry or a
+			// stop in a script's cleanup is harmless.
+			_, err = fmt.Fprintf(c.App.Writer, "no bus node was running in %s\n", dir)
+			return err
+		}
 		return err
 	}
 	_, err = fmt.Fprintf(c.App.Writer, "stopped bus node in %s\n", dir)

@@ -120,9 +120,31 @@ func TestBusStart(t *testing.T) {
 	}
 }
 
+// TestBusStop_NoNode: stopping a node that does not run is what was
+// asked, so it exits 0 and says so; a second stop after a real one too.
 func TestBusStop_NoNode(t *testing.T) {
 	t.Parallel()
-	runCLI(t, "bus", "stop", "--dir", t.TempDir()).wantError(t, 1, "no bus node runs in")
+	dir := t.TempDir()
+	r := runCLI(t, "bus", "stop", "--dir", dir)
+	if r.code != 0 || r.stdout != "no bus node was running in "+dir+"\n" || r.stderr != "" {
+		t.Errorf("bus stop without a node: exit %d, stdout %q, stderr %q; want 0, no bus node was running", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestBusStart_NonLoopbackNamesTheFlag: a non-loopback address is
+// refused (exit 2, nothing started) with the flag that allows it.
+func TestBusStart_NonLoopbackNamesTheFlag(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--listen", "0.0.0.0:4333"},
+		{"--listen", "127.0.0.1:0", "--cluster-listen", "0.0.0.0:6222", "--routes", "nats://127.0.0.1:6223"},
+	} {
+		dir := t.TempDir()
+		runCLI(t, append([]string{"bus", "start", "--dir", dir}, args...)...).wantError(t, 2, "loopback only", "--allow-remote")
+		if _, err := bus.ReadDiscovery(dir); err == nil {
+			t.Errorf("bus start %v: a node started", args)
+		}
+	}
 }
 
 func TestVersion(t *testing.T) {
