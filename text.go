@@ -21,10 +21,17 @@ func Printable(s string) bool {
 	return true
 }
 
-// ValidateBody refuses a message body that is not valid UTF-8: a body is
-// text, and replacing its bytes silently would change what the sender
-// wrote.
+// ValidateBody refuses a message body that is empty or only white space
+// (it says nothing: a recipient would ack a message with no text) and one
+// that is not valid UTF-8: a body is text, and replacing its bytes
+// silently would change what the sender wrote.
 func ValidateBody(body string) error {
+	if body == "" {
+		return Invalidf("message body is empty: nothing sent; write the message as the body")
+	}
+	if strings.TrimSpace(body) == "" {
+		return Invalidf("message body is only white space: nothing sent; write the message as the body")
+	}
 	if utf8.ValidString(body) {
 		return nil
 	}

@@ -42,6 +42,17 @@ func TestSanitize(t *testing.T) {
 }
 
 // Issue 12 item 14: a body that is not UTF-8 is refused, exit 2.
+func TestValidateBody_Empty(t *testing.T) {
+	for _, body := range []string{"", " ", "\n\t \r\n"} {
+		if err := teambus.ValidateBody(body); !errors.Is(err, teambus.ErrInvalid) || !strings.Contains(err.Error(), "nothing sent") {
+			t.Errorf("ValidateBody(%q) = %v, want ErrInvalid nothing sent", body, err)
+		}
+	}
+	if err := teambus.ValidateBody(" x "); err != nil {
+		t.Errorf("ValidateBody(\" x \") = %v, want nil", err)
+	}
+}
+
 func TestValidateBody(t *testing.T) {
 	if err := teambus.ValidateBody("ok ✓\n"); err != nil {
 		t.Errorf("valid body: %v", err)

@@ -269,8 +269,10 @@ func (ev *Events) publishErr(err error) error {
 	if rerr := ev.refusal(err, "event", "stored", "teambus events export --team "+ev.team); rerr != nil {
 		return rerr
 	}
-	if errors.Is(err, errNoStream) || errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
-		return teambus.NotFoundf("team %s has no event log: create the team first", ev.team)
+	if errors.Is(err, errNoStream) || NoResponse(err) || Electing(err) {
+		// Append ensured the stream before it got here: nobody answering
+		// for it is an election, not a missing log.
+		return NoLeaderf("append event to team %s: the bus is electing a leader (no server answers for stream %s yet): nothing was stored", ev.team, ev.Stream())
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
 		return teambus.Unavailablef("append event to team %s: timed out waiting for the bus to store it", ev.team)

@@ -50,7 +50,7 @@ func (ev *Events) AppendBatch(ctx context.Context, events []*eventlog.Event) (in
 	for stored < len(events) {
 		batch := events[stored:min(stored+jsbatch.Max, len(events))]
 		next, last, err := ev.nextSeq(ctx, sid)
-		if errors.Is(err, errNoStream) {
+		if errors.Is(err, errNoStream) && StreamMissing(ctx, ev.js, ev.Stream()) {
 			return stored, teambus.NotFoundf("team %s has no event log: create the team first", ev.team)
 		}
 		if err != nil {

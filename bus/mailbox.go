@@ -197,23 +197,42 @@ func (mb *Mailbox) publish(ctx context.Context, m *teambus.Message, held bool) (
 	if err != nil {
 		return SendResult{}, err
 	}
-	ack, err := mb.js.Publish(ctx, mb.subject(m, held), b, jetstream.WithMsgID(msgID))
+	ack, err := mb.publishMsg(ctx, mb.subject(m, held), b, jetstream.WithMsgID(msgID))
 	if err != nil {
 		return SendResult{}, mb.publishErr(err)
 	}
 	return SendResult{Seq: ack.Sequence, ID: m.ID, Duplicate: ack.Duplicate, Held: held}, nil
 }
 
+// publishMsg publishes to the mailbox stream, waiting for a leader while
+// one is being elected (whileElecting): a publish nobody answered is
+// retried with the same message id, so it is stored once.
+func (mb *Mailbox) publishMsg(ctx context.Context, subject string, b []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	ack, err := mb.js.Publish(ctx, subject, b, opts...)
+	if err == nil || (!NoResponse(err) && !Electing(err)) {
+		return ack, err
+	}
+	return whileElecting(ctx, mb.js, mb.Stream(), "send to team "+mb.team, err, func(ctx context.Context) (*jetstream.PubAck, error) {
+		return mb.js.Publish(ctx, subject, b, opts...)
+	})
+}
+
 func (mb *Mailbox) publishErr(err error) error {
 	if rerr := mb.refusal(err, "message", "sent", "teambus team checkpoint "+mb.team+" --export DIR"); rerr != nil {
 		return rerr
 	}
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && strings.Contains(apiErr.Description, "message size") {
-		return teambus.Invalidf("message too large for mailbox of team %s: %s", mb.team, apiErr.Description)
+	if errors.Is(err, ErrNoLeader) {
+		return err
 	}
-	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return teambus.Invalidf("message too large for the bus of team %s: nothing was sent; put large content in a file and send its path", mb.team)
+	}
+	if errors.Is(err, errStreamMissing) {
 		return teambus.NotFoundf("team %s has no mailbox: create the team first", mb.team)
+	}
+	if NoResponse(err) {
+		// Not confirmed missing: a leader may be on its way.
+		return NoLeaderf("send to team %s: no server answers for its mailbox: nothing was stored", mb.team)
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
 		if why := StorageTrouble(mb.js.Conn()); why != "" {
@@ -675,7 +694,7 @@ func (mb *Mailbox) SendFenced(ctx context.Context, m *teambus.Message, held bool
 	if err != nil {
 		return SendResult{}, err
 	}
-	ack, err := mb.js.Publish(ctx, mb.subject(m, held), b, jetstream.WithMsgID(msgID),
+	ack, err := mb.publishMsg(ctx, mb.subject(m, held), b, jetstream.WithMsgID(msgID),
 		jetstream.WithExpectLastSequenceForSubject(marker, mb.MarkerSubject(m.From)))
 	if err != nil {
 		if moved := markerMoved(err, m.From); moved != nil {

@@ -71,6 +71,12 @@ func (mb *Mailbox) sendBatch(ctx context.Context, msgs []*teambus.Message, held 
 			nm[0].Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, mb.MarkerSubject(batch[0].From))
 		}
 		ack, err := jsbatch.Publish(ctx, mb.js.Conn(), nm)
+		if err != nil && (NoResponse(err) || Electing(err)) {
+			// Nothing stored: the same batch again, once a leader answers.
+			ack, err = whileElecting(ctx, mb.js, mb.Stream(), "send a batch to team "+mb.team, err, func(ctx context.Context) (*jetstream.PubAck, error) {
+				return jsbatch.Publish(ctx, mb.js.Conn(), nm)
+			})
+		}
 		switch {
 		case err == nil:
 			first := ack.Sequence - uint64(len(batch)) + 1

@@ -216,8 +216,10 @@ func (mb *Mailbox) writeRecipient(ctx context.Context, rec *recipient, rev uint6
 		return nil
 	case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
 		return errRecordMoved
-	case errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders):
+	case NoResponse(err) && StreamMissing(ctx, mb.js, "KV_"+RecipientBucketPrefix+mb.team):
 		return teambus.NotFoundf("team %s has no state bucket for its recipient records: create the team first", mb.team)
+	case NoResponse(err) || Electing(err):
+		return NoLeaderf("record recipient %s of team %s: the bus is electing a leader: nothing was stored", rec.Member, mb.team)
 	}
 	return teambus.Unavailablef("record recipient %s of team %s: %w", rec.Member, mb.team, err)
 }

@@ -3,7 +3,6 @@ package bus
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -97,7 +96,8 @@ func (s *teamStream) refusal(err error, item, done, export string) error {
 	case jetstream.JSErrCodeStreamNotFound:
 		return teambus.NotFoundf("team %s has no %s: create the team first", s.team, s.what)
 	}
-	if strings.Contains(apiErr.Description, "maximum bytes") || strings.Contains(apiErr.Description, "resource limits") || strings.Contains(apiErr.Description, "insufficient") {
+	switch apiErr.ErrorCode {
+	case jserr.AccountResourcesExceeded, jserr.InsufficientResources, jserr.MemoryResourcesExceeded:
 		return teambus.Unavailablef("%s of team %s is full: nothing was %s: %s", s.what, s.team, done, apiErr.Description)
 	}
 	return nil

@@ -35,7 +35,7 @@ func TestPublishErr_Refusal(t *testing.T) {
 		{"no resources", api(jserr.StorageResourcesExceeded, "insufficient storage resources available"), fullMail, fullEv, teambus.ErrUnavailable},
 		{"no stream", api(jetstream.JSErrCodeStreamNotFound, "stream not found"),
 			"team alpha has no mailbox: create the team first", "team alpha has no event log: create the team first", teambus.ErrNotFound},
-		{"full by its description", api(9999, byDesc),
+		{"full by its code", api(jserr.AccountResourcesExceeded, byDesc),
 			"mailbox of team alpha is full: nothing was sent: " + byDesc, "event log of team alpha is full: nothing was stored: " + byDesc, teambus.ErrUnavailable},
 	}
 	for _, tc := range tests {
@@ -50,12 +50,19 @@ func TestPublishErr_Refusal(t *testing.T) {
 			}
 		})
 	}
-	// Only the mailbox words an oversized message by its description.
+	// Errors are matched by their code, never by their text.
 	err := api(9999, "message size too big")
-	if got, want := mb.publishErr(err).Error(), "message too large for mailbox of team alpha: message size too big"; got != want {
-		t.Errorf("mailbox publishErr = %q, want %q", got, want)
+	if got := mb.publishErr(err); errors.Is(got, teambus.ErrInvalid) {
+		t.Errorf("mailbox publishErr(%v) = %v, want no ErrInvalid", err, got)
 	}
 	if got := ev.publishErr(err); errors.Is(got, teambus.ErrInvalid) {
 		t.Errorf("event log publishErr = %v, want no ErrInvalid", got)
+	}
+	// No answer is transient until the server said the stream is missing.
+	if got := mb.publishErr(jetstream.ErrNoStreamResponse); !errors.Is(got, ErrNoLeader) || teambus.ExitCode(got) != teambus.ExitTransient {
+		t.Errorf("mailbox publishErr(no responders) = %v, want ErrNoLeader, exit 1", got)
+	}
+	if got := mb.publishErr(errStreamMissing); !errors.Is(got, teambus.ErrNotFound) || got.Error() != "team alpha has no mailbox: create the team first" {
+		t.Errorf("mailbox publishErr(missing) = %v, want ErrNotFound has no mailbox", got)
 	}
 }

@@ -2,6 +2,8 @@ package member
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -103,22 +105,60 @@ func (c *Client) Subject(verb string) string {
 }
 
 // Call sends req to verb and decodes the answer into resp. A refused
-// request comes back as the teambus error the service returned.
+// request comes back as the teambus error the service returned. A
+// request the connection can not carry is refused before it is sent
+// (teambus.ErrInvalid). While the bus elects a leader (bus.ErrNoLeader:
+// nothing was stored) the request is sent again as long as the context
+// leaves time for the service to wait for the leader once more.
 func (c *Client) Call(ctx context.Context, verb string, req, resp any) error {
 	b, err := json.Marshal(req)
 	if err != nil {
 		return fmt.Errorf("encode %s request: %w", verb, err)
+	}
+	return c.call(ctx, verb, b, resp)
+}
+
+// retryGap is the pause before a request that met an election is sent
+// again.
+const retryGap = 250 * time.Millisecond
+
+func (c *Client) call(ctx context.Context, verb string, b []byte, resp any) error {
+	if max := c.tr.MaxPayload(); max > 0 && int64(len(b)) > max {
+		return teambus.Invalidf("the %s request is %d bytes, more than the bus carries (%d): nothing sent", verb, len(b), max)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
 		defer cancel()
 	}
+	for {
+		err := c.request(ctx, verb, b, resp)
+		if !errors.Is(err, bus.ErrNoLeader) {
+			return err
+		}
+		dl, _ := ctx.Deadline()
+		if time.Until(dl) < bus.ElectionWait+retryGap+time.Second {
+			return err
+		}
+		t := time.NewTimer(retryGap)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// request sends one request and decodes its answer.
+func (c *Client) request(ctx context.Context, verb string, b []byte, resp any) error {
 	code, data, err := c.tr.Request(ctx, c.Subject(verb), verb, b)
 	if err != nil {
 		switch {
 		case errors.Is(err, nats.ErrNoResponders):
 			return teambus.Unavailablef("team service (%s) is not running on the bus: start the node with `teambus bus start`, or run `teambus serve` beside an external NATS", verb)
+		case errors.Is(err, nats.ErrMaxPayload):
+			return teambus.Invalidf("the %s request is %d bytes, more than the bus carries: nothing sent", verb, len(b))
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 			return teambus.Unavailablef("team service %s in team %s: no answer in time: %w", verb, c.team, err)
 		}
@@ -140,7 +180,11 @@ func (c *Client) Call(ctx context.Context, verb string, req, resp any) error {
 	return nil
 }
 
-// Send stores a message from the caller.
+// Send stores a message from the caller. A body that is empty, not
+// UTF-8, or larger than a request of the connection carries is refused
+// before any request (teambus.ErrInvalid); the team's own limit is the
+// service's to check. A message without an id gets a random one here, so
+// a request sent again stores it once.
 func (c *Client) Send(ctx context.Context, req SendRequest) (bus.SendResult, error) {
 	req.Who = c.who
 	var res bus.SendResult
@@ -149,15 +193,96 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (bus.SendResult, err
 	if err := teambus.ValidateBody(req.Body); err != nil {
 		return res, err
 	}
-	err := c.Call(ctx, VerbSend, req, &res)
+	if req.ID == "" {
+		req.ID = newMessageID()
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return res, fmt.Errorf("encode %s request: %w", VerbSend, err)
+	}
+	if err := c.checkFit(ctx, int64(len(b)), len(req.Body), ""); err != nil {
+		return res, err
+	}
+	err = c.call(ctx, VerbSend, b, &res)
 	return res, err
+}
+
+// newMessageID returns a random message id: 24 hex digits.
+func newMessageID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return hex.EncodeToString(b[:])
+}
+
+// BatchEnvelope is the room a send_batch request keeps beside its
+// messages.
+const BatchEnvelope = 4 << 10
+
+// CheckFit refuses, before any request, a message of msgs whose body is
+// too large for a request of the connection, with the message a send of
+// it alone gets. A caller that splits msgs over several requests checks
+// them all first.
+func (c *Client) CheckFit(ctx context.Context, msgs []BatchMessage) error {
+	if c.tr.MaxPayload() <= 0 {
+		return nil
+	}
+	for i, m := range msgs {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("message %d: encode: %w", i+1, err)
+		}
+		where := fmt.Sprintf("message %d: ", i+1)
+		if m.Line > 0 {
+			where = fmt.Sprintf("line %d: ", m.Line)
+		}
+		if err := c.checkFit(ctx, int64(len(b))+BatchEnvelope, len(m.Body), where); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkFit refuses a body of body bytes in a request of size bytes that
+// the connection can not carry. The limit it names is the smaller of the
+// team's (asked from the service, which is no send) and what a request
+// carries.
+func (c *Client) checkFit(ctx context.Context, size int64, body int, where string) error {
+	carried := c.tr.MaxPayload()
+	if carried <= 0 || size <= carried {
+		return nil
+	}
+	limit := max(0, carried-(size-int64(body)))
+	if tm := c.teamMaxBody(ctx); tm > 0 && tm < limit {
+		limit = tm
+	}
+	return teambus.Invalidf("%smessage body is %d bytes, at most %d: nothing sent; put large content in a file and send its path", where, body, limit)
+}
+
+// teamMaxBody is the team's body limit, or 0 when the service does not
+// say in a moment.
+func (c *Client) teamMaxBody(ctx context.Context) int64 {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var v struct {
+		Team *struct {
+			MaxBody int64 `json:"max_body"`
+		} `json:"team"`
+	}
+	if err := c.Show(ctx, &v); err != nil || v.Team == nil {
+		return 0
+	}
+	if v.Team.MaxBody <= 0 {
+		return teambus.DefaultMaxBody
+	}
+	return v.Team.MaxBody
 }
 
 // SendBatch stores msgs from the caller in one request, in order, and
 // returns a result for each; with check it only checks them (nothing is
 // stored, no results). The service takes at most team.MaxSendBatch
 // messages a request, and the request must fit the connection's
-// MaxPayload: a longer list is split by the caller, checked whole first.
+// MaxPayload: a longer list is split by the caller, checked whole first
+// (CheckFit, then with check).
 func (c *Client) SendBatch(ctx context.Context, msgs []BatchMessage, check bool) ([]bus.SendResult, error) {
 	for i, m := range msgs {
 		// As Send: invalid UTF-8 is refused while the bytes are the user's.
@@ -167,6 +292,9 @@ func (c *Client) SendBatch(ctx context.Context, msgs []BatchMessage, check bool)
 			}
 			return nil, fmt.Errorf("message %d: %w", i+1, err)
 		}
+	}
+	if err := c.CheckFit(ctx, msgs); err != nil {
+		return nil, err
 	}
 	var res SendBatchReply
 	err := c.Call(ctx, VerbSendBatch, SendBatchRequest{Who: c.who, Messages: msgs, Check: check}, &res)

@@ -255,6 +255,10 @@ const (
 	KindConflict    = "conflict"
 	KindFenced      = "fenced"
 	KindUnavailable = "unavailable"
+	// KindNoLeader is a transient bus.ErrNoLeader: a stream had no
+	// leader, nothing was stored, the same request succeeds once one is
+	// elected. Older clients read it by its class, as unavailable.
+	KindNoLeader = "no_leader"
 )
 
 // ErrorCodeHeader carries the kind of a service error; the body is an
@@ -278,6 +282,8 @@ type ErrorBody struct {
 func Classify(err error) ErrorBody {
 	kind := KindUnavailable
 	switch {
+	case errors.Is(err, bus.ErrNoLeader) && teambus.ExitCode(err) == teambus.ExitTransient:
+		kind = KindNoLeader
 	case errors.Is(err, teambus.ErrFenced):
 		kind = KindFenced
 	case errors.Is(err, teambus.ErrConflict):
@@ -320,6 +326,8 @@ func (e ErrorBody) Err() error {
 		return teambus.Conflictf("%s", msg)
 	case KindFenced:
 		return teambus.Fencedf("%s", msg)
+	case KindNoLeader:
+		return bus.NoLeaderf("%s", msg)
 	}
 	switch e.Class {
 	case ClassPermanent:

@@ -34,14 +34,26 @@ func sendCommand() *cli.Command {
 	}
 }
 
+// maxStdinBody is the most `send -` reads from stdin: far more than any
+// bus carries in one message.
+const maxStdinBody = 64 << 20
+
 func send(c *cli.Context, a team.Actor) error {
 	body := c.Args().First()
 	if body == "-" {
-		b, err := io.ReadAll(io.LimitReader(c.App.Reader, 64<<20))
+		b, err := io.ReadAll(io.LimitReader(c.App.Reader, maxStdinBody+1))
 		if err != nil {
 			return fmt.Errorf("read body from stdin: %w", err)
 		}
+		if len(b) > maxStdinBody {
+			return teambus.Invalidf("message body on stdin is more than %d bytes: nothing sent; put large content in a file and send its path", maxStdinBody)
+		}
 		body = string(b)
+	}
+	// An empty body is refused before anything connects; the size is
+	// checked once the connection says what a request carries.
+	if err := teambus.ValidateBody(body); err != nil {
+		return err
 	}
 	typ, err := teambus.ParseMessageType(c.String("type"))
 	if err != nil {

@@ -61,6 +61,11 @@ func sendFrom(c *cli.Context) error {
 		msgs[i] = mapi.BatchMessage{To: sp.To, Type: string(sp.Type), ID: sp.ID, Body: sp.Body, Data: sp.Data, Line: sp.Line}
 	}
 	return withMember(c, a, func(s *session, cl *mapi.Client) error {
+		// A message too large for any request is refused before the
+		// first request, as `send` refuses it.
+		if err := cl.CheckFit(s.ctx, msgs); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
 		chunks, err := sendChunks(msgs, cl.MaxPayload())
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
@@ -111,7 +116,7 @@ func sendFrom(c *cli.Context) error {
 // sendChunks splits msgs into requests of at most team.MaxSendBatch
 // messages that fit in maxPayload bytes.
 func sendChunks(msgs []mapi.BatchMessage, maxPayload int64) ([][]mapi.BatchMessage, error) {
-	budget := maxPayload - 4<<10 // the request's envelope
+	budget := maxPayload - mapi.BatchEnvelope
 	var (
 		out   [][]mapi.BatchMessage
 		start int

@@ -17,6 +17,22 @@ const (
 	// AtomicPublishDisabled is JSAtomicPublishDisabledErr: the stream does
 	// not allow atomic batch publish.
 	AtomicPublishDisabled jetstream.ErrorCode = 10174
+	// ClusterNotAvailable is JSClusterNotAvailErr: "JetStream system
+	// temporarily unavailable", as while the cluster elects its meta
+	// leader.
+	ClusterNotAvailable jetstream.ErrorCode = 10008
+	// StreamOffline is JSStreamOfflineErr: every server of the stream is
+	// offline.
+	StreamOffline jetstream.ErrorCode = 10118
+	// AccountResourcesExceeded is JSAccountResourcesExceededErr:
+	// "resource limits exceeded for account".
+	AccountResourcesExceeded jetstream.ErrorCode = 10002
+	// InsufficientResources is JSInsufficientResourcesErr: "insufficient
+	// resources".
+	InsufficientResources jetstream.ErrorCode = 10023
+	// MemoryResourcesExceeded is JSMemoryResourcesExceededErr:
+	// "insufficient memory resources available".
+	MemoryResourcesExceeded jetstream.ErrorCode = 10028
 )
 
 // Code returns the JetStream API error code in err's chain, if any.
