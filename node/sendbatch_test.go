@@ -73,7 +73,8 @@ func TestService_SendBatch_MemberCredential(t *testing.T) {
 		{"unknown recipient", []member.BatchMessage{{Body: "x", ID: "r1"}, {To: "ghost", Body: "x", Line: 3}}, "line 3"},
 		{"to itself", []member.BatchMessage{{To: "tm1", Body: "x"}}, "message 1: tm1 can not send mail to itself"},
 		{"invalid UTF-8", []member.BatchMessage{{Body: "\xff", Line: 9}}, "line 9"},
-		{"too many", make([]member.BatchMessage, team.MaxSendBatch+1), "at most 1000"},
+		{"too many", batchOf(team.MaxSendBatch + 1), "at most 1000"},
+		{"empty body", []member.BatchMessage{{Body: "x", ID: "r1"}, {Body: " ", Line: 4}}, "line 4: message body is only white space"},
 	}
 	for _, tt := range refused {
 		_, err := e.tm1.SendBatch(ctx, tt.msgs, false)
@@ -100,4 +101,13 @@ func TestService_SendBatch_MemberCredential(t *testing.T) {
 	if n := stored(); n != 3 {
 		t.Fatalf("%d messages stored after a forged batch, want 3", n)
 	}
+}
+
+// batchOf is n messages to the lead.
+func batchOf(n int) []member.BatchMessage {
+	msgs := make([]member.BatchMessage, n)
+	for i := range msgs {
+		msgs[i].Body = "x"
+	}
+	return msgs
 }

@@ -201,7 +201,7 @@ func TestService_SendBatch_Zombie(t *testing.T) {
 }
 
 func TestParseSendBatch(t *testing.T) {
-	in := "{\"to\":\"tm2\",\"body\":\"one\",\"type\":\"question\",\"id\":\"k1\",\"data\":{\"n\":1}}\n\n  {\"body\":\"two\"}  \r\n{\"to\":\"all\",\"body\":\"\",\"data\":null}\n"
+	in := "{\"to\":\"tm2\",\"body\":\"one\",\"type\":\"question\",\"id\":\"k1\",\"data\":{\"n\":1}}\n\n  {\"body\":\"two\"}  \r\n{\"to\":\"all\",\"body\":\"three\",\"data\":null}\n"
 	got, err := team.ParseSendBatch(strings.NewReader(in))
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +209,7 @@ func TestParseSendBatch(t *testing.T) {
 	want := []team.SendSpec{
 		{To: "tm2", Type: teambus.MsgQuestion, ID: "k1", Body: "one", Data: []byte(`{"n":1}`), Line: 1},
 		{To: teambus.Lead, Type: teambus.MsgInfo, ID: team.FileMessageID(3, []byte(`{"body":"two"}`)), Body: "two", Line: 3},
-		{To: teambus.All, Type: teambus.MsgInfo, ID: team.FileMessageID(4, []byte(`{"to":"all","body":"","data":null}`)), Line: 4},
+		{To: teambus.All, Type: teambus.MsgInfo, ID: team.FileMessageID(4, []byte(`{"to":"all","body":"three","data":null}`)), Body: "three", Line: 4},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("ParseSendBatch =\n%+v\nwant\n%+v", got, want)
