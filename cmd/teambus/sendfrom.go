@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -99,6 +100,9 @@ func sendFrom(c *cli.Context) error {
 		for _, chunk := range chunks {
 			got, err := call(chunk, false)
 			res = append(res, got...)
+			if errors.Is(err, bus.ErrNoLeader) && len(res) == 0 {
+				return fmt.Errorf("%s: %w: send the file again (what is stored comes back duplicate)", path, err)
+			}
 			if err != nil && len(res) == 0 {
 				return fmt.Errorf("%s: %w", path, err)
 			}
