@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -54,6 +55,11 @@ type Config struct {
 	RebuildEvery time.Duration
 	// Logger receives the server's logs (default slog.Default()).
 	Logger *slog.Logger
+	// Reachable reports whether the bus connection is up (for a NATS
+	// connection, its IsConnected). While it is not, the API answers at
+	// once 503 "bus unreachable" instead of waiting for a request to time
+	// out; the live stream is left to its own reconnection. Nil: always.
+	Reachable func() bool
 }
 
 // Validate checks the config.
@@ -192,7 +198,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		unauthorized(w)
 		return
 	}
+	if s.unreachable(r) {
+		http.Error(w, "503 bus unreachable: the view reconnects by itself; reload once the bus is back", http.StatusServiceUnavailable)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// unreachable reports an API request (not the live stream: a browser
+// does not reconnect a stream refused with an error status) while the
+// bus connection is down.
+func (s *Server) unreachable(r *http.Request) bool {
+	if s.cfg.Reachable == nil || !strings.HasPrefix(r.URL.Path, "/api/") {
+		return false
+	}
+	if live, _ := path.Match("/api/teams/*/live", r.URL.Path); live {
+		return false
+	}
+	return !s.cfg.Reachable()
 }
 
 func (s *Server) tokenOK(tok string) bool {

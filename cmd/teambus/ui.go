@@ -71,7 +71,7 @@ func runUI(c *cli.Context) error {
 	defer conn.Close()
 	r := conn.Replicas()
 	svc := team.New(conn.JS, team.Config{Logger: log, Mailbox: bus.MailboxConfig{Replicas: r}, KV: kv.Config{Replicas: r}})
-	srv, err := ui.New(ui.Config{Service: svc, Token: ui.NewToken(), AllowActions: c.Bool("allow-actions"), Secure: cert != "", Logger: log})
+	srv, err := ui.New(ui.Config{Service: svc, Token: ui.NewToken(), AllowActions: c.Bool("allow-actions"), Secure: cert != "", Logger: log, Reachable: conn.NC.IsConnected})
 	if err != nil {
 		return err
 	}
