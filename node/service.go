@@ -166,6 +166,21 @@ func (s *Service) Close() error {
 	return s.closeErr
 }
 
+// errRefused marks a request refused for who sent it (a credential acting
+// beyond itself, request info that does not check out): logged as such.
+var errRefused = errors.New("refused")
+
+// refusal is an errRefused that is also a teambus.ErrInvalid (exit 2).
+type refusal struct{ msg string }
+
+func (e *refusal) Error() string   { return e.msg }
+func (e *refusal) Unwrap() []error { return []error{errRefused, teambus.ErrInvalid} }
+
+// refusedf returns a refusal whose message starts with "refused: ".
+func refusedf(format string, args ...any) error {
+	return &refusal{msg: "refused: " + fmt.Sprintf(format, args...)}
+}
+
 // caller is who sent a request: a member of team through its credential,
 // or the operator (who names the member in the request).
 type caller struct {
@@ -196,22 +211,22 @@ func identify(subject string, h micro.Headers) (caller, error) {
 		return caller{team: teamID, operator: true}, nil
 	}
 	if len(vals) != 1 {
-		return caller{}, teambus.Invalidf("refused: ambiguous request info")
+		return caller{}, refusedf("ambiguous request info")
 	}
 	var ri requestInfo
 	if err := json.Unmarshal([]byte(vals[0]), &ri); err != nil {
-		return caller{}, teambus.Invalidf("refused: unreadable request info")
+		return caller{}, refusedf("unreadable request info")
 	}
 	if ri.Acc != bus.MemberAccount(teamID) {
-		return caller{}, teambus.Invalidf("refused: account is not the member account of team %s", teamID)
+		return caller{}, refusedf("account is not the member account of team %s", teamID)
 	}
 	ut, um, ok := strings.Cut(ri.User, ".")
 	if !ok || ut != teamID {
-		return caller{}, teambus.Invalidf("refused: user is not a member of team %s", teamID)
+		return caller{}, refusedf("user is not a member of team %s", teamID)
 	}
 	if um != teambus.Lead {
 		if err := teambus.ValidateMemberID(um); err != nil {
-			return caller{}, teambus.Invalidf("refused: user is not a member of team %s", teamID)
+			return caller{}, refusedf("user is not a member of team %s", teamID)
 		}
 	}
 	return caller{team: teamID, member: um}, nil
@@ -224,7 +239,7 @@ func (c caller) actor(w member.Who) (team.Actor, error) {
 	if c.operator {
 		m = w.Member
 	} else if w.Member != "" && w.Member != c.member {
-		return team.Actor{}, teambus.Invalidf("refused: the credential of %s can act only as %s, not as %s", c.member, c.member, w.Member)
+		return team.Actor{}, refusedf("the credential of %s can act only as %s, not as %s", c.member, c.member, w.Member)
 	}
 	a := team.Actor{Team: c.team, Member: m, Session: w.Session}
 	return a, a.Validate()
@@ -259,7 +274,7 @@ func (s *Service) serve(verb string, fn func(context.Context, caller, []byte) (a
 	defer cancel()
 	res, err := fn(ctx, c, req.Data())
 	if err != nil {
-		if errors.Is(err, teambus.ErrInvalid) && strings.HasPrefix(err.Error(), "refused:") {
+		if errors.Is(err, errRefused) {
 			s.log.Warn("team service request refused", "verb", verb, "team", c.team, "member", c.member, "operator", c.operator, "err", err)
 		}
 		s.fail(req, err)
@@ -635,7 +650,7 @@ func (s *Service) brief(ctx context.Context, c caller, data []byte) (any, error)
 		of = a.Member
 	}
 	if of != a.Member && !a.IsLead() && !c.operator {
-		return nil, teambus.Invalidf("refused: %s may read only its own brief, not the brief of %s", a.Member, of)
+		return nil, refusedf("%s may read only its own brief, not the brief of %s", a.Member, of)
 	}
 	mail := r.Mail
 	if mail < 0 || mail > member.ReplayMax {
