@@ -85,12 +85,17 @@ func whileElecting[T any](ctx context.Context, js jetstream.JetStream, stream, w
 		deadline = dl.Add(-time.Until(dl) / 10)
 	}
 	wait := 100 * time.Millisecond
-	for {
+	for asked := false; ; {
 		if !NoResponse(err) && !Electing(err) {
 			return zero, err
 		}
-		if NoResponse(err) && StreamMissing(ctx, js, stream) {
-			return zero, errStreamMissing
+		// Asked once: a stream the server did not say is missing is
+		// taken to exist, and only its leader is awaited.
+		if NoResponse(err) && !asked {
+			if StreamMissing(ctx, js, stream) {
+				return zero, errStreamMissing
+			}
+			asked = true
 		}
 		if time.Now().Add(wait).After(deadline) {
 			return zero, NoLeaderf("%s: the bus is electing a leader (no server answers for stream %s yet): nothing was stored", what, stream)

@@ -236,11 +236,11 @@ func (mb *Mailbox) publishErr(err error) error {
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
 		if why := StorageTrouble(mb.js.Conn()); why != "" {
-			return teambus.Unavailablef("send to team %s: the bus did not store it and reports: %s: nothing was acknowledged; fix that (a full disk: free space on the bus node and restart it), then retry with the same --id", mb.team, why)
+			return teambus.Unavailablef("send to team %s: the bus did not store it and reports: %s: nothing was acknowledged; fix that (a full disk: free space on the bus node and restart it), then send it again with the same message id", mb.team, why)
 		}
-		return teambus.Unavailablef("send to team %s: timed out waiting for the bus to store it: retry with the same --id", mb.team)
+		return teambus.Unavailablef("send to team %s: timed out waiting for the bus to store it: it may be stored; send it again with the same message id to store it once", mb.team)
 	}
-	return teambus.Unavailablef("send to team %s: %w: retry with the same --id", mb.team, err)
+	return teambus.Unavailablef("send to team %s: %w: send it again with the same message id to store it once", mb.team, err)
 }
 
 // DecodeMessage builds a message from a stored JetStream message's data,

@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/member"
+	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
 
@@ -50,27 +52,89 @@ func TestCluster_NoLeaderIsTransient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A leader election (the mailbox's leader steps down) while sends go
+	// on: each is stored (the retry covers the election) or, if the
+	// election outlasts it, transient; never "has no mailbox".
+	// The new leader is n1, which stays when the others go below.
+	if _, err := admin.NC.RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+bus.MailboxPrefix+"cl", []byte(`{"placement":{"preferred":"n1"}}`)); err != nil {
+		t.Fatalf("leader stepdown: %v", err)
+	}
+	for i := range 5 {
+		_, err := cl.Send(ctx, member.SendRequest{ID: fmt.Sprintf("e%d", i), To: "tm1", Body: "during the election"})
+		if err != nil && (errors.Is(err, teambus.ErrNotFound) || teambus.ExitCode(err) != teambus.ExitTransient) {
+			t.Errorf("send during an election = %v (exit %d), want stored or exit 1", err, teambus.ExitCode(err))
+		}
+		t.Logf("send %d during an election: %v", i, err)
+	}
+	bustest.CheckFor(t, 10*time.Second, 100*time.Millisecond, func() error {
+		st, err := admin.JS.Stream(ctx, bus.MailboxPrefix+"cl")
+		if err != nil {
+			return err
+		}
+		if info := st.CachedInfo(); info.Cluster == nil || info.Cluster.Leader != "n1" {
+			return fmt.Errorf("mailbox leader %+v, want n1", info.Cluster)
+		}
+		return nil
+	})
+
 	if err := nodes[1].Close(); err != nil {
 		t.Fatal(err)
 	}
 	if err := nodes[2].Close(); err != nil {
 		t.Fatal(err)
 	}
+	// Without a quorum no leader can be elected: the send fails, and it
+	// is transient. n1 notices it lost its peers and stops leading: the
+	// publish then meets no responders, and the stream, which the
+	// server does not say is missing, is still electing (bus.ErrNoLeader).
+	// A publish sent while n1 still believes it leads times out instead:
+	// transient too.
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	_, err = bus.NewMailbox(admin.JS, "cl", bus.MailboxConfig{}).Send(sctx, msg("m2"), false)
-	if !errors.Is(err, bus.ErrNoLeader) || errors.Is(err, teambus.ErrNotFound) || teambus.ExitCode(err) != teambus.ExitTransient {
-		t.Errorf("send without a leader = %v (exit %d), want bus.ErrNoLeader, exit 1", err, teambus.ExitCode(err))
+	if err == nil || errors.Is(err, teambus.ErrNotFound) || teambus.ExitCode(err) != teambus.ExitTransient {
+		t.Errorf("send without a leader = %v (exit %d), want exit 1", err, teambus.ExitCode(err))
 	}
 	if err != nil && strings.Contains(err.Error(), "--") {
 		t.Errorf("library error %q names a command-line flag", err)
 	}
+	t.Logf("send without a leader: %v (ErrNoLeader: %t)", err, errors.Is(err, bus.ErrNoLeader))
 	// Through the team service (its instance on the node left), with the
 	// client's own retries within its timeout.
+	sctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	start := time.Now()
 	_, err = cl.Send(sctx, member.SendRequest{ID: "m3", To: "tm1", Body: "hello"})
-	if errors.Is(err, teambus.ErrNotFound) || teambus.ExitCode(err) != teambus.ExitTransient {
+	if err == nil || errors.Is(err, teambus.ErrNotFound) || teambus.ExitCode(err) != teambus.ExitTransient {
 		t.Errorf("service send without a leader = %v (exit %d), want exit 1", err, teambus.ExitCode(err))
 	}
-	t.Logf("service send without a leader: %v after %v", err, time.Since(start).Round(time.Millisecond))
+	t.Logf("service send without a leader: %v (ErrNoLeader: %t) after %v", err, errors.Is(err, bus.ErrNoLeader), time.Since(start).Round(time.Millisecond))
+}
+
+// TestNoResponse_Classified: the JetStream errors of a stream nobody
+// answers for are told apart by errors.Is and the API error codes, from
+// a real server: a publish to a subject no stream takes is a NoResponse,
+// and the stream then StreamMissing; an existing stream is not.
+func TestNoResponse_Classified(t *testing.T) {
+	n := nodetest.NewBareServer(t)
+	c := nodetest.Connect(t, n)
+	ctx := testCtx(t)
+	_, err := c.JS.Publish(ctx, "tb.nosuch.mbx.tm1.info.lead", []byte("x"))
+	if !bus.NoResponse(err) || bus.Electing(err) {
+		t.Fatalf("publish without a stream = %v: NoResponse %t, Electing %t; want NoResponse only", err, bus.NoResponse(err), bus.Electing(err))
+	}
+	if !bus.StreamMissing(ctx, c.JS, bus.MailboxPrefix+"nosuch") {
+		t.Errorf("StreamMissing of a stream that does not exist = false")
+	}
+	mb := bus.NewMailbox(c.JS, "here", bus.MailboxConfig{})
+	if err := mb.Declare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if bus.StreamMissing(ctx, c.JS, mb.Stream()) {
+		t.Errorf("StreamMissing of a stream that exists = true")
+	}
+	_, err = bus.NewMailbox(c.JS, "nosuch", bus.MailboxConfig{}).Send(ctx, &teambus.Message{ID: "m1", From: teambus.Lead, To: "tm1", Type: teambus.MsgInfo, Body: "x"}, false)
+	if !errors.Is(err, teambus.ErrNotFound) || errors.Is(err, bus.ErrNoLeader) {
+		t.Errorf("send to a team without a mailbox = %v, want ErrNotFound", err)
+	}
 }

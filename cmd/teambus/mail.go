@@ -77,8 +77,8 @@ func send(c *cli.Context, a team.Actor) error {
 	}
 	return withMember(c, a, func(s *session, cl *mapi.Client) error {
 		res, err := cl.Send(s.ctx, mapi.SendRequest{To: spec.To, Type: string(spec.Type), ID: spec.ID, Body: spec.Body, Data: spec.Data})
-		if errors.Is(err, bus.ErrNoLeader) {
-			return fmt.Errorf("%w: retry with --id %s (a retry with it stores the message once)", err, spec.ID)
+		if err != nil && teambus.ExitCode(err) == teambus.ExitTransient {
+			return fmt.Errorf("%w (retry with --id %s: it stores the message once)", err, spec.ID)
 		}
 		if err != nil {
 			return err
