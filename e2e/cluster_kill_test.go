@@ -20,7 +20,8 @@ import (
 // kill -9s the node that leads the team's mailbox, starts it again, waits
 // until it has caught up, and kill -9s the next leader. It checks that
 // nothing acknowledged is lost or stored twice and that no task is claimed
-// twice, and logs the longest pause between two acknowledged sends (the
+// twice, that no send is refused as permanent (an election is transient),
+// and logs the longest pause between two acknowledged sends (the
 // issue's ≤ 3 s goal is a measurement, never a test failure).
 func TestCluster_KillTwoNodesUnderSendAndClaimLoad(t *testing.T) {
 	if testing.Short() {
@@ -99,6 +100,7 @@ func TestCluster_KillTwoNodesUnderSendAndClaimLoad(t *testing.T) {
 		completed = map[string]int{}
 		wg        sync.WaitGroup
 		sent      int
+		permanent []string
 	)
 	for _, member := range senders {
 		wg.Add(1)
@@ -111,6 +113,13 @@ func TestCluster_KillTwoNodesUnderSendAndClaimLoad(t *testing.T) {
 					sctx, scancel := context.WithTimeout(ctx, time.Second)
 					_, err := svc.Send(sctx, a, team.SendSpec{To: teambus.Lead, ID: id, Body: "load " + id})
 					scancel()
+					if err != nil && teambus.ExitCode(err) != teambus.ExitTransient {
+						// An election is transient: a send refused as
+						// permanent would make an agent give up.
+						mu.Lock()
+						permanent = append(permanent, err.Error())
+						mu.Unlock()
+					}
 					if err == nil {
 						mu.Lock()
 						acked[member+"/"+id] = true
@@ -271,6 +280,9 @@ func TestCluster_KillTwoNodesUnderSendAndClaimLoad(t *testing.T) {
 	}
 	for _, d := range doubles {
 		t.Errorf("task claimed twice: %s", d)
+	}
+	if len(permanent) > 0 {
+		t.Errorf("%d sends refused as permanent while leaders were elected, e.g. %q", len(permanent), permanent[0])
 	}
 	for i := range tasks {
 		if id := fmt.Sprintf("t%03d", i); completed[id] != 1 {
