@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -58,7 +59,8 @@ type Config struct {
 	// Reachable reports whether the bus connection is up (for a NATS
 	// connection, its IsConnected). While it is not, the API answers at
 	// once 503 "bus unreachable" instead of waiting for a request to time
-	// out; the live stream is left to its own reconnection. Nil: always.
+	// out, and a live stream ends at once, so the browser tries it again
+	// a second later. Nil: always.
 	Reachable func() bool
 }
 
@@ -198,24 +200,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		unauthorized(w)
 		return
 	}
-	if s.unreachable(r) {
+	if s.cfg.Reachable != nil && strings.HasPrefix(r.URL.Path, "/api/") && !s.cfg.Reachable() {
+		if live, _ := path.Match("/api/teams/*/live", r.URL.Path); live && r.Method == http.MethodGet {
+			// A browser does not reconnect a stream refused with an
+			// error status: end this one at once instead, and it comes
+			// back in a second, until the bus is back.
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "retry: 1000\n\n") // the browser went away: nothing to tell it
+			return
+		}
 		http.Error(w, "503 bus unreachable: the view reconnects by itself; reload once the bus is back", http.StatusServiceUnavailable)
 		return
 	}
 	s.mux.ServeHTTP(w, r)
-}
-
-// unreachable reports an API request (not the live stream: a browser
-// does not reconnect a stream refused with an error status) while the
-// bus connection is down.
-func (s *Server) unreachable(r *http.Request) bool {
-	if s.cfg.Reachable == nil || !strings.HasPrefix(r.URL.Path, "/api/") {
-		return false
-	}
-	if live, _ := path.Match("/api/teams/*/live", r.URL.Path); live {
-		return false
-	}
-	return !s.cfg.Reachable()
 }
 
 func (s *Server) tokenOK(tok string) bool {

@@ -1,8 +1,10 @@
 package ui_test
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -74,7 +76,18 @@ func TestServer_BusStoppedAndRestarted(t *testing.T) {
 		if code != http.StatusServiceUnavailable || !strings.Contains(body, "bus unreachable") {
 			t.Errorf("GET %s with the bus stopped: %d %q, want 503 bus unreachable", p, code, body)
 		}
-		t.Logf("GET %s with the bus stopped answered in %v", p, took.Round(time.Millisecond))
+		t.Logf("GET %s with the bus stopped answered in %v", p, took.Round(time.Microsecond))
+	}
+	// A live stream ends at once with a retry in a second: the browser
+	// comes back by itself (an error status would stop it for good).
+	resp, err := c.Get(hs.URL + "/api/teams/alpha/live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" || string(b) != "retry: 1000\n\n" {
+		t.Errorf("live with the bus stopped: %d %s %q, want 200 text/event-stream retry: 1000", resp.StatusCode, resp.Header.Get("Content-Type"), b)
 	}
 	// The page itself still loads: it shows the error.
 	if code, _ := get(t, c, hs.URL+"/"); code != http.StatusOK {
@@ -89,7 +102,25 @@ func TestServer_BusStoppedAndRestarted(t *testing.T) {
 		}
 		return nil
 	})
-	if _, _, err := svc.Store().Team(ctx, teamID); err != nil {
-		t.Errorf("team after the restart: %v", err)
+	// The live stream is back too.
+	resp, err = c.Get(hs.URL + "/api/teams/alpha/live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	var event string
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("live after the restart: %d, ended before an event: %v", resp.StatusCode, err)
+		}
+		if e, ok := strings.CutPrefix(strings.TrimSpace(line), "event: "); ok {
+			event = e
+			break
+		}
+	}
+	if event != "hello" {
+		t.Errorf("live after the restart: first event %q, want hello", event)
 	}
 }
