@@ -32,7 +32,13 @@ type Report struct {
 	OldLead string `json:"old_lead,omitempty"`
 	// LeadTimeoutDetectedAt is when teammates saw the old lead gone.
 	LeadTimeoutDetectedAt *time.Time `json:"lead_timeout_detected_at"`
-	Took                  string     `json:"took"`
+	// Why (probe) says what a `team resume` by a new session meets now:
+	// why it succeeds, or what refuses it and how to get past that.
+	Why string `json:"why,omitempty"`
+	// ResumableAt (probe, decision "wait") is when a new session may take
+	// over without force.
+	ResumableAt *time.Time `json:"resumable_at,omitempty"`
+	Took        string     `json:"took"`
 }
 
 // CrashResult says what a crash report did.

@@ -24,7 +24,14 @@ type Team struct {
 	LeadLastSeen *time.Time `json:"lead_last_seen"`
 	// LeadAttachedAt is when the lead of LeadEpoch attached; while
 	// LeadLastSeen still equals it, that lead has not beaten yet.
-	LeadAttachedAt        *time.Time        `json:"lead_attached_at,omitempty"`
+	LeadAttachedAt *time.Time `json:"lead_attached_at,omitempty"`
+	// LeadReleasedAt is when the lead of LeadEpoch released the team: its
+	// sidecar stopped cleanly or saw its agent process exit. A released
+	// lead is not live, and any lead session may resume the team at once.
+	// Every attach clears it.
+	LeadReleasedAt *time.Time `json:"lead_released_at,omitempty"`
+	// LeadReleased says why: LeadStopped or LeadAgentExited.
+	LeadReleased          string            `json:"lead_released,omitempty"`
 	LeadTimeoutDetectedAt *time.Time        `json:"lead_timeout_detected_at"`
 	Policy                Policy            `json:"policy"`
 	Facts                 map[string]string `json:"facts,omitempty"`
@@ -40,6 +47,37 @@ type Team struct {
 // Closed reports whether the team accepts no more work.
 func (t *Team) Closed() bool {
 	return t.Status == TeamComplete || t.Status == TeamAborted
+}
+
+// Why a lead released its team (Team.LeadReleased).
+const (
+	LeadStopped     = "stopped"      // its sidecar stopped cleanly
+	LeadAgentExited = "agent_exited" // its sidecar saw the agent process exit
+)
+
+// ReleaseLead records that the lead of epoch (session) released the team
+// at now, for why. It reports whether it changed t: not when another lead
+// attached since, nor when the release is recorded already. Run it in a
+// compare-and-set update.
+func (t *Team) ReleaseLead(session string, epoch int64, now time.Time, why string) bool {
+	if t.LeadSession != session || t.LeadEpoch != epoch || t.LeadReleasedAt != nil {
+		return false
+	}
+	t.LeadReleasedAt, t.LeadReleased = TimePtr(now), why
+	return true
+}
+
+// ReleaseWords says in words why a lead released its team.
+func ReleaseWords(why string) string {
+	switch why {
+	case LeadAgentExited:
+		return "its agent process exited"
+	case LeadStopped:
+		return "its sidecar stopped cleanly"
+	case "":
+		return "no reason recorded"
+	}
+	return why
 }
 
 // TimePtr returns a pointer to t in UTC, for the optional time fields.

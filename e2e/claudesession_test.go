@@ -24,7 +24,7 @@ func TestClaudeSim_LeadAndTeammateCrash(t *testing.T) {
 
 	// The lead's session starts: the team becomes active under it.
 	lead := e.newSim("lead", simSettingsFile(t, "alpha", "lead"))
-	if c := lead.Start("startup"); !strings.Contains(c, "this session is lead lead of team alpha") || !strings.Contains(c, "Team alpha is active") {
+	if c := lead.Start("startup"); !strings.Contains(c, "this session is the lead of team alpha") || !strings.Contains(c, "Team alpha is active") {
 		t.Fatalf("lead SessionStart:\n%s", c)
 	}
 	e.waitLeadBeats("alpha", 1)
@@ -97,7 +97,7 @@ func TestClaudeSim_LeadAndTeammateCrash(t *testing.T) {
 	// A new lead session takes over once takeover-after has passed.
 	lead2 := e.newSim("lead2", simSettingsFile(t, "alpha", "lead"))
 	e.waitFor(20*time.Second, "a new lead session bound", func() error {
-		if c := lead2.Start("startup"); !strings.Contains(c, "this session is lead lead of team alpha") {
+		if c := lead2.Start("startup"); !strings.Contains(c, "this session is the lead of team alpha") {
 			return fmt.Errorf("%s", c)
 		}
 		return nil

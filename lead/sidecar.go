@@ -169,11 +169,14 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 	for {
 		select {
 		case <-ctx.Done():
+			s.release(ctx, teambus.LeadStopped)
 			s.log.Info("lead sidecar stopped")
 			return nil
 		case <-agentGone:
 			// Stop heartbeating without removing the key: it expires after
-			// lead-timeout and the teammates see the lead gone.
+			// lead-timeout and the teammates see the lead gone. The team is
+			// released at once: the next lead session resumes it.
+			s.release(ctx, teambus.LeadAgentExited)
 			s.log.Warn("lead agent exited: heartbeat stopped", "pid", s.cfg.PID)
 			outcome = "agent_exited"
 			return nil
@@ -247,10 +250,33 @@ const DecisionAdopt = "adopt"
 // was cancelled meanwhile (stopped while starting is a clean stop).
 func (s *Sidecar) startErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
+		s.release(ctx, teambus.LeadStopped)
 		s.log.Info("lead sidecar stopped")
 		return nil
 	}
 	return err
+}
+
+// release records in the team, with compare-and-set, that this lead let
+// the team go (why is teambus.LeadStopped or LeadAgentExited), so the next
+// lead session resumes it at once instead of waiting for takeover-after.
+// Nothing changes when another lead attached since. A release that does
+// not reach the bus leaves the team to takeover-after, as a kill -9 does.
+func (s *Sidecar) release(ctx context.Context, why string) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	now := s.svc.Now()
+	var done bool
+	_, err := s.svc.UpdateTeam(sctx, s.cfg.Team, func(t *teambus.Team) (bool, error) {
+		done = t.ReleaseLead(s.cfg.Session, s.epoch, now, why)
+		return done, nil
+	})
+	switch {
+	case err != nil:
+		s.log.Warn("lead release not recorded: another session takes over after takeover-after", "err", err)
+	case done:
+		s.log.Info("lead released the team", "why", why)
+	}
 }
 
 // beat renews the lead heartbeat and persists lead_last_seen; it fails with

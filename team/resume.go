@@ -38,7 +38,100 @@ const (
 	// DecisionPending: probe: no lead has attached yet; `team resume`
 	// refuses it, the first `teambus lead` attaches.
 	DecisionPending = "pending"
+	// DecisionLeadLive: probe: the team's lead is live (its heartbeat is
+	// fresh); `team resume` by another session refuses until it stops,
+	// or with --force.
+	DecisionLeadLive = "lead_live"
+	// DecisionWait: probe: the lead stopped heartbeating without releasing
+	// the team; `team resume` by another session refuses until
+	// takeover-after has passed (Report.ResumableAt), or with --force.
+	DecisionWait = "wait"
 )
+
+// LeadHeldError is the refusal of a resume by another session while the
+// team's lead holds it: the lead is live, or it went silent without
+// releasing the team less than takeover-after ago. It is ErrUnavailable.
+type LeadHeldError struct {
+	Team    string
+	Session string
+	Epoch   int64
+	// Live is true when the lead's heartbeat is fresh (or it attached and
+	// has not beaten yet): it holds the team until it stops.
+	Live bool
+	// Seen is how long ago the lead was last seen.
+	Seen time.Duration
+	// At is when takeover-after passes; meaningful when !Live.
+	At            time.Time
+	TakeoverAfter time.Duration
+}
+
+// Unwrap makes the refusal transient: it may succeed later.
+func (e *LeadHeldError) Unwrap() error { return teambus.ErrUnavailable }
+
+// Error says why and the ways out, with the CLI's --force.
+func (e *LeadHeldError) Error() string { return e.Why() + ": " + e.When("use --force") }
+
+// Why says what holds the team.
+func (e *LeadHeldError) Why() string {
+	if e.Live {
+		return fmt.Sprintf("team %s has a live lead (session %s, epoch %d, last heartbeat %s ago)", e.Team, e.Session, e.Epoch, e.Seen.Round(time.Second))
+	}
+	return fmt.Sprintf("team %s's lead (session %s, epoch %d) went silent %s ago without releasing the team (its sidecar was killed or lost the bus while its agent may still run)", e.Team, e.Session, e.Epoch, e.Seen.Round(time.Second))
+}
+
+// When says when a resume by another session succeeds, force naming the
+// switch that forces it where the text is shown.
+func (e *LeadHeldError) When(force string) string {
+	if e.Live {
+		return fmt.Sprintf("another session resumes once that lead stops (its session ends or its sidecar is stopped), or %s to take over now (the old lead is fenced)", force)
+	}
+	return fmt.Sprintf("takeover becomes possible at %s (takeover-after %s), or %s to take over now (the old lead is fenced)", e.At.Format(time.RFC3339), e.TakeoverAfter, force)
+}
+
+// leadLive reports whether the team's lead of its current epoch is live:
+// its heartbeat is fresh, or it attached and has not beaten yet for less
+// than lead-timeout. A released lead is never live. seen is when it was
+// last seen alive.
+func leadLive(t *teambus.Team, hbs map[string]kv.HeartbeatEntry, now time.Time) (live bool, seen time.Time) {
+	if t.LeadLastSeen != nil {
+		seen = *t.LeadLastSeen
+	}
+	if t.LeadSession == "" || t.LeadReleasedAt != nil {
+		return false, seen
+	}
+	if hb, ok := hbs[kv.LeadKey]; ok && hb.Epoch == t.LeadEpoch && hb.Session == t.LeadSession {
+		if hb.Created.After(seen) {
+			seen = hb.Created
+		}
+		return hb.Status != teambus.MemberOffline && now.Sub(hb.Created) < t.Policy.LeadTimeout, seen
+	}
+	// Attached, its first heartbeat not written yet: the attach itself is
+	// the sign of life, as fresh for as long as a heartbeat would be. A
+	// lead that has beaten and stopped (its heartbeat gone) is not live.
+	if t.LeadAttachedAt != nil && t.LeadLastSeen != nil && t.LeadLastSeen.Equal(*t.LeadAttachedAt) {
+		return now.Sub(*t.LeadAttachedAt) < t.Policy.LeadTimeout, seen
+	}
+	return false, seen
+}
+
+// leadHold returns what keeps another session from taking the team's
+// lead now without force, or nil when nothing does: no lead, a released
+// lead, or one silent for takeover-after.
+func leadHold(t *teambus.Team, hbs map[string]kv.HeartbeatEntry, now time.Time) *LeadHeldError {
+	if t.LeadSession == "" || t.LeadReleasedAt != nil {
+		return nil
+	}
+	live, seen := leadLive(t, hbs, now)
+	age := time.Duration(1 << 62)
+	if !seen.IsZero() {
+		age = max(now.Sub(seen), 0)
+	}
+	if !live && age >= t.Policy.TakeoverAfter {
+		return nil
+	}
+	return &LeadHeldError{Team: t.ID, Session: t.LeadSession, Epoch: t.LeadEpoch, Live: live, Seen: age,
+		At: now.Add(t.Policy.TakeoverAfter - age), TakeoverAfter: t.Policy.TakeoverAfter}
+}
 
 // Resume runs the resume validation sequence of spec section 8 and attaches
 // session as the team's lead: lead epoch up, the old lead fenced. asLead is
@@ -66,6 +159,13 @@ func (s *Service) Resume(ctx context.Context, team, session string, force, asLea
 		decision, oldLead string
 		warnings          []string
 	)
+	// The heartbeats say whether the lead is live; the team record, written
+	// with compare-and-set, decides. A heartbeat that moves on meanwhile
+	// belongs to the lead this read already saw live.
+	hbs, err := s.store.Heartbeats(ctx, team)
+	if err != nil {
+		return nil, err
+	}
 	// Steps 1-3 decide and write with compare-and-set: of two leads
 	// resuming at once, one wins.
 	t, err := s.UpdateTeam(ctx, team, func(t *teambus.Team) (bool, error) {
@@ -94,17 +194,16 @@ func (s *Service) Resume(ctx context.Context, team, session string, force, asLea
 		case t.LeadSession == session:
 			decision = DecisionReattach
 		default:
-			age := time.Duration(1 << 62)
-			if t.LeadLastSeen != nil {
-				age = now.Sub(*t.LeadLastSeen)
-			}
-			if !force && age < t.Policy.TakeoverAfter {
-				at := now.Add(t.Policy.TakeoverAfter - age)
-				return false, teambus.Unavailablef("team %s has a live lead (session %s, last seen %s ago): takeover becomes possible at %s (takeover-after %s), or use --force", team, t.LeadSession, age.Round(time.Second), at.Format(time.RFC3339), t.Policy.TakeoverAfter)
+			hold := leadHold(t, hbs, now)
+			if hold != nil && !force {
+				return false, hold
 			}
 			decision, oldLead = DecisionTakeover, t.LeadSession
-			if force && age < t.Policy.TakeoverAfter {
-				warnings = append(warnings, fmt.Sprintf("forced takeover from session %s, last seen %s ago: it is fenced now", t.LeadSession, age.Round(time.Second)))
+			switch {
+			case hold != nil:
+				warnings = append(warnings, fmt.Sprintf("forced takeover from session %s, last seen %s ago: it is fenced now", t.LeadSession, hold.Seen.Round(time.Second)))
+			case t.LeadReleasedAt != nil:
+				warnings = append(warnings, fmt.Sprintf("took over from session %s, which released the team at %s (%s)", t.LeadSession, t.LeadReleasedAt.Format(time.RFC3339), teambus.ReleaseWords(t.LeadReleased)))
 			}
 		}
 		if t.Status == teambus.TeamPending {
@@ -114,6 +213,7 @@ func (s *Service) Resume(ctx context.Context, team, session string, force, asLea
 		t.LeadEpoch++
 		t.LeadLastSeen = teambus.TimePtr(now)
 		t.LeadAttachedAt = t.LeadLastSeen
+		t.LeadReleasedAt, t.LeadReleased = nil, ""
 		return true, nil
 	})
 	if err != nil {
@@ -150,20 +250,11 @@ func (s *Service) alreadyLead(ctx context.Context, team, session string) (*Repor
 	if err != nil {
 		return nil, err
 	}
-	hb, ok := hbs[kv.LeadKey]
-	var live bool
-	if ok && hb.Epoch == t.LeadEpoch {
-		live = hb.Session == session && hb.Status != teambus.MemberOffline && s.Now().Sub(hb.Created) < t.Policy.LeadTimeout
-	} else if t.LeadAttachedAt != nil && t.LeadLastSeen != nil && t.LeadLastSeen.Equal(*t.LeadAttachedAt) {
-		// Attached, its first heartbeat not written yet: the attach itself
-		// is the sign of life, as fresh for as long as a heartbeat would
-		// be. Without this, a resume in that moment (an agent's first
-		// command beside the sidecar its SessionStart hook started)
-		// reattached and fenced the lead it names. A lead that has beaten
-		// and stopped cleanly (its heartbeat deleted) is not live.
-		live = s.Now().Sub(*t.LeadAttachedAt) < t.Policy.LeadTimeout
-	}
-	if !live {
+	// Before its first heartbeat the attach is the sign of life: without
+	// that, a resume in that moment (an agent's first command beside the
+	// sidecar its SessionStart hook started) reattached and fenced the
+	// lead it names.
+	if live, _ := leadLive(t, hbs, s.Now()); !live {
 		return nil, nil
 	}
 	return s.report(ctx, t, DecisionAlreadyLead)
@@ -177,11 +268,36 @@ func (s *Service) Probe(ctx context.Context, team string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	hbs, err := s.store.Heartbeats(ctx, team)
+	if err != nil {
+		return nil, err
+	}
+	now := s.Now()
 	decision := DecisionResumable
-	var warn []string
+	var (
+		warn []string
+		why  string
+		at   *time.Time
+	)
 	switch t.Status {
 	case teambus.TeamComplete, teambus.TeamAborted:
 		decision = DecisionReview
+	case teambus.TeamActive, teambus.TeamConsolidating:
+		// What a `team resume` by a new session would meet now.
+		switch hold := leadHold(t, hbs, now); {
+		case hold != nil && hold.Live:
+			decision, why = DecisionLeadLive, hold.Why()+": "+hold.When("use --force")
+		case hold != nil:
+			decision, why, at = DecisionWait, hold.Why()+": "+hold.When("use --force"), teambus.TimePtr(hold.At)
+		case t.LeadSession == "":
+			why = "no lead is attached"
+		case t.LeadReleasedAt != nil:
+			why = fmt.Sprintf("lead session %s released the team at %s (%s)", t.LeadSession, t.LeadReleasedAt.Format(time.RFC3339), teambus.ReleaseWords(t.LeadReleased))
+		default:
+			why = fmt.Sprintf("lead session %s went silent over takeover-after (%s) ago", t.LeadSession, t.Policy.TakeoverAfter)
+		}
+	}
+	switch t.Status {
 	case teambus.TeamPending:
 		decision = DecisionPending
 		sess := "S"
@@ -197,6 +313,7 @@ func (s *Service) Probe(ctx context.Context, team string) (*Report, error) {
 		return nil, err
 	}
 	rep.Warnings = append(warn, rep.Warnings...)
+	rep.Why, rep.ResumableAt = why, at
 	rep.Took = time.Since(start).Round(time.Microsecond).String()
 	return rep, nil
 }

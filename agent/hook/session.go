@@ -88,6 +88,10 @@ func (h *hook) bind(ctx context.Context) int {
 		rep, err := h.svc.Resume(ctx, h.cfg.Team, session, h.cfg.Force, true)
 		if err != nil {
 			h.fail(err)
+			if held := (*team.LeadHeldError)(nil); errors.As(err, &held) {
+				// Here the switch is the environment, not --force.
+				return h.say(fmt.Sprintf("teambus: not bound as the lead of team %s: %s: %s\n", h.cfg.Team, Clean(held.Why()), held.When("start claude with TEAMBUS_FORCE=1 set")))
+			}
 			return h.say(fmt.Sprintf("teambus: not bound as the lead of team %s: %s\n", h.cfg.Team, Clean(err.Error())))
 		}
 		b.Epoch, lead = rep.LeadEpoch, rep
@@ -178,12 +182,12 @@ func (h *hook) startContext(ctx context.Context, head, brief string) int {
 }
 
 func (h *hook) identityLine() string {
-	role := "member"
+	who := "member " + h.b.Member
 	if h.b.Lead() {
-		role = "lead"
+		who = "the lead" // the lead's member id is "lead": say it once
 	}
-	return fmt.Sprintf("teambus: this session is %s %s of team %s (epoch %d, session %s). Its teambus sidecar runs beside it; mail for %s appears here after tool batches and when you stop.\n",
-		role, h.b.Member, h.b.Team, h.b.Epoch, h.b.Session, h.b.Member)
+	return fmt.Sprintf("teambus: this session is %s of team %s (epoch %d, session %s). Its teambus sidecar runs beside it; mail for %s appears here after tool batches and when you stop.\n",
+		who, h.b.Team, h.b.Epoch, h.b.Session, h.b.Member)
 }
 
 func howTo(lead bool) string {

@@ -269,7 +269,7 @@ func resumeCommands() []*cli.Command {
 			},
 		},
 		{
-			Name: "probe", Usage: "check whether a team can be resumed (read-only)", ArgsUsage: "TEAM",
+			Name: "probe", Usage: "check whether a new lead session can resume a team now, and if not why and when (read-only)", ArgsUsage: "TEAM",
 			Flags: flags(connFlags(), []cli.Flag{jsonFlag()}),
 			Action: func(c *cli.Context) error {
 				return teamReport(c, func(s *session, id string) (*team.Report, error) { return s.svc.Probe(s.ctx, id) })
@@ -367,6 +367,14 @@ func printReport(c *cli.Context, r *team.Report) error {
 	fmt.Fprintf(w, "team %s: %s — %s (lead epoch %d, session %s, took %s)\n", r.Team, r.Status, r.Decision, r.LeadEpoch, dash(r.LeadSession), r.Took)
 	if r.OldLead != "" {
 		fmt.Fprintf(w, "took over from lead session %s (fenced)\n", r.OldLead)
+	}
+	if r.Why != "" {
+		// Probe: what a `team resume --session NEW` meets now.
+		verdict := "a new lead session can not resume now"
+		if r.Decision == team.DecisionResumable {
+			verdict = "a new lead session can resume now"
+		}
+		fmt.Fprintf(w, "%s: %s\n", verdict, r.Why)
 	}
 	if r.LeadTimeoutDetectedAt != nil {
 		fmt.Fprintf(w, "teammates detected the lead gone at %s\n", formatTime(*r.LeadTimeoutDetectedAt))
