@@ -51,19 +51,54 @@ type CrashResult struct {
 	Paused bool
 	// Tasks are the tasks that went back to the queue (or were paused).
 	Tasks []string
+	// Checkpointed are those of Tasks that have a checkpoint to resume
+	// from; the others start over.
+	Checkpointed []string
 	// Crashes is the member's crash count after this crash.
 	Crashes int
 }
 
 // CrashNotice is the message the lead gets when member crashed: what
 // happened to its task and what to do, from either sidecar that saw it.
+// It says "with its checkpoint" only of a task that has one.
 func CrashNotice(teamID, member, reason string, res CrashResult) string {
-	tasks := strings.Join(res.Tasks, ", ")
-	if tasks == "" {
-		tasks = "none"
-	}
 	if res.Paused {
-		return fmt.Sprintf("%s crashed (%s), crash %d: past the crash limit, task %s and the member are paused; decide with `teambus task reassign` or `teambus task reopen`", member, reason, res.Crashes, tasks)
+		what := "the member is paused"
+		if len(res.Tasks) > 0 {
+			what = "task " + strings.Join(res.Tasks, ", ") + " and the member are paused"
+		}
+		return fmt.Sprintf("%s crashed (%s), crash %d: past the crash limit, %s; decide with `teambus task reassign` or `teambus task reopen`", member, reason, res.Crashes, what)
 	}
-	return fmt.Sprintf("%s crashed (%s), crash %d: task %s back in the queue with its checkpoint; respawn it with `teambus brief --team %s --member %s`", member, reason, res.Crashes, tasks, teamID, member)
+	return fmt.Sprintf("%s crashed (%s), crash %d: %s; respawn it with `teambus brief --team %s --member %s`", member, reason, res.Crashes, requeued(res), teamID, member)
+}
+
+// requeued says which tasks went back to the queue, and with or without
+// a checkpoint.
+func requeued(res CrashResult) string {
+	has := map[string]bool{}
+	for _, id := range res.Checkpointed {
+		has[id] = true
+	}
+	var with, without []string
+	for _, id := range res.Tasks {
+		if has[id] {
+			with = append(with, id)
+		} else {
+			without = append(without, id)
+		}
+	}
+	switch {
+	case len(res.Tasks) == 0:
+		return "it held no task"
+	case len(res.Tasks) == 1 && len(with) == 1:
+		return "task " + with[0] + " back in the queue with its checkpoint"
+	case len(res.Tasks) == 1:
+		return "task " + without[0] + " back in the queue, without a checkpoint: it starts over"
+	case len(without) == 0:
+		return "tasks " + strings.Join(with, ", ") + " back in the queue with their checkpoints"
+	case len(with) == 0:
+		return "tasks " + strings.Join(without, ", ") + " back in the queue, without checkpoints: they start over"
+	}
+	return fmt.Sprintf("tasks %s back in the queue; %s with a checkpoint, %s without one (starts over)",
+		strings.Join(res.Tasks, ", "), strings.Join(with, ", "), strings.Join(without, ", "))
 }

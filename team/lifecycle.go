@@ -225,6 +225,9 @@ func (s *Service) MarkCrashed(ctx context.Context, team, member string, epoch in
 		}
 		for _, t := range tasks {
 			res.Tasks = append(res.Tasks, t.ID)
+			if t.Checkpoint != nil {
+				res.Checkpointed = append(res.Checkpointed, t.ID)
+			}
 		}
 		return nil
 	})

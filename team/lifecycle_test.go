@@ -455,3 +455,37 @@ func TestService_RestartInboxImmediate(t *testing.T) {
 		return nil
 	})
 }
+
+// A crash notice says "with its checkpoint" only of a task that has one
+// (issue 23 item 5): the crash result says which tasks have one.
+func TestService_MarkCrashed_NoticeSaysCheckpointOnlyWhenThere(t *testing.T) {
+	f := newFixture(t, team.Config{})
+	f.create(t, "alpha", "L", testPolicy(), "tm1", "tm2")
+	ctx := testCtx(t)
+	f.addTask(t, "alpha", "engine", 0)
+	f.addTask(t, "alpha", "wheels", 0)
+	tm1, tm2 := actorOf("alpha", "tm1"), actorOf("alpha", "tm2")
+	if _, err := f.svc.Claim(ctx, tm1, "engine"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Claim(ctx, tm2, "wheels"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Checkpoint(ctx, tm2, team.CheckpointSpec{LastAction: "two wheels on"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.svc.MarkCrashed(ctx, "alpha", "tm1", 1, "pid exited")
+	if err != nil || len(res.Checkpointed) != 0 || !reflect.DeepEqual(res.Tasks, []string{"engine"}) {
+		t.Fatalf("crash without a checkpoint = %+v, %v; want task engine, none checkpointed", res, err)
+	}
+	if n := teambus.CrashNotice("alpha", "tm1", "pid exited", res); strings.Contains(n, "with its checkpoint") || !strings.Contains(n, "without a checkpoint") {
+		t.Errorf("notice for a task without a checkpoint: %q", n)
+	}
+	res, err = f.svc.MarkCrashed(ctx, "alpha", "tm2", 1, "pid exited")
+	if err != nil || !reflect.DeepEqual(res.Checkpointed, []string{"wheels"}) {
+		t.Fatalf("crash with a checkpoint = %+v, %v; want wheels checkpointed", res, err)
+	}
+	if n := teambus.CrashNotice("alpha", "tm2", "pid exited", res); !strings.Contains(n, "task wheels back in the queue with its checkpoint") {
+		t.Errorf("notice for a task with a checkpoint: %q", n)
+	}
+}
