@@ -58,6 +58,8 @@ type LeadHeldError struct {
 	// Live is true when the lead's heartbeat is fresh (or it attached and
 	// has not beaten yet): it holds the team until it stops.
 	Live bool
+	// Beating: Live by its heartbeat, not only by a fresh attach.
+	Beating bool
 	// Seen is how long ago the lead was last seen.
 	Seen time.Duration
 	// At is when takeover-after passes; meaningful when !Live.
@@ -73,8 +75,11 @@ func (e *LeadHeldError) Error() string { return e.Why() + ": " + e.When("use --f
 
 // Why says what holds the team.
 func (e *LeadHeldError) Why() string {
-	if e.Live {
+	switch {
+	case e.Beating:
 		return fmt.Sprintf("team %s has a live lead (session %s, epoch %d, last heartbeat %s ago)", e.Team, e.Session, e.Epoch, e.Seen.Round(time.Second))
+	case e.Live:
+		return fmt.Sprintf("team %s has a live lead (session %s, epoch %d, attached %s ago, its first heartbeat due)", e.Team, e.Session, e.Epoch, e.Seen.Round(time.Second))
 	}
 	return fmt.Sprintf("team %s's lead (session %s, epoch %d) went silent %s ago without releasing the team (its sidecar was killed or lost the bus while its agent may still run)", e.Team, e.Session, e.Epoch, e.Seen.Round(time.Second))
 }
@@ -92,26 +97,27 @@ func (e *LeadHeldError) When(force string) string {
 // its heartbeat is fresh, or it attached and has not beaten yet for less
 // than lead-timeout. A released lead is never live. seen is when it was
 // last seen alive.
-func leadLive(t *teambus.Team, hbs map[string]kv.HeartbeatEntry, now time.Time) (live bool, seen time.Time) {
+func leadLive(t *teambus.Team, hbs map[string]kv.HeartbeatEntry, now time.Time) (live bool, seen time.Time, beating bool) {
 	if t.LeadLastSeen != nil {
 		seen = *t.LeadLastSeen
 	}
 	if t.LeadSession == "" || t.LeadReleasedAt != nil {
-		return false, seen
+		return false, seen, false
 	}
 	if hb, ok := hbs[kv.LeadKey]; ok && hb.Epoch == t.LeadEpoch && hb.Session == t.LeadSession {
 		if hb.Created.After(seen) {
 			seen = hb.Created
 		}
-		return hb.Status != teambus.MemberOffline && now.Sub(hb.Created) < t.Policy.LeadTimeout, seen
+		live = hb.Status != teambus.MemberOffline && now.Sub(hb.Created) < t.Policy.LeadTimeout
+		return live, seen, live
 	}
 	// Attached, its first heartbeat not written yet: the attach itself is
 	// the sign of life, as fresh for as long as a heartbeat would be. A
 	// lead that has beaten and stopped (its heartbeat gone) is not live.
 	if t.LeadAttachedAt != nil && t.LeadLastSeen != nil && t.LeadLastSeen.Equal(*t.LeadAttachedAt) {
-		return now.Sub(*t.LeadAttachedAt) < t.Policy.LeadTimeout, seen
+		return now.Sub(*t.LeadAttachedAt) < t.Policy.LeadTimeout, seen, false
 	}
-	return false, seen
+	return false, seen, false
 }
 
 // leadHold returns what keeps another session from taking the team's
@@ -121,7 +127,7 @@ func leadHold(t *teambus.Team, hbs map[string]kv.HeartbeatEntry, now time.Time) 
 	if t.LeadSession == "" || t.LeadReleasedAt != nil {
 		return nil
 	}
-	live, seen := leadLive(t, hbs, now)
+	live, seen, beating := leadLive(t, hbs, now)
 	age := time.Duration(1 << 62)
 	if !seen.IsZero() {
 		age = max(now.Sub(seen), 0)
@@ -129,7 +135,7 @@ func leadHold(t *teambus.Team, hbs map[string]kv.HeartbeatEntry, now time.Time) 
 	if !live && age >= t.Policy.TakeoverAfter {
 		return nil
 	}
-	return &LeadHeldError{Team: t.ID, Session: t.LeadSession, Epoch: t.LeadEpoch, Live: live, Seen: age,
+	return &LeadHeldError{Team: t.ID, Session: t.LeadSession, Epoch: t.LeadEpoch, Live: live, Beating: beating, Seen: age,
 		At: now.Add(t.Policy.TakeoverAfter - age), TakeoverAfter: t.Policy.TakeoverAfter}
 }
 
@@ -254,7 +260,7 @@ func (s *Service) alreadyLead(ctx context.Context, team, session string) (*Repor
 	// that, a resume in that moment (an agent's first command beside the
 	// sidecar its SessionStart hook started) reattached and fenced the
 	// lead it names.
-	if live, _ := leadLive(t, hbs, s.Now()); !live {
+	if live, _, _ := leadLive(t, hbs, s.Now()); !live {
 		return nil, nil
 	}
 	return s.report(ctx, t, DecisionAlreadyLead)

@@ -78,8 +78,10 @@ func TestResume_LeadSessionFromCreate(t *testing.T) {
 	if err != nil || r.Decision != team.DecisionAttach || r.LeadEpoch != 1 {
 		t.Fatalf("the named lead attaches = %+v, %v", r, err)
 	}
-	if p, err := f.svc.Probe(ctx, "ls"); err != nil || p.Decision != team.DecisionResumable {
-		t.Errorf("probe of an active team = %+v, %v; want resumable", p, err)
+	// Attached a moment ago: another session's resume would refuse, and
+	// probe says so.
+	if p, err := f.svc.Probe(ctx, "ls"); err != nil || p.Decision != team.DecisionLeadLive {
+		t.Errorf("probe of an active team with a fresh lead = %+v, %v; want lead_live", p, err)
 	}
 }
 

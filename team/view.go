@@ -41,10 +41,18 @@ type View struct {
 
 // LeadView is the lead's liveness.
 type LeadView struct {
-	Session       string     `json:"session"`
-	Epoch         int64      `json:"epoch"`
-	Online        bool       `json:"online"`
+	Session string `json:"session"`
+	Epoch   int64  `json:"epoch"`
+	// Online: the lead's heartbeat of this epoch is fresh.
+	Online bool `json:"online"`
+	// LastHeartbeat is when the lead was last seen alive: its heartbeat
+	// while the key lives, else the last beat it recorded in the team
+	// (the key is deleted at a clean stop and expires after a crash).
 	LastHeartbeat *time.Time `json:"last_heartbeat"`
+	// ReleasedAt is when the lead released the team (Released says why):
+	// its sidecar stopped cleanly or its agent exited.
+	ReleasedAt *time.Time `json:"released_at,omitempty"`
+	Released   string     `json:"released,omitempty"`
 }
 
 // Snapshot returns the records the view was built from.
@@ -120,10 +128,14 @@ func buildView(snap *kv.Snapshot, hbs map[string]kv.HeartbeatEntry, now time.Tim
 	for st, n := range teambus.CountByStatus(snap.Tasks) {
 		v.Counts[string(st)] = n
 	}
-	lv := &LeadView{Session: snap.Team.LeadSession, Epoch: snap.Team.LeadEpoch}
-	if hb, ok := hbs[kv.LeadKey]; ok {
+	t := snap.Team
+	lv := &LeadView{Session: t.LeadSession, Epoch: t.LeadEpoch, ReleasedAt: t.LeadReleasedAt, Released: t.LeadReleased}
+	if hb, ok := hbs[kv.LeadKey]; ok && hb.Session == t.LeadSession && hb.Epoch == t.LeadEpoch {
 		lv.LastHeartbeat = teambus.TimePtr(hb.Created)
-		lv.Online = hb.Session == snap.Team.LeadSession && now.Sub(hb.Created) < pol.LeadTimeout
+		lv.Online = t.LeadReleasedAt == nil && hb.Status != teambus.MemberOffline && now.Sub(hb.Created) < pol.LeadTimeout
+	}
+	if t.LeadSession != "" && t.LeadLastSeen != nil && (lv.LastHeartbeat == nil || t.LeadLastSeen.After(*lv.LastHeartbeat)) {
+		lv.LastHeartbeat = teambus.TimePtr(*t.LeadLastSeen)
 	}
 	v.Lead = lv
 	return v

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/teambus/teambus"
@@ -36,4 +37,32 @@ func writeBody(w *strings.Builder, s, indent string) {
 		w.WriteString(indent)
 		s = s[i+1:]
 	}
+}
+
+// teamStatusText is team_status's text: the team, then one line per
+// member saying each thing once (its status, its liveness when that adds
+// something, epoch, task), then the tasks and whether the lead is online.
+func teamStatusText(out TeamStatusOut, tasks int) string {
+	var w strings.Builder
+	fmt.Fprintf(&w, "team %s: %s", out.Team, out.Status)
+	for _, m := range out.Members {
+		state := m.Status
+		switch {
+		case m.Condition == "offline" && m.Status == "offline":
+			state = "offline (no heartbeat)"
+		case m.Condition != m.Status && m.Condition != "":
+			state += ", " + m.Condition
+		}
+		task := "no task"
+		if m.Task != "" {
+			task = "task " + m.Task
+		}
+		fmt.Fprintf(&w, "\n%s: %s, epoch %d, %s", m.ID, state, m.Epoch, task)
+	}
+	lead := "offline"
+	if out.LeadOnline {
+		lead = "online"
+	}
+	fmt.Fprintf(&w, "\ntasks %d, %d%% done; lead %s", tasks, out.Progress, lead)
+	return w.String()
 }

@@ -565,8 +565,6 @@ func (s *Server) teamStatus(ctx context.Context, _ *mcp.CallToolRequest, id Iden
 	if v.Lead != nil {
 		out.LeadOnline = v.Lead.Online
 	}
-	var w strings.Builder
-	fmt.Fprintf(&w, "team %s: %s", v.Team.ID, v.Team.Status)
 	for _, m := range v.Members {
 		ms := MemberStatusOut{ID: m.ID, Role: m.Role, Status: string(m.Status), Epoch: m.Epoch,
 			LastHeartbeat: timePtrString(m.LastHeartbeat), LastActivity: timePtrString(m.LastActivity), Condition: condition(m)}
@@ -574,7 +572,6 @@ func (s *Server) teamStatus(ctx context.Context, _ *mcp.CallToolRequest, id Iden
 			ms.Task = *m.Task
 		}
 		out.Members = append(out.Members, ms)
-		fmt.Fprintf(&w, "\n%s %s epoch %d %s task %s", m.ID, ms.Status, m.Epoch, ms.Condition, orDash(ms.Task))
 	}
 	total, done := 0, 0
 	for st, n := range v.Counts {
@@ -587,8 +584,7 @@ func (s *Server) teamStatus(ctx context.Context, _ *mcp.CallToolRequest, id Iden
 	if total > 0 {
 		out.Progress = done * 100 / total
 	}
-	fmt.Fprintf(&w, "\ntasks %d, %d%% done, lead online %v", total, out.Progress, out.LeadOnline)
-	return out, w.String(), nil
+	return out, teamStatusText(out, total), nil
 }
 
 func (s *Server) brief(ctx context.Context, _ *mcp.CallToolRequest, id Identity, in BriefIn) (BriefOut, string, error) {

@@ -49,8 +49,10 @@ function showError(msg) {
   p.hidden = !msg;
 }
 
-function age(ts) {
-  if (!ts) return 'never';
+// age says how long ago ts was; without ts, none (the heartbeat cells:
+// 'never' only of one that never beat, '—' of one whose key is gone).
+function age(ts, none) {
+  if (!ts) return none || 'never';
   const s = Math.max(0, Math.round((Date.now() + clockSkew - Date.parse(ts)) / 1000));
   if (s < 90) return s + 's ago';
   if (s < 5400) return Math.round(s / 60) + 'm ago';
@@ -143,8 +145,8 @@ function renderState(v) {
   $('team-title').replaceChildren(el('span', {text: t.id + ' '}), statusTag(t.status));
   const lead = v.lead || {};
   const facts = [
-    ['lead', (lead.session || 'none') + ' · epoch ' + (lead.epoch || 0) + ' · ' + (lead.online ? 'online' : 'offline') +
-      ' · heartbeat ' + age(lead.last_heartbeat)],
+    ['lead', lead.session ? lead.session + ' · epoch ' + (lead.epoch || 0) + ' · ' + leadState(lead) +
+      ' · last seen ' + age(lead.last_heartbeat) : 'none attached'],
     ['created', new Date(t.created_at).toLocaleString()],
     ['progress', v.progress + '% of ' + v.tasks.length + ' tasks done'],
   ];
@@ -164,10 +166,25 @@ function renderState(v) {
   if (sel.options.length === 1) for (const ty of MSG_TYPES) sel.append(el('option', {value: ty, text: ty}));
 }
 
+// leadState is the lead's liveness in one word, and why when it let go.
+function leadState(lead) {
+  if (lead.online) return 'online';
+  if (lead.released_at) return 'released ' + age(lead.released_at) + (lead.released === 'agent_exited' ? ' (its agent exited)' : ' (stopped cleanly)');
+  return 'offline';
+}
+
+// hbNone is the heartbeat cell of a member without a live heartbeat key:
+// 'never' only of one that never registered.
+function hbNone(m) {
+  return m.session ? '—' : 'never';
+}
+
 function condition(m) {
   const c = [];
   if (m.zombie_since) c.push('zombie since ' + clock(m.zombie_since));
-  if (!m.online && m.session) c.push('no heartbeat');
+  // Offline members say it in the status column; the others (crashed,
+  // paused, shut down) are not expected to beat.
+  if (!m.online && m.session && m.status !== 'offline' && !['crashed', 'paused', 'shutdown'].includes(m.status)) c.push('no heartbeat');
   if (!m.session) c.push('not registered');
   if (m.context_pct) c.push('context ' + m.context_pct + '%');
   if (view && view.team.probes && view.team.probes[m.id]) c.push('probed ' + age(view.team.probes[m.id].sent_at));
@@ -180,18 +197,18 @@ function renderMembers(v) {
   const lead = v.lead || {};
   rows.push(el('tr', {'data-member': 'lead'},
     el('td', {}, el('b', {text: 'lead'})), el('td', {text: 'lead'}),
-    el('td', {}, statusTag(lead.online ? 'online' : 'offline')),
+    el('td', {}, statusTag(lead.online ? 'online' : lead.released_at ? 'released' : 'offline')),
     el('td', {text: String(lead.epoch || 0)}),
-    el('td', {class: 'hb', 'data-ts': lead.last_heartbeat || '', text: age(lead.last_heartbeat)}),
-    el('td', {text: lead.session ? 'session ' + lead.session : 'no lead attached'}),
+    el('td', {class: 'hb', 'data-ts': lead.last_heartbeat || '', 'data-none': 'never', text: age(lead.last_heartbeat)}),
+    el('td', {text: lead.session ? 'session ' + lead.session + (lead.released_at ? ', ' + leadState(lead) : '') : 'no lead attached'}),
     el('td', {text: ''}), el('td', {text: ''}), el('td', {})));
   for (const m of v.members) {
     rows.push(el('tr', {'data-member': m.id},
       el('td', {}, el('b', {text: m.id}), m.name && m.name !== m.id ? el('span', {class: 'dim', text: ' ' + m.name}) : null),
       el('td', {text: m.role}),
-      el('td', {}, statusTag(m.status), m.online ? null : el('span', {class: 'dim', text: ' (offline)'})),
+      el('td', {}, statusTag(m.status)),
       el('td', {text: String(m.epoch)}),
-      el('td', {class: 'hb', 'data-ts': m.last_heartbeat || '', text: age(m.last_heartbeat)}),
+      el('td', {class: 'hb', 'data-ts': m.last_heartbeat || '', 'data-none': hbNone(m), text: age(m.last_heartbeat, hbNone(m))}),
       el('td', {text: condition(m)}),
       el('td', {text: String(m.crash_count)}),
       el('td', {}, m.task ? el('a', {href: '#', onclick: (e) => { e.preventDefault(); selectTask(m.task); }, text: m.task}) : '—'),
@@ -332,7 +349,7 @@ document.addEventListener('DOMContentLoaded', () => {
   // Heartbeat ages move with the clock, not with the bus: redraw them
   // every second from the last view, without a request.
   setInterval(() => {
-    for (const td of document.querySelectorAll('td.hb')) td.textContent = age(td.dataset.ts);
+    for (const td of document.querySelectorAll('td.hb')) td.textContent = age(td.dataset.ts, td.dataset.none);
   }, 1000);
   route();
 });
