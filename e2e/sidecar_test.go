@@ -444,14 +444,16 @@ func TestResume_Validation_ExitCodes(t *testing.T) {
 	if out, stderr, code := e.run("team", "resume", "rv", "--session", "L1", "--json"); code != 0 || !strings.Contains(out, `"already_lead"`) { // issue 12 item 9
 		t.Errorf("same session: exit %d: %s %s", code, out, stderr)
 	}
-	if _, stderr, code := e.run("team", "resume", "rv", "--session", "L2"); code != 1 || !strings.Contains(stderr, "takeover becomes possible") {
+	if _, stderr, code := e.run("team", "resume", "rv", "--session", "L2"); code != 1 || !strings.Contains(stderr, "has a live lead") || !strings.Contains(stderr, "--force") {
 		t.Errorf("live lead, other session: exit %d, want 1: %s", code, stderr)
 	}
 	if out, stderr, code := e.run("team", "resume", "rv", "--session", "L2", "--force", "--json"); code != 0 || !strings.Contains(out, `"takeover"`) {
 		t.Errorf("forced takeover: exit %d: %s %s", code, out, stderr)
 	}
-	if out, _, code := e.run("team", "probe", "rv", "--json"); code != 0 || !strings.Contains(out, `"resumable"`) {
-		t.Errorf("probe: exit %d: %s", code, out)
+	// L2 attached without a sidecar and never releases: another session
+	// waits for takeover-after, and probe says so (not "resumable").
+	if p, _, code := e.probeThenResume("rv", "L3"); code != 1 || p.Decision == team.DecisionResumable || p.Why == "" {
+		t.Errorf("probe %q (%s), resume by another session exit %d: want refused and probe saying why", p.Decision, p.Why, code)
 	}
 	if _, _, code := e.run("team", "complete", "rv"); code != 0 {
 		t.Fatalf("complete: exit %d", code)
