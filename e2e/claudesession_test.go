@@ -94,7 +94,8 @@ func TestClaudeSim_LeadAndTeammateCrash(t *testing.T) {
 		}
 		return nil
 	})
-	// A new lead session takes over once takeover-after has passed.
+	// A new lead session takes over at once: the lead's sidecar saw its
+	// Claude process exit and released the team.
 	lead2 := e.newSim("lead2", simSettingsFile(t, "alpha", "lead"))
 	e.waitFor(20*time.Second, "a new lead session bound", func() error {
 		if c := lead2.Start("startup"); !strings.Contains(c, "this session is the lead of team alpha") {

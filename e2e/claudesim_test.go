@@ -85,6 +85,8 @@ type sim struct {
 	project  string
 	envFile  string
 	prompt   int
+	// env is added to every handler's environment (after the defaults).
+	env []string
 
 	mu         sync.Mutex
 	transcript []string // "Event: context"
@@ -174,6 +176,7 @@ func (s *sim) runHandler(event string, h simHandler, payload []byte, rewake bool
 	cmd.Env = append(os.Environ(), "CLAUDE_PID="+fmt.Sprint(s.claude.Pid()), "CLAUDE_CODE_SESSION_ID="+s.session,
 		"CLAUDE_PROJECT_DIR="+s.project, "CLAUDECODE=1", "CLAUDE_CODE_CHILD_SESSION=1", "TEAMBUS_DIR="+s.e.node.Dir(),
 		"TEAMBUS_TEAM=", "TEAMBUS_MEMBER=", "TEAMBUS_SESSION=", "TEAMBUS_FORCE=")
+	cmd.Env = append(cmd.Env, s.env...)
 	if event == "SessionStart" {
 		cmd.Env = append(cmd.Env, "CLAUDE_ENV_FILE="+s.envFile)
 	}

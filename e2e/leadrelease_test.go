@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -107,5 +108,59 @@ func TestLead_AgentKilledReleasesTheTeam(t *testing.T) {
 	// And now that one beats, a third session is refused again.
 	if _, text, code := e.probeThenResume("lk", "L3"); code != 1 || !strings.Contains(text, "has a live lead (session L2") {
 		t.Errorf("resume past the new live lead: exit %d: %s", code, text)
+	}
+}
+
+// The lead of a Claude session comes back: the hook's refusal of a live
+// lead names TEAMBUS_FORCE=1, the switch that works there (and it does);
+// a lead session that ends cleanly (SessionEnd stops its sidecar) releases
+// the team, and the next `claude` binds as the lead at once, far inside
+// takeover-after.
+func TestClaudeSim_LeadComesBackAfterCleanExit(t *testing.T) {
+	e := newEnv(t)
+	e.createTeam("cb", releasePolicy(), "tm1")
+	// A lead that beats, started by hand (no hook binding on this host).
+	_, manual := e.startLead("cb", "L0")
+	e.waitLeadBeats("cb", 1)
+
+	lead := e.newSim("lead", simSettingsFile(t, "cb", "lead"))
+	c := lead.Start("startup")
+	for _, want := range []string{"not bound as the lead of team cb", "has a live lead (session L0", "TEAMBUS_FORCE=1"} {
+		if !strings.Contains(c, want) {
+			t.Fatalf("SessionStart past a live lead lacks %q:\n%s", want, c)
+		}
+	}
+	if strings.Contains(c, "--force") {
+		t.Errorf("the hook's refusal names --force, which a claude session can not pass:\n%s", c)
+	}
+	// The switch it names works.
+	lead = e.newSim("lead-forced", simSettingsFile(t, "cb", "lead"))
+	lead.env = []string{"TEAMBUS_FORCE=1"}
+	if c := lead.Start("startup"); !strings.Contains(c, "this session is the lead of team cb") {
+		t.Fatalf("SessionStart with TEAMBUS_FORCE=1:\n%s", c)
+	}
+	if c := manual.exitCode(t, 10*time.Second); c == 0 {
+		t.Errorf("the fenced manual lead exited 0:\n%s", manual.output())
+	}
+	e.waitLeadBeats("cb", 1)
+
+	// Quit Claude cleanly: SessionEnd stops the sidecar, which releases.
+	lead.End("prompt_input_exit")
+	e.waitFor(10*time.Second, "the lead released the team", func() error {
+		tm, _, err := e.svc.Store().Team(context.Background(), "cb")
+		if err != nil {
+			return err
+		}
+		if tm.LeadReleasedAt == nil {
+			return fmt.Errorf("not released: lead %s epoch %d", tm.LeadSession, tm.LeadEpoch)
+		}
+		return nil
+	})
+	lead.Kill9() // the Claude process is gone after its SessionEnd
+
+	// `claude` again: a new session id, bound as the lead without force.
+	again := e.newSim("lead-again", simSettingsFile(t, "cb", "lead"))
+	if c := again.Start("startup"); !strings.Contains(c, "this session is the lead of team cb") || !strings.Contains(c, "takeover") {
+		t.Fatalf("SessionStart after a clean exit of the lead:\n%s", c)
 	}
 }
