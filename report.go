@@ -69,18 +69,18 @@ func CrashNotice(teamID, member, reason string, res CrashResult) string {
 		}
 		return fmt.Sprintf("%s crashed (%s), crash %d: past the crash limit, %s; decide with `teambus task reassign` or `teambus task reopen`", member, reason, res.Crashes, what)
 	}
-	return fmt.Sprintf("%s crashed (%s), crash %d: %s; respawn it with `teambus brief --team %s --member %s`", member, reason, res.Crashes, requeued(res), teamID, member)
+	return fmt.Sprintf("%s crashed (%s), crash %d: %s; respawn it with `teambus brief --team %s --member %s`", member, reason, res.Crashes, Requeued(res.Tasks, res.Checkpointed), teamID, member)
 }
 
-// requeued says which tasks went back to the queue, and with or without
-// a checkpoint.
-func requeued(res CrashResult) string {
+// Requeued says that tasks went back to the queue, and with or without a
+// checkpoint: checkpointed are those of tasks that have one.
+func Requeued(tasks, checkpointed []string) string {
 	has := map[string]bool{}
-	for _, id := range res.Checkpointed {
+	for _, id := range checkpointed {
 		has[id] = true
 	}
 	var with, without []string
-	for _, id := range res.Tasks {
+	for _, id := range tasks {
 		if has[id] {
 			with = append(with, id)
 		} else {
@@ -88,11 +88,11 @@ func requeued(res CrashResult) string {
 		}
 	}
 	switch {
-	case len(res.Tasks) == 0:
+	case len(tasks) == 0:
 		return "it held no task"
-	case len(res.Tasks) == 1 && len(with) == 1:
+	case len(tasks) == 1 && len(with) == 1:
 		return "task " + with[0] + " back in the queue with its checkpoint"
-	case len(res.Tasks) == 1:
+	case len(tasks) == 1:
 		return "task " + without[0] + " back in the queue, without a checkpoint: it starts over"
 	case len(without) == 0:
 		return "tasks " + strings.Join(with, ", ") + " back in the queue with their checkpoints"
@@ -100,5 +100,5 @@ func requeued(res CrashResult) string {
 		return "tasks " + strings.Join(without, ", ") + " back in the queue, without checkpoints: they start over"
 	}
 	return fmt.Sprintf("tasks %s back in the queue; %s with a checkpoint, %s without one (starts over)",
-		strings.Join(res.Tasks, ", "), strings.Join(with, ", "), strings.Join(without, ", "))
+		strings.Join(tasks, ", "), strings.Join(with, ", "), strings.Join(without, ", "))
 }

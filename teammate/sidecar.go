@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/teambus/teambus"
@@ -502,19 +501,21 @@ func (s *Sidecar) checkBlocked(ctx context.Context) {
 
 // releaseTasks gives the member's tasks back to the queue with their
 // checkpoints.
-func (s *Sidecar) releaseTasks(ctx context.Context, why string) []string {
+func (s *Sidecar) releaseTasks(ctx context.Context, why string) (out, checkpointed []string) {
 	snap, err := s.svc.State(ctx, s.cfg.Team)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	var out []string
 	for _, t := range snap.MemberTasks(s.cfg.Member) {
 		if err := s.svc.ReleaseTask(ctx, s.cfg.Team, s.cfg.Member, s.cfg.Session, t.ID); err == nil {
 			out = append(out, t.ID)
+			if t.Checkpoint != nil {
+				checkpointed = append(checkpointed, t.ID)
+			}
 			s.log.Info("task released", "task", t.ID, "why", why)
 		}
 	}
-	return out
+	return out, checkpointed
 }
 
 // shutdown is the clean exit: tasks released with their checkpoints, the
@@ -522,14 +523,14 @@ func (s *Sidecar) releaseTasks(ctx context.Context, why string) []string {
 func (s *Sidecar) shutdown(ctx context.Context, why string) (Outcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	released := s.releaseTasks(ctx, why)
+	released, checkpointed := s.releaseTasks(ctx, why)
 	if err := s.svc.SetMemberStatus(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.MemberShutdown); err != nil {
 		s.log.Warn("mark shutdown", "err", err)
 	}
 	_ = s.svc.StopBeat(ctx, s.cfg.Team, s.cfg.Member) // the heartbeat key expires by its TTL anyway
 	body := fmt.Sprintf("%s shut down (%s)", s.cfg.Member, why)
 	if len(released) > 0 {
-		body += fmt.Sprintf(": task %s back in the queue with its checkpoint", strings.Join(released, ", "))
+		body += ": " + teambus.Requeued(released, checkpointed)
 	}
 	if err := s.svc.Notify(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.Lead, teambus.MsgSystem, fmt.Sprintf("shutdown/%d", s.epoch), body, map[string]any{"released": released}); err != nil {
 		s.log.Warn("tell the lead", "err", err) // the shutdown is in the member record; the notice is for the lead's agent
