@@ -423,6 +423,9 @@ func TestUnit_Lead(t *testing.T) {
 				if err := u.stopped(t); !errors.Is(err, teambus.ErrFenced) {
 					t.Fatalf("run: %v, want ErrFenced (exit code 3)", err)
 				}
+				if tm, _ := u.ft.Team(context.Background(), "lu"); tm.LeadReleasedAt != nil {
+					t.Fatal("a fenced lead released its successor's team")
+				}
 				if got := u.ft.Outcomes(); len(got) != 1 || got[0] != "fenced" {
 					t.Fatalf("session outcomes %q", got)
 				}
@@ -444,6 +447,9 @@ func TestUnit_Lead(t *testing.T) {
 				if got := u.ft.Outcomes(); len(got) != 1 || got[0] != "stopped" {
 					t.Fatalf("session outcomes %q", got)
 				}
+				if tm, _ := u.ft.Team(context.Background(), "lu"); tm.LeadReleasedAt == nil || tm.LeadReleased != teambus.LeadStopped {
+					t.Fatalf("team after a clean stop: released %v (%q), want released: stopped", tm.LeadReleasedAt, tm.LeadReleased)
+				}
 				if u.ft.InboxStops(teambus.Lead) != 1 {
 					t.Fatal("sidecar inbox not stopped")
 				}
@@ -461,6 +467,9 @@ func TestUnit_Lead(t *testing.T) {
 				}
 				if got := u.ft.Outcomes(); len(got) != 1 || got[0] != "agent_exited" {
 					t.Fatalf("session outcomes %q", got)
+				}
+				if tm, _ := u.ft.Team(context.Background(), "lu"); tm.LeadReleasedAt == nil || tm.LeadReleased != teambus.LeadAgentExited {
+					t.Fatalf("team after the agent exited: released %v (%q), want released: agent_exited", tm.LeadReleasedAt, tm.LeadReleased)
 				}
 			},
 		},

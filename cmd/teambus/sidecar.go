@@ -36,7 +36,8 @@ func leadCommand() *cli.Command {
 		Usage: "run the lead sidecar beside the lead's agent session (foreground)",
 		Description: "Attaches as the team's lead (the resume validation sequence), heartbeats, probes silent or\n" +
 			"stuck teammates and confirms crashes, requeues their tasks with checkpoints, escalates past the\n" +
-			"crash limit. With --pid it stops heartbeating when the lead agent exits.",
+			"crash limit. With --pid it stops heartbeating when the lead agent exits. When it stops cleanly (SIGTERM,\n" +
+			"SIGINT) or sees its agent exit, it releases the team: the next lead session resumes it at once.",
 		Flags: flags(connFlags(), logFlags(), []cli.Flag{teamFlag(), sessionFlag(),
 			&cli.BoolFlag{Name: "force", Usage: "take over from a lead that is not stale yet", EnvVars: []string{"TEAMBUS_FORCE"}},
 			&cli.IntFlag{Name: "pid", Usage: "the lead agent's process id to watch", EnvVars: []string{"TEAMBUS_PID"}},

@@ -273,8 +273,14 @@ func printView(w io.Writer, v *team.View) error {
 	lead := "none attached"
 	if t.LeadSession != "" {
 		state := "offline"
-		if v.Lead.Online {
+		switch {
+		case v.Lead.Online:
 			state = "online"
+		case v.Lead.ReleasedAt != nil:
+			state = fmt.Sprintf("released the team at %s (%s)", formatTime(*v.Lead.ReleasedAt), teambus.ReleaseWords(v.Lead.Released))
+		}
+		if !v.Lead.Online && v.Lead.LastHeartbeat != nil {
+			state += ", last seen " + formatTime(*v.Lead.LastHeartbeat)
 		}
 		lead = fmt.Sprintf("session %s, epoch %d, %s", t.LeadSession, t.LeadEpoch, state)
 	}
