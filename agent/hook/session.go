@@ -141,6 +141,8 @@ func (h *hook) rebrief(ctx context.Context) int {
 	switch {
 	case h.b.Lead():
 		if rep, err := h.svc.Probe(ctx, h.b.Team); err == nil {
+			// The probe speaks of a new session; this one is the lead.
+			rep.Decision, rep.Why = team.DecisionAlreadyLead, ""
 			brief = leadSummary(rep)
 		}
 	case h.p.Source == "compact":

@@ -66,3 +66,28 @@ func teamStatusText(out TeamStatusOut, tasks int) string {
 	fmt.Fprintf(&w, "\ntasks %d, %d%% done; lead %s", tasks, out.Progress, lead)
 	return w.String()
 }
+
+// reportText is team_resume's and team_probe's text: each member's state
+// said once (its liveness, and its status when that adds something).
+func reportText(r ReportOut) string {
+	var w strings.Builder
+	fmt.Fprintf(&w, "team %s: %s, decision %s, %d%% done, lead %s epoch %d", r.Team, r.Status, r.Decision, r.Progress, orDash(r.LeadSession), r.LeadEpoch)
+	if r.Why != "" {
+		w.WriteString("\nresume by a new lead session: " + cleanLine(r.Why))
+	}
+	for _, s := range r.Warnings {
+		w.WriteString("\nwarning: " + cleanLine(s))
+	}
+	for _, m := range r.Members {
+		state := m.State
+		if m.Status != "" && m.Status != m.State {
+			state += " (" + m.Status + ")"
+		}
+		task := "no task"
+		if m.Task != "" {
+			task = "task " + m.Task
+		}
+		fmt.Fprintf(&w, "\n%s: %s, epoch %d, %s", m.ID, state, m.Epoch, task)
+	}
+	return w.String()
+}

@@ -36,3 +36,20 @@ func TestTeamStatusText_SaysEachThingOnce(t *testing.T) {
 		t.Errorf("lead offline: %q", got)
 	}
 }
+
+// team_probe's text says each member's state once and what a resume by a
+// new session meets.
+func TestReportText_SaysEachThingOnce(t *testing.T) {
+	r := ReportOut{Team: "alpha", Status: "active", Decision: "lead_live", Progress: 50, LeadSession: "L1", LeadEpoch: 2,
+		Why: "team alpha has a live lead (session L1, epoch 2, last heartbeat 1s ago): another session resumes once that lead stops",
+		Members: []MemberStateOut{{ID: "tm1", State: "online", Status: "in_progress", Epoch: 1, Task: "wheels"},
+			{ID: "tm2", State: "offline", Status: "offline", Epoch: 1, Task: "engine"}}}
+	got := reportText(r)
+	want := "team alpha: active, decision lead_live, 50% done, lead L1 epoch 2\n" +
+		"resume by a new lead session: team alpha has a live lead (session L1, epoch 2, last heartbeat 1s ago): another session resumes once that lead stops\n" +
+		"tm1: online (in_progress), epoch 1, task wheels\n" +
+		"tm2: offline, epoch 1, task engine"
+	if got != want {
+		t.Fatalf("report text:\n%s\nwant:\n%s", got, want)
+	}
+}

@@ -676,17 +676,6 @@ func (s *Server) taskReassign(ctx context.Context, _ *mcp.CallToolRequest, id Id
 	return TaskResult{Task: *taskOut(t)}, taskText("reassigned", t), nil
 }
 
-func reportText(r ReportOut) string {
-	s := fmt.Sprintf("team %s: %s, decision %s, %d%% done, lead %s epoch %d", r.Team, r.Status, r.Decision, r.Progress, r.LeadSession, r.LeadEpoch)
-	for _, w := range r.Warnings {
-		s += "\nwarning: " + cleanLine(w)
-	}
-	for _, m := range r.Members {
-		s += fmt.Sprintf("\n%s %s %s epoch %d task %s", m.ID, m.State, m.Status, m.Epoch, orDash(m.Task))
-	}
-	return s
-}
-
 func (s *Server) teamResume(ctx context.Context, _ *mcp.CallToolRequest, id Identity, in TeamResumeIn) (ReportOut, string, error) {
 	if id.Member != teambus.Lead {
 		return ReportOut{}, "", teambus.Invalidf("%s is not the lead: only member lead may resume the team", id.Member)

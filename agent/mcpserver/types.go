@@ -358,6 +358,8 @@ type ReportOut struct {
 	MailboxTail []MessageOut     `json:"mailbox_tail"`
 	LeadSession string           `json:"lead_session"`
 	LeadEpoch   int64            `json:"lead_epoch"`
+	Why         string           `json:"why,omitempty" jsonschema:"team_probe: what a resume by a new lead session meets now, and when it may succeed"`
+	ResumableAt string           `json:"resumable_at,omitempty" jsonschema:"team_probe, decision wait: when a new lead session may take over without force"`
 	Took        string           `json:"took"`
 }
 
@@ -365,7 +367,7 @@ func reportOut(r *team.Report) ReportOut {
 	out := ReportOut{
 		Team: r.Team, Status: string(r.Status), Decision: r.Decision, Warnings: nonNil(r.Warnings),
 		Members: []MemberStateOut{}, Tasks: r.Tasks, Progress: r.Progress, MailboxTail: []MessageOut{},
-		LeadSession: r.LeadSession, LeadEpoch: r.LeadEpoch, Took: r.Took,
+		LeadSession: r.LeadSession, LeadEpoch: r.LeadEpoch, Why: r.Why, ResumableAt: timePtrString(r.ResumableAt), Took: r.Took,
 	}
 	if out.Tasks == nil {
 		out.Tasks = map[string]int{}
