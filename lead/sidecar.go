@@ -288,6 +288,10 @@ func (s *Sidecar) beat(ctx context.Context) error {
 			return false, teambus.Fencedf("lead epoch %d (session %s) replaced this lead (epoch %d)", t.LeadEpoch, t.LeadSession, s.epoch)
 		}
 		t.LeadLastSeen = teambus.TimePtr(now)
+		// A lead that beats holds the team again: a sidecar adopting the
+		// lead after its predecessor released it (stopped by hand while the
+		// agent lives on) takes the release back.
+		t.LeadReleasedAt, t.LeadReleased = nil, ""
 		return true, nil
 	})
 	if err != nil {

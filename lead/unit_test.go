@@ -542,3 +542,23 @@ func TestUnit_LeadAdoptReplaced(t *testing.T) {
 		t.Fatal("a refused adopt changed the team")
 	}
 }
+
+// TestUnit_LeadAdoptAfterRelease: a sidecar that adopts a lead whose
+// previous sidecar released the team (stopped by hand while the agent
+// lives on) takes the release back with its first beat: the team is held
+// again and another session can not walk in without force.
+func TestUnit_LeadAdoptAfterRelease(t *testing.T) {
+	u := newUnit(t)
+	if _, err := u.ft.Resume(context.Background(), "lu", "L1", false, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.ft.UpdateTeam(context.Background(), "lu", func(tm *teambus.Team) (bool, error) {
+		return tm.ReleaseLead("L1", 1, u.clk.Now(), teambus.LeadStopped), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	u.start(t, lead.Config{Session: "L1", Adopt: true})
+	if tm := u.ft.Snapshot().Team; tm.LeadReleasedAt != nil || tm.LeadReleased != "" {
+		t.Fatalf("adopted lead beats but the team still says released %v (%q)", tm.LeadReleasedAt, tm.LeadReleased)
+	}
+}
