@@ -79,7 +79,7 @@ func (e *LeadHeldError) Why() string {
 	case e.Beating:
 		return fmt.Sprintf("team %s has a live lead (session %s, epoch %d, last heartbeat %s ago)", e.Team, e.Session, e.Epoch, e.Seen.Round(time.Second))
 	case e.Live:
-		return fmt.Sprintf("team %s has a live lead (session %s, epoch %d, attached %s ago, its first heartbeat due)", e.Team, e.Session, e.Epoch, e.Seen.Round(time.Second))
+		return fmt.Sprintf("team %s's lead (session %s, epoch %d) attached %s ago and its first heartbeat is due", e.Team, e.Session, e.Epoch, e.Seen.Round(time.Second))
 	}
 	return fmt.Sprintf("team %s's lead (session %s, epoch %d) went silent %s ago without releasing the team (its sidecar was killed or lost the bus while its agent may still run)", e.Team, e.Session, e.Epoch, e.Seen.Round(time.Second))
 }
