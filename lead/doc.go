@@ -23,6 +23,14 @@
 // sidecar stops heartbeating when the lead's agent exits, so the teammates
 // see the lead gone after lead-timeout.
 //
+// A lead that lets go releases the team: when the sidecar stops cleanly
+// (SIGTERM, SIGINT: a SessionEnd hook's stop) or sees its agent exit, it
+// records the release in the team record with compare-and-set (nothing
+// when another lead attached since), and the next lead session resumes at
+// once instead of waiting for takeover-after. A kill -9 of the sidecar
+// releases nothing: that lead is held for takeover-after. Its next beat
+// takes a release back (a sidecar adopting a lead whose agent lives on).
+//
 // The sidecar is a loop over small interfaces: Team (the team service as
 // team.SidecarAPI gives it: domain values, heartbeat changes and the
 // sidecar inbox as typed channels), a clock (internal/clock) and a
