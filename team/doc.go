@@ -17,6 +17,13 @@
 // checkpoint and write the team to a directory. Repair (repair.go) fixes
 // damaged state records (kv.Store.Repair) and logs state.repaired.
 //
+// Resume (resume.go) attaches a lead session: another session takes over a
+// lead that released the team (stopped cleanly, or its agent exited), one
+// silent for takeover-after, or any with force; otherwise it is refused
+// with a LeadHeldError saying why (a live lead: its heartbeat is fresh; or
+// a silent one not yet past takeover-after) and when. Probe says which of
+// these a new session meets now, changing nothing.
+//
 // SidecarAPI (sidecarapi.go) is the service as the lead and teammate
 // sidecars use it, with no JetStream type in sight: heartbeat and state
 // watches come through one typed pump, a sidecar inbox through
