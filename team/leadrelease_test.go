@@ -3,6 +3,7 @@ package team_test
 import (
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,5 +110,28 @@ func TestResume_ReleasedLeadTakenOverAtOnce(t *testing.T) {
 	}
 	if tm, _, _ := f.svc.Store().Team(ctx, "rl"); tm.LeadReleasedAt != nil {
 		t.Fatal("a fenced lead released its successor")
+	}
+}
+
+// A lead attached by `team resume` alone (no sidecar beats for it) is not
+// called live once lead-timeout has passed, nor said to have a sidecar
+// that was killed: it attached and never beat. Probe says wait, with when.
+func TestResume_AttachedNeverBeat(t *testing.T) {
+	var skew atomic.Int64
+	f := newFixture(t, team.Config{Now: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }})
+	ctx := testCtx(t)
+	f.create(t, "nb", "L1", slowTakeover(), "tm1")
+	if _, err := f.svc.Resume(ctx, "nb", "L1", false, true); err != nil {
+		t.Fatal(err)
+	}
+	skew.Store(int64(2 * time.Minute)) // past lead-timeout, far inside takeover-after
+	p, err := f.svc.Probe(ctx, "nb")
+	if err != nil || p.Decision != team.DecisionWait || p.ResumableAt == nil || !strings.Contains(p.Why, "has not beaten since") || strings.Contains(p.Why, "killed") {
+		t.Fatalf("probe = %+v, %v; want wait, saying it never beat", p, err)
+	}
+	_, err = f.svc.Resume(ctx, "nb", "L2", false, false)
+	var held *team.LeadHeldError
+	if !errors.As(err, &held) || held.Live || !held.NeverBeat || strings.Contains(err.Error(), "live lead") {
+		t.Fatalf("resume past a lead that never beat = %v, want a refusal not calling it live", err)
 	}
 }

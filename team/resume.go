@@ -60,6 +60,10 @@ type LeadHeldError struct {
 	Live bool
 	// Beating: Live by its heartbeat, not only by a fresh attach.
 	Beating bool
+	// NeverBeat: the lead has not beaten since it attached (no lead
+	// sidecar runs for it: a `team resume` alone, or a sidecar that did
+	// not start).
+	NeverBeat bool
 	// Seen is how long ago the lead was last seen.
 	Seen time.Duration
 	// At is when takeover-after passes; meaningful when !Live.
@@ -80,6 +84,8 @@ func (e *LeadHeldError) Why() string {
 		return fmt.Sprintf("team %s has a live lead (session %s, epoch %d, last heartbeat %s ago)", e.Team, e.Session, e.Epoch, e.Seen.Round(time.Second))
 	case e.Live:
 		return fmt.Sprintf("team %s's lead (session %s, epoch %d) attached %s ago and its first heartbeat is due", e.Team, e.Session, e.Epoch, e.Seen.Round(time.Second))
+	case e.NeverBeat:
+		return fmt.Sprintf("team %s's lead (session %s, epoch %d) attached %s ago and has not beaten since (no lead sidecar runs for it) nor released the team", e.Team, e.Session, e.Epoch, e.Seen.Round(time.Second))
 	}
 	return fmt.Sprintf("team %s's lead (session %s, epoch %d) went silent %s ago without releasing the team (its sidecar was killed or lost the bus while its agent may still run)", e.Team, e.Session, e.Epoch, e.Seen.Round(time.Second))
 }
@@ -135,7 +141,8 @@ func leadHold(t *teambus.Team, hbs map[string]kv.HeartbeatEntry, now time.Time) 
 	if !live && age >= t.Policy.TakeoverAfter {
 		return nil
 	}
-	return &LeadHeldError{Team: t.ID, Session: t.LeadSession, Epoch: t.LeadEpoch, Live: live, Beating: beating, Seen: age,
+	neverBeat := t.LeadAttachedAt != nil && t.LeadLastSeen != nil && t.LeadLastSeen.Equal(*t.LeadAttachedAt) && !beating
+	return &LeadHeldError{Team: t.ID, Session: t.LeadSession, Epoch: t.LeadEpoch, Live: live, Beating: beating, NeverBeat: neverBeat, Seen: age,
 		At: now.Add(t.Policy.TakeoverAfter - age), TakeoverAfter: t.Policy.TakeoverAfter}
 }
 
