@@ -3,6 +3,8 @@ package transcript
 import (
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nats.go"
 )
 
 func TestProjectKey(t *testing.T) {
@@ -39,17 +41,19 @@ func FuzzProjectKey(f *testing.F) {
 	})
 }
 
-func FuzzDecodeManifest(f *testing.F) {
-	f.Add([]byte(`{"v":1,"member":"tm1","session":"s1","gen":1,"size":3,"sha256":"` + strings.Repeat("ab", 32) + `"}`))
-	f.Add([]byte(`{}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := decodeManifest(b)
+func FuzzDecodeCommit(f *testing.F) {
+	f.Add("tb.alpha.tr.tm1.s1.1.c", `{"v":1,"gen":1,"size":0,"state":"c2hhAwAA","tail":"`+strings.Repeat("ab", 16)+`"}`)
+	f.Add("tb.alpha.tr.tm1.s1.1.c", `{}`)
+	s := &Store{team: "alpha"}
+	f.Fuzz(func(t *testing.T, subject, header string) {
+		msg := &storedMsg{Subject: subject, Seq: 1, Header: nats.Header{}}
+		msg.Header.Set(hdrManifest, header)
+		m, err := s.decodeCommit(msg)
 		if err != nil {
 			return
 		}
-		if validate(m.Member, m.Session) != nil || m.Gen < 1 || m.Size < 0 {
+		if validate(m.Member, m.Session) != nil || m.Gen < 1 || m.Size < 0 || len(m.SHA256) != 64 {
 			t.Fatalf("accepted %+v", m)
 		}
-		m.hasher() // a bad state is refused, never a panic
 	})
 }

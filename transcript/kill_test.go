@@ -19,8 +19,9 @@ import (
 
 // The helper process: `<test binary> -test.run=TestHelperSyncLoop` with
 // TRANSCRIPT_HELPER=<url> <token> <path>. It syncs the transcript at path
-// again and again, printing "chunk <offset>" after each stored chunk and
-// "synced <size>" after each sync, until it is killed.
+// again and again, printing "chunk <offset>" after each stored message
+// (data chunk or commit with bytes) and "synced <size>" after each sync,
+// until it is killed.
 func TestHelperSyncLoop(t *testing.T) {
 	args := os.Getenv("TRANSCRIPT_HELPER")
 	if args == "" {
@@ -104,7 +105,9 @@ func TestSync_KillMidSync(t *testing.T) {
 			f := bytes.Fields(lines.Bytes())
 			if len(f) == 2 && string(f[0]) == "synced" {
 				synced, _ = strconv.ParseInt(string(f[1]), 10, 64)
-				tf.grow(20 << 10)
+				// Even rounds append more than a commit carries: a data
+				// chunk, then the commit, and the kill between them.
+				tf.grow(20<<10 + (1-round%2)*300<<10)
 			}
 			if len(f) == 2 && string(f[0]) == "chunk" {
 				chunks++

@@ -29,19 +29,12 @@ func (s *Store) latest(ctx context.Context, member string) (*manifest, error) {
 	if err := teambus.ValidateID("member", member); err != nil {
 		return nil, err
 	}
-	msg, err := s.stream.GetLastMsgForSubject(ctx, "tb."+s.team+"."+kindManifest+"."+member+".*")
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, fmt.Errorf("%w of %s in team %s", ErrNone, member, s.team)
-	}
-	if err != nil {
-		return nil, teambus.Unavailablef("read transcripts of %s in team %s: %w", member, s.team, err)
-	}
-	m, err := decodeManifest(msg.Data)
+	m, _, err := s.lastCommit(ctx, s.memberCommits(member))
 	if err != nil {
 		return nil, err
 	}
-	if m.Member != member {
-		return nil, fmt.Errorf("%w: manifest of %s stored under %s", ErrCorrupt, m.Member, member)
+	if m == nil {
+		return nil, fmt.Errorf("%w of %s in team %s", ErrNone, member, s.team)
 	}
 	return m, nil
 }
@@ -101,20 +94,20 @@ func (s *Store) Restore(ctx context.Context, member, home, cwd string) (Info, st
 // and checks their sha256.
 func (s *Store) assemble(ctx context.Context, m *manifest, w *os.File) error {
 	h := sha256.New()
-	subj := s.chunkSubject(m.Member, m.Session, m.Gen)
+	filter := s.genFilter(m.Member, m.Session, m.Gen)
 	var pos int64
-	for seq := uint64(1); pos < m.Size; {
-		msg, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return fmt.Errorf("%w: transcript of %s session %s: chunks end at %d of %d bytes", ErrCorrupt, m.Member, m.Session, pos, m.Size)
+	for seq := uint64(1); pos < m.Size && seq <= m.Seq; {
+		msg, err := s.get(ctx, directReq{Seq: seq, NextFor: filter})
+		if errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, errNoStream) {
+			break
 		}
 		if err != nil {
 			return teambus.Unavailablef("read transcript of %s session %s: %w", m.Member, m.Session, err)
 		}
-		seq = msg.Sequence + 1
+		seq = msg.Seq + 1
 		off, err := strconv.ParseInt(msg.Header.Get(hdrOffset), 10, 64)
 		if err != nil || off < 0 {
-			return fmt.Errorf("%w: transcript of %s session %s: chunk %d has no offset", ErrCorrupt, m.Member, m.Session, msg.Sequence)
+			return fmt.Errorf("%w: transcript of %s session %s: message %d has no offset", ErrCorrupt, m.Member, m.Session, msg.Seq)
 		}
 		end := off + int64(len(msg.Data))
 		if off > pos || end <= pos {
@@ -126,6 +119,9 @@ func (s *Store) assemble(ctx context.Context, m *manifest, w *os.File) error {
 		}
 		h.Write(b)
 		pos += int64(len(b))
+	}
+	if pos < m.Size {
+		return fmt.Errorf("%w: transcript of %s session %s: stored bytes end at %d of %d", ErrCorrupt, m.Member, m.Session, pos, m.Size)
 	}
 	if got := hexSum(h); got != m.SHA256 {
 		return fmt.Errorf("%w: transcript of %s session %s: sha256 %s, manifest says %s", ErrCorrupt, m.Member, m.Session, got, m.SHA256)

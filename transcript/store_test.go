@@ -240,7 +240,7 @@ func TestStore_Restore_Corrupt(t *testing.T) {
 		{"altered chunk", func(t *testing.T, s *Store, js jetstream.JetStream) {
 			// A chunk at offset 0 whose bytes are not the file's, stored
 			// before the real ones.
-			msg := nats.NewMsg(s.chunkSubject(testMember, testSession, 1))
+			msg := nats.NewMsg(s.genSubject(testMember, testSession, 1, kindData))
 			msg.Data = bytes.Repeat([]byte("x"), 5000)
 			msg.Header.Set(hdrOffset, "0")
 			if _, err := js.PublishMsg(testCtx(t), msg); err != nil {
@@ -248,11 +248,15 @@ func TestStore_Restore_Corrupt(t *testing.T) {
 			}
 		}, nil},
 		{"missing chunk", nil, func(t *testing.T, s *Store, js jetstream.JetStream) {
-			msg, err := s.stream.GetMsg(testCtx(t), 1, jetstream.WithGetMsgSubject(s.chunkSubject(testMember, testSession, 1)))
+			msg, err := s.get(testCtx(t), directReq{Seq: 1, NextFor: s.genFilter(testMember, testSession, 1)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.stream.DeleteMsg(testCtx(t), msg.Sequence); err != nil {
+			st, err := js.Stream(testCtx(t), s.Stream())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.DeleteMsg(testCtx(t), msg.Seq); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -382,6 +386,37 @@ func TestStore_Sync_Concurrent(t *testing.T) {
 	}
 	if _, err := s.Sync(ctx, testMember, testSession, tf.path); err != nil {
 		t.Fatal(err)
+	}
+	if _, got := restored(t, s, ""); !bytes.Equal(got, tf.bytes()) {
+		t.Fatal("restored transcript differs")
+	}
+}
+
+// A commit whose manifest does not decode: Latest and Restore say
+// ErrCorrupt; the next sync starts the session over and restores.
+func TestStore_Sync_CorruptManifest(t *testing.T) {
+	s, js := newStore(t)
+	ctx := testCtx(t)
+	tf := newTranscript(t)
+	tf.grow(100 << 10)
+	if _, err := s.Sync(ctx, testMember, testSession, tf.path, WithCwd("/w")); err != nil {
+		t.Fatal(err)
+	}
+	msg := nats.NewMsg(s.genSubject(testMember, testSession, 1, kindCommit))
+	msg.Header.Set(hdrManifest, `{"v":1,"gen":1,"size":5}`)
+	if _, err := js.PublishMsg(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Latest(ctx, testMember); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("latest: %v, want ErrCorrupt", err)
+	}
+	if _, _, err := s.Restore(ctx, testMember, t.TempDir(), ""); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("restore: %v, want ErrCorrupt", err)
+	}
+	tf.grow(1000)
+	res, err := s.Sync(ctx, testMember, testSession, tf.path, WithCwd("/w"))
+	if err != nil || !res.NewGen || res.Gen != 1 || res.Size != int64(len(tf.bytes())) {
+		t.Fatalf("sync after the bad commit: %+v, %v", res, err)
 	}
 	if _, got := restored(t, s, ""); !bytes.Equal(got, tf.bytes()) {
 		t.Fatal("restored transcript differs")

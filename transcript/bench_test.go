@@ -1,0 +1,44 @@
+package transcript
+
+import (
+	"context"
+	"testing"
+
+	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/node/nodetest"
+)
+
+// BenchmarkSync_20KB: one sync of 20 KB appended to a 10 MB transcript,
+// over loopback TCP, Open included (as a hook does it).
+func BenchmarkSync_20KB(b *testing.B) {
+	n := nodetest.NewBareServer(b)
+	ctx := context.Background()
+	conn, err := bus.Connect(ctx, bus.ConnectConfig{Server: n.URL(), Token: n.Token()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	t := &testing.T{}
+	tf := &transcriptFile{t: t, path: b.TempDir() + "/t.jsonl"}
+	tf.grow(10 << 20)
+	s, err := Open(ctx, conn.JS, testTeam)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Sync(ctx, testMember, testSession, tf.path); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		tf.grow(20 << 10)
+		b.StartTimer()
+		s, err := Open(ctx, conn.JS, testTeam)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Sync(ctx, testMember, testSession, tf.path); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
