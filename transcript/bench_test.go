@@ -1,4 +1,4 @@
-package transcript
+package transcript_test
 
 import (
 	"context"
@@ -6,10 +6,11 @@ import (
 
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/node/nodetest"
+	"github.com/teambus/teambus/transcript"
 )
 
 // BenchmarkSync_20KB: one sync of 20 KB appended to a 10 MB transcript,
-// over loopback TCP, Open included (as a hook does it).
+// over loopback TCP, transcript.Open included (as a hook does it).
 func BenchmarkSync_20KB(b *testing.B) {
 	n := nodetest.NewBareServer(b)
 	ctx := context.Background()
@@ -21,7 +22,7 @@ func BenchmarkSync_20KB(b *testing.B) {
 	t := &testing.T{}
 	tf := &transcriptFile{t: t, path: b.TempDir() + "/t.jsonl"}
 	tf.grow(10 << 20)
-	s, err := Open(ctx, conn.JS, testTeam)
+	s, err := transcript.Open(ctx, conn.JS, testTeam)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func BenchmarkSync_20KB(b *testing.B) {
 		b.StopTimer()
 		tf.grow(20 << 10)
 		b.StartTimer()
-		s, err := Open(ctx, conn.JS, testTeam)
+		s, err := transcript.Open(ctx, conn.JS, testTeam)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,10 +1,11 @@
-package transcript
+package transcript_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go"
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/transcript"
 )
 
 func TestProjectKey(t *testing.T) {
@@ -19,7 +20,7 @@ func TestProjectKey(t *testing.T) {
 		// (computed independently).
 		{long, "-home-dev-very-long-directory-name-very-long-directory-name-very-long-directory-name-very-long-directory-name-very-long-directory-name-very-long-directory-name-very-long-directory-name-very-long-direc-a4f4bn"},
 	} {
-		if got := ProjectKey(tc.cwd); got != tc.want {
+		if got := transcript.ProjectKey(tc.cwd); got != tc.want {
 			t.Errorf("ProjectKey(%q) = %q, want %q", tc.cwd, got, tc.want)
 		}
 	}
@@ -29,8 +30,8 @@ func FuzzProjectKey(f *testing.F) {
 	f.Add("/tmp/ccwork-x")
 	f.Add(strings.Repeat("/ab", 100))
 	f.Fuzz(func(t *testing.T, cwd string) {
-		k := ProjectKey(cwd)
-		if len(k) > maxKey+1+7 {
+		k := transcript.ProjectKey(cwd)
+		if len(k) > transcript.MaxKey+1+7 {
 			t.Fatalf("key of %d bytes", len(k))
 		}
 		for _, c := range k {
@@ -44,16 +45,13 @@ func FuzzProjectKey(f *testing.F) {
 func FuzzDecodeCommit(f *testing.F) {
 	f.Add("tb.alpha.tr.tm1.s1.1.c", `{"v":1,"gen":1,"size":0,"state":"c2hhAwAA","tail":"`+strings.Repeat("ab", 16)+`"}`)
 	f.Add("tb.alpha.tr.tm1.s1.1.c", `{}`)
-	s := &Store{team: "alpha"}
 	f.Fuzz(func(t *testing.T, subject, header string) {
-		msg := &storedMsg{Subject: subject, Seq: 1, Header: nats.Header{}}
-		msg.Header.Set(hdrManifest, header)
-		m, err := s.decodeCommit(msg)
+		info, err := transcript.DecodeCommit("alpha", subject, header)
 		if err != nil {
 			return
 		}
-		if validate(m.Member, m.Session) != nil || m.Gen < 1 || m.Size < 0 || len(m.SHA256) != 64 {
-			t.Fatalf("accepted %+v", m)
+		if teambus.ValidateID("member", info.Member) != nil || teambus.ValidateID("session", info.SessionID) != nil || info.Gen < 1 || info.Size < 0 || len(info.SHA256) != 64 {
+			t.Fatalf("accepted %+v", info)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package transcript
+package transcript_test
 
 import (
 	"bufio"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/node/nodetest"
+	"github.com/teambus/teambus/transcript"
 )
 
 // The helper process: `<test binary> -test.run=TestHelperSyncLoop` with
@@ -38,20 +39,20 @@ func TestHelperSyncLoop(t *testing.T) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
 	}
-	s, err := Open(ctx, conn.JS, testTeam)
+	s, err := transcript.Open(ctx, conn.JS, testTeam)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
 	}
 	out := bufio.NewWriter(os.Stdout)
-	s.afterChunk = func(off int64) {
+	s.SetAfterChunk(func(off int64) {
 		fmt.Fprintf(out, "chunk %d\n", off)
 		out.Flush()
 		// Time for the test to kill the process before the manifest.
 		time.Sleep(20 * time.Millisecond)
-	}
+	})
 	for {
-		res, err := s.Sync(ctx, testMember, testSession, path, WithCwd("/w"))
+		res, err := s.Sync(ctx, testMember, testSession, path, transcript.WithCwd("/w"))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(3)
@@ -74,7 +75,7 @@ func TestSync_KillMidSync(t *testing.T) {
 	n := nodetest.NewBareServer(t)
 	c := nodetest.Connect(t, n)
 	ctx := testCtx(t)
-	s, err := Open(ctx, c.JS, testTeam)
+	s, err := transcript.Open(ctx, c.JS, testTeam)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func TestSync_KillMidSync(t *testing.T) {
 		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 			t.Fatalf("round %d: helper ended with %v before the kill: %s", round, err, stderr.String())
 		}
-		if _, err := s.Latest(ctx, testMember); errors.Is(err, ErrNone) && synced == 0 {
+		if _, err := s.Latest(ctx, testMember); errors.Is(err, transcript.ErrNone) && synced == 0 {
 			t.Logf("round %d: killed during the first round of the first sync: nothing stored yet", round)
 			continue
 		}
