@@ -31,6 +31,9 @@ type Info struct {
 	// Gen is the generation: it grows when the file shrank or its end
 	// changed and was sent whole again.
 	Gen int64
+	// Kept is set by Restore when it found the file already in place,
+	// starting with the stored transcript, and left it as it was.
+	Kept bool
 }
 
 // manifest is what a commit says about its session's transcript: the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -421,5 +422,80 @@ func TestStore_Sync_CorruptManifest(t *testing.T) {
 	}
 	if _, got := restored(t, s, ""); !bytes.Equal(got, tf.bytes()) {
 		t.Fatal("restored transcript differs")
+	}
+}
+
+// Restore on the host the session ran on: a file that holds the stored
+// transcript and more is kept; one that differs is replaced.
+func TestStore_Restore_KeepsLongerLocalFile(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := testCtx(t)
+	home := t.TempDir()
+	dir := filepath.Join(home, ".claude", "projects", transcript.ProjectKey("/w"))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tf := &transcriptFile{t: t, path: filepath.Join(dir, testSession+".jsonl")}
+	tf.grow(50 << 10)
+	if _, err := s.Sync(ctx, testMember, testSession, tf.path, transcript.WithCwd("/w")); err != nil {
+		t.Fatal(err)
+	}
+	tf.grow(1000) // written after the last sync
+	want := tf.bytes()
+	info, path, err := s.Restore(ctx, testMember, home, "")
+	if err != nil || path != tf.path || !info.Kept {
+		t.Fatalf("restore: %+v %s %v, want the local file kept", info, path, err)
+	}
+	if !bytes.Equal(tf.bytes(), want) {
+		t.Fatal("the local file changed")
+	}
+	if err := os.WriteFile(tf.path, bytes.Repeat([]byte("z\n"), 40<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	info, _, err = s.Restore(ctx, testMember, home, "")
+	if err != nil || info.Kept {
+		t.Fatalf("restore over a different file: %+v %v", info, err)
+	}
+	if got := tf.bytes(); !bytes.Equal(got, want[:info.Size]) {
+		t.Fatal("restore did not replace a file that is not the transcript")
+	}
+}
+
+// List and WriteTo: every session of every member, each as stored.
+func TestStore_List(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := testCtx(t)
+	if l, err := s.List(ctx); err != nil || len(l) != 0 {
+		t.Fatalf("list of no transcripts: %v %v", l, err)
+	}
+	files := map[string]*transcriptFile{}
+	for _, id := range []string{"tm2/s1", "tm1/s2", "tm1/s1"} {
+		member, session, _ := strings.Cut(id, "/")
+		tf := &transcriptFile{t: t, path: filepath.Join(t.TempDir(), session+".jsonl")}
+		tf.grow(3000)
+		files[id] = tf
+		if _, err := s.Sync(ctx, member, session, tf.path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files["tm1/s1"].grow(300 << 10) // a second generation-1 commit with data chunks
+	if _, err := s.Sync(ctx, "tm1", "s1", files["tm1/s1"].path); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, info := range l {
+		id := info.Member + "/" + info.SessionID
+		got = append(got, id)
+		var b bytes.Buffer
+		if _, err := s.WriteTo(ctx, info.Member, info.SessionID, &b); err != nil || !bytes.Equal(b.Bytes(), files[id].bytes()) {
+			t.Fatalf("WriteTo %s: %v, or not the file", id, err)
+		}
+	}
+	if strings.Join(got, " ") != "tm1/s1 tm1/s2 tm2/s1" {
+		t.Fatalf("list %v", got)
 	}
 }
