@@ -119,7 +119,7 @@ func (s *Store) Sync(ctx context.Context, member, sessionID, path string, opts .
 	if cwd == "" && old != nil {
 		cwd = old.Cwd
 	}
-	buf := make([]byte, ChunkSize)
+	buf := make([]byte, min(int64(ChunkSize), max(end-base, 1)))
 	// At least one round: a new generation commits even when the file
 	// holds no complete line.
 	for off := base; ; {
@@ -234,8 +234,9 @@ func tailHash(f *os.File, end int64) (string, error) {
 // size), or base when there is none: a line still being written is sent
 // by a later sync.
 func lastLineEnd(f *os.File, base, size int64) (int64, error) {
-	const step = 64 << 10
-	buf := make([]byte, step)
+	// A transcript almost always ends with a newline: read a little first.
+	step := int64(4 << 10)
+	buf := make([]byte, 64<<10)
 	for hi := size; hi > base; {
 		lo := max(base, hi-step)
 		b := buf[:hi-lo]
@@ -245,7 +246,7 @@ func lastLineEnd(f *os.File, base, size int64) (int64, error) {
 		if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
 			return lo + int64(i) + 1, nil
 		}
-		hi = lo
+		hi, step = lo, min(2*step, int64(len(buf)))
 	}
 	return base, nil
 }
