@@ -242,7 +242,7 @@ func TestStore_Restore_Corrupt(t *testing.T) {
 		{"altered chunk", func(t *testing.T, s *transcript.Store, js jetstream.JetStream) {
 			// A chunk at offset 0 whose bytes are not the file's, stored
 			// before the real ones.
-			msg := nats.NewMsg(s.GenSubject(testMember, testSession, 1, transcript.KindData))
+			msg := nats.NewMsg(s.DataSubject(testMember, testSession, 1))
 			msg.Data = bytes.Repeat([]byte("x"), 5000)
 			msg.Header.Set(transcript.HdrOffset, "0")
 			if _, err := js.PublishMsg(testCtx(t), msg); err != nil {
@@ -404,8 +404,8 @@ func TestStore_Sync_CorruptManifest(t *testing.T) {
 	if _, err := s.Sync(ctx, testMember, testSession, tf.path, transcript.WithCwd("/w")); err != nil {
 		t.Fatal(err)
 	}
-	msg := nats.NewMsg(s.GenSubject(testMember, testSession, 1, transcript.KindCommit))
-	msg.Header.Set(transcript.HdrManifest, `{"v":1,"gen":1,"size":5}`)
+	msg := nats.NewMsg(s.CommitSubject(testMember, testSession))
+	msg.Header.Set(transcript.HdrManifest, `{"v":1,"g":1,"n":5}`)
 	if _, err := js.PublishMsg(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
