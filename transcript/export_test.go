@@ -31,9 +31,6 @@ func (s *Store) FirstSeq(ctx context.Context, member, session string, gen int64)
 	return msg.Seq, nil
 }
 
-// SetAfterChunk runs f after each stored message with bytes.
-func (s *Store) SetAfterChunk(f func(off int64)) { s.afterChunk = f }
-
 // DecodeCommit decodes a commit of team stored on subject with the
 // manifest header.
 func DecodeCommit(team, subject, header string) (Info, error) {

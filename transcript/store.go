@@ -55,8 +55,6 @@ type Store struct {
 	now  func() time.Time
 	// ensured is set once the stream is known to exist.
 	ensured bool
-	// afterChunk, when set (by tests), runs after each chunk is stored.
-	afterChunk func(off int64)
 }
 
 // New returns the team's transcript store without any I/O: its stream is

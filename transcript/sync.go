@@ -39,7 +39,15 @@ type SyncResult struct {
 // SyncOption sets an optional field of a sync.
 type SyncOption func(*syncOpts)
 
-type syncOpts struct{ cwd string }
+type syncOpts struct {
+	cwd    string
+	stored func(off int64)
+}
+
+// OnStored calls f after each message with bytes of this sync is stored,
+// with the offset its bytes end at: progress, or a fault injected between
+// a data chunk and its commit.
+func OnStored(f func(off int64)) SyncOption { return func(o *syncOpts) { o.stored = f } }
 
 // WithCwd records the session's working directory with the transcript
 // (where a restore puts it when not told otherwise).
@@ -141,8 +149,8 @@ func (s *Store) Sync(ctx context.Context, member, sessionID, path string, opts .
 			}
 			off += int64(n)
 			res.Sent += int64(n)
-			if s.afterChunk != nil {
-				s.afterChunk(off)
+			if o.stored != nil {
+				o.stored(off)
 			}
 		}
 		m := &manifest{V: 1, Member: member, Session: sessionID, Gen: gen, Size: off + int64(len(inline)), Cwd: cwd}
@@ -161,8 +169,10 @@ func (s *Store) Sync(ctx context.Context, member, sessionID, path string, opts .
 		off = m.Size
 		res.Sent += int64(len(inline))
 		res.Size, res.SHA256 = off, m.SHA256
-		if s.afterChunk != nil && len(inline) > 0 {
-			s.afterChunk(off)
+		if len(inline) > 0 {
+			if o.stored != nil {
+				o.stored(off)
+			}
 		}
 		if off >= end {
 			break

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/teambus/teambus/eventlog"
@@ -85,7 +86,13 @@ func (h *hook) transcriptSync(ctx context.Context) (transcript.SyncResult, error
 	if err != nil {
 		return transcript.SyncResult{}, err
 	}
-	res, err := st.Sync(ctx, h.b.Member, h.p.SessionID, h.p.TranscriptPath, transcript.WithCwd(h.p.Cwd))
+	opts := []transcript.SyncOption{transcript.WithCwd(h.p.Cwd)}
+	if h.cfg.Getenv("TEAMBUS_HOOK_FAULT") == "crash-during-transcript-sync" {
+		// Fault injection for the crash tests: die after the sync's first
+		// stored message (a data chunk before its commit, or the commit).
+		opts = append(opts, transcript.OnStored(func(int64) { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) }))
+	}
+	res, err := st.Sync(ctx, h.b.Member, h.p.SessionID, h.p.TranscriptPath, opts...)
 	if err != nil {
 		return res, fmt.Errorf("transcript sync: %w", err)
 	}
