@@ -2,6 +2,7 @@ package hook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"syscall"
@@ -80,6 +81,12 @@ func (h *hook) transcriptSync(ctx context.Context) (transcript.SyncResult, error
 	}
 	if err := h.connect(ctx); err != nil {
 		return transcript.SyncResult{}, err
+	}
+	if _, _, member := h.conn.MemberOf(); member {
+		// A member credential reaches its team through the team service
+		// only, which has no transcript verb: the streams would refuse
+		// (after a timeout), so do not try.
+		return transcript.SyncResult{}, errors.New("transcript sync: not with a member credential (it needs the node's own connection)")
 	}
 	// New, not Open: no round trip; the first sync creates the stream.
 	st, err := transcript.New(h.conn.JS, h.b.Team)
