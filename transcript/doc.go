@@ -17,8 +17,9 @@
 // can marshal), and stores them. A sync of a few KB — every tool batch of a
 // running session — is one message, hence one fsync: the commit with the
 // new bytes and the new manifest {generation, size, sha256 state, hash of
-// the last 4 KiB, working directory}, about 340 bytes with the subject and
-// headers. A larger one sends data chunks first, each after the previous
+// the last 4 KiB, working directory, and the project directory Claude Code
+// used when it is not the one the working directory gives}, about 340
+// bytes with the subject and headers. A larger one sends data chunks first, each after the previous
 // one's ack and with the publish id <member>.<session>.<gen>.<offset>.<length>
 // so a retried chunk is stored once, then the commit; a long one commits
 // every 4 MiB. Every commit is a compare-and-set on the session's newest

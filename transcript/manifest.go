@@ -31,6 +31,10 @@ type Info struct {
 	// Gen is the generation: it grows when the file shrank or its end
 	// changed and was sent whole again.
 	Gen int64
+	// ProjectKey is the directory under ~/.claude/projects the session's
+	// transcript was in: ProjectKey(Cwd), unless Claude Code chose another
+	// (as it does in a git worktree); "" when neither is known.
+	ProjectKey string
 	// Kept is set by Restore when it found the file already in place,
 	// starting with the stored transcript, and left it as it was.
 	Kept bool
@@ -50,6 +54,9 @@ type manifest struct {
 	// bytes.
 	Tail []byte `json:"t"`
 	Cwd  string `json:"w,omitempty"`
+	// Key is the project directory Claude Code kept the transcript in,
+	// when it is not ProjectKey(Cwd) (a git worktree, say).
+	Key string `json:"k,omitempty"`
 
 	Member   string    `json:"-"`
 	Session  string    `json:"-"`
@@ -62,7 +69,11 @@ type manifest struct {
 const tailLen = 12
 
 func (m *manifest) info() Info {
-	return Info{Member: m.Member, SessionID: m.Session, Cwd: m.Cwd, Size: m.Size, SHA256: m.SHA256, SyncedAt: m.SyncedAt, Gen: m.Gen}
+	key := m.Key
+	if key == "" && m.Cwd != "" {
+		key = ProjectKey(m.Cwd)
+	}
+	return Info{Member: m.Member, SessionID: m.Session, Cwd: m.Cwd, ProjectKey: key, Size: m.Size, SHA256: m.SHA256, SyncedAt: m.SyncedAt, Gen: m.Gen}
 }
 
 // hasher returns the sha256 digest in the state the manifest saved.
@@ -132,7 +143,7 @@ func (s *Store) decodeCommit(msg *storedMsg) (*manifest, error) {
 		return nil, fmt.Errorf("%w: manifest %d on subject %q", ErrCorrupt, msg.Seq, msg.Subject)
 	}
 	m.Member, m.Session = tok[3], tok[4]
-	if m.V != 1 || m.Gen < 1 || m.Size < 0 || len(m.Tail) != tailLen {
+	if m.V != 1 || m.Gen < 1 || m.Size < 0 || len(m.Tail) != tailLen || (m.Key != "" && !validKey(m.Key)) {
 		return nil, fmt.Errorf("%w: manifest %d of %s session %s is not a version 1 manifest", ErrCorrupt, m.Seq, m.Member, m.Session)
 	}
 	h, ok := m.hasher()

@@ -47,7 +47,8 @@ func (s *Store) latest(ctx context.Context, member string) (*manifest, error) {
 // Restore writes the newest transcript of member to
 // <home>/.claude/projects/<ProjectKey(cwd)>/<session>.jsonl, where
 // `claude --resume <session>` run in cwd with HOME=home finds it. An empty
-// cwd is the one recorded at sync. The file is written beside its target
+// cwd is the one recorded at sync; for that one the directory is the one
+// Claude Code used (Info.ProjectKey), which differs in a git worktree. The file is written beside its target
 // and renamed into place only when its size and sha256 match the
 // manifest (ErrCorrupt otherwise, and nothing is written there), ErrNone
 // when member has no transcript. A file already there whose first Size
@@ -60,13 +61,14 @@ func (s *Store) Restore(ctx context.Context, member, home, cwd string) (Info, st
 		return Info{}, "", err
 	}
 	info := m.info()
-	if cwd == "" {
-		cwd = m.Cwd
+	key := info.ProjectKey
+	if cwd != "" && cwd != m.Cwd {
+		key = ProjectKey(cwd)
 	}
-	if home == "" || cwd == "" {
+	if home == "" || key == "" {
 		return info, "", teambus.Invalidf("restore transcript of %s: need a home directory and a working directory", member)
 	}
-	dir := filepath.Join(home, ".claude", "projects", ProjectKey(cwd))
+	dir := filepath.Join(home, ".claude", "projects", key)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return info, "", fmt.Errorf("restore transcript of %s: %w", member, err)
 	}
@@ -213,6 +215,21 @@ func commitOfGen(msg *storedMsg, gen string) bool {
 		Gen json.Number `json:"g"`
 	}
 	return json.Unmarshal([]byte(msg.Header.Get(hdrManifest)), &m) == nil && string(m.Gen) == gen
+}
+
+// validKey reports whether key can be a project directory: what
+// ProjectKey makes, nothing that leaves the projects directory.
+func validKey(key string) bool {
+	if key == "" || len(key) > maxKey+1+13 {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // maxKey is the longest project key Claude Code uses as is; a longer one

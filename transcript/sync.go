@@ -9,6 +9,7 @@ import (
 	"hash"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -121,9 +122,12 @@ func (s *Store) Sync(ctx context.Context, member, sessionID, path string, opts .
 		res.Took = time.Since(start)
 		return res, nil
 	}
-	cwd := o.cwd
+	cwd, key := o.cwd, keyOf(path)
 	if cwd == "" && old != nil {
 		cwd = old.Cwd
+	}
+	if cwd != "" && key == ProjectKey(cwd) {
+		key = "" // the usual case: nothing to store
 	}
 	buf := make([]byte, min(int64(ChunkSize), max(end-base, 1)))
 	// firstSeq is the sequence of this sync's first commit.
@@ -153,7 +157,7 @@ func (s *Store) Sync(ctx context.Context, member, sessionID, path string, opts .
 				o.stored(off)
 			}
 		}
-		m := &manifest{V: 1, Member: member, Session: sessionID, Gen: gen, Size: off + int64(len(inline)), Cwd: cwd}
+		m := &manifest{V: 1, Member: member, Session: sessionID, Gen: gen, Size: off + int64(len(inline)), Cwd: cwd, Key: key}
 		if err := m.setState(h); err != nil {
 			return res, err
 		}
@@ -223,6 +227,16 @@ func (s *Store) commit(ctx context.Context, m *manifest, off int64, data []byte,
 		return 0, teambus.Unavailablef("commit transcript of %s session %s: %w", m.Member, m.Session, err)
 	}
 	return ack.Sequence, nil
+}
+
+// keyOf returns the project directory of a transcript at
+// .../projects/<key>/<session>.jsonl, or "".
+func keyOf(path string) string {
+	dir := filepath.Dir(path)
+	if key := filepath.Base(dir); filepath.Base(filepath.Dir(dir)) == "projects" && validKey(key) {
+		return key
+	}
+	return ""
 }
 
 // tailMatches reports whether the last min(tailBytes, m.Size) bytes before
