@@ -313,3 +313,23 @@ func ValidateHost(name string) error { return teambus.ValidateID("host", name) }
 
 // SpawnSubject is the subject a host answers spawn requests on.
 func SpawnSubject(host string) string { return "tbhost." + host + ".spawn" }
+
+// OpenExisting opens the two buckets without creating them: nil, nil
+// when no spawn or host was ever recorded on this bus.
+func OpenExisting(ctx context.Context, js jetstream.JetStream) (*Registry, error) {
+	recs, err := js.KeyValue(ctx, RecordBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, teambus.Unavailablef("open the spawn records: %w", err)
+	}
+	hosts, err := js.KeyValue(ctx, HostBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, teambus.Unavailablef("open the host registry: %w", err)
+	}
+	return &Registry{js: js, recs: recs, hosts: hosts}, nil
+}

@@ -264,7 +264,13 @@ func teamShow(c *cli.Context, s *session, id string) error {
 	if c.Bool("json") {
 		return printJSON(c.App.Writer, v)
 	}
-	return printView(c.App.Writer, v)
+	if err := printView(c.App.Writer, v); err != nil {
+		return err
+	}
+	if s.conn != nil {
+		printMemberHosts(s.ctx, s.conn.JS, id, c.App.Writer)
+	}
+	return nil
 }
 
 func printView(w io.Writer, v *team.View) error {
