@@ -10,16 +10,17 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/team"
 )
 
-// Event types of the team log written here.
+// Event types of the team log written here (declared in eventlog).
 const (
-	EvMemberSpawned   = "member.spawned"   // a member's session was started: data.name, host, mode, pid, from
-	EvMemberRespawned = "member.respawned" // a crashed member was restarted: data.name, crashed_epoch, host, from (transcript|brief), note
-	EvHostJoined      = "host.joined"      // a teambus host started serving the team: data.host, machine, max
-	EvHostLost        = "host.lost"        // a host's registration expired: data.host, members judged crashed
+	EvMemberSpawned   = eventlog.EvMemberSpawned
+	EvMemberRespawned = eventlog.EvMemberRespawned
+	EvHostJoined      = eventlog.EvHostJoined
+	EvHostLost        = eventlog.EvHostLost
 )
 
 // Transcripts restores a member's newest Claude Code transcript onto this
