@@ -111,7 +111,9 @@ func (h *Host) Run(ctx context.Context) error {
 	if err := svc.AddEndpoint("spawn", micro.HandlerFunc(func(r micro.Request) { h.handleSpawn(ctx, r) }), micro.WithEndpointSubject(SpawnSubject(h.cfg.Name))); err != nil {
 		return teambus.Unavailablef("host service: %w", err)
 	}
-	if err := h.cfg.NC.FlushWithContext(ctx); err != nil {
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := h.cfg.NC.FlushWithContext(fctx); err != nil {
 		return teambus.Unavailablef("host service: %w", err)
 	}
 	h.log.Info("host running", "machine", Machine(), "max", h.cfg.Max, "ttl", h.cfg.TTL, "teams", h.cfg.Teams)
