@@ -36,7 +36,7 @@ func hostCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "team", Usage: "serve only this team (repeatable; default: every team)"},
 			claudeFlag(),
 		}),
-		Action:      runHost,
+		Action: runHost,
 	}
 }
 
@@ -192,4 +192,3 @@ func sortedHosts(m map[string]spawn.HostInfo) []spawn.HostInfo {
 	}
 	return out
 }
-

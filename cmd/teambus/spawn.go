@@ -207,4 +207,3 @@ func firstLine(s string) string {
 	}
 	return s
 }
-
