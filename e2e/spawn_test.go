@@ -290,3 +290,149 @@ func TestSpawn_AutoRespawn_ThenCrashBudget(t *testing.T) {
 		t.Errorf("member.spawned events: %v", ev)
 	}
 }
+
+// Issue 25: two hosts with different HOMEs on one bus. The member runs on
+// h1; h1, the agent and its sidecar are killed together (-9): nobody is
+// left on that machine to report the crash. h2 sees h1's registration
+// expire (host.lost), judges the member crashed (its heartbeat stopped)
+// and respawns it on h2, once.
+func TestSpawn_HostLost_RespawnsOnAnotherHost(t *testing.T) {
+	e := newSpawnEnv(t)
+	pol := fastPolicy()
+	pol.Respawn, pol.CrashLimit = teambus.RespawnAuto, 2
+	e.createTeam("alpha", pol, "tm1")
+	e.addTask("alpha", "t1")
+	agent, startsFile := e.script()
+	killSpawned(t, agent)
+	killSpawned(t, "teammate", "--team alpha", e.node.Dir())
+	home1, home2 := t.TempDir(), t.TempDir()
+	h1 := e.host("h1", home1)
+	e.host("h2", home2)
+
+	if out, errOut, code := e.spawnCLI(nil, "--team", "alpha", "--member", "tm1", "--on", "h1", "--cwd", t.TempDir(), "--agent", agent, "--", startsFile); code != 0 {
+		t.Fatalf("spawn: exit %d\n%s%s", code, out, errOut)
+	}
+	e.waitWorking("alpha", "tm1", 1, 15*time.Second)
+	rec := e.record("alpha", "tm1")
+	sidecars := processes("teammate", "--member tm1", e.node.Dir())
+	if len(sidecars) != 1 {
+		t.Fatalf("%d sidecars of tm1, want 1", len(sidecars))
+	}
+	h1.kill(t)
+	kill9(t, rec.PID)
+	kill9(t, sidecars[0])
+	killedAt := time.Now()
+
+	e.waitWorking("alpha", "tm1", 2, 30*time.Second)
+	t.Logf("host, agent and sidecar killed → member working again on h2: %s", time.Since(killedAt).Round(time.Millisecond))
+	rec = e.record("alpha", "tm1")
+	if rec.Host != "h2" || rec.Respawns != 1 {
+		t.Errorf("record: host %q respawns %d, want h2 1", rec.Host, rec.Respawns)
+	}
+	st := starts(t, startsFile)
+	if len(st) != 2 || !strings.HasSuffix(st[0], "|"+home1) || !strings.HasSuffix(st[1], "|"+home2) {
+		t.Errorf("starts %q: want one with HOME %s, then one with HOME %s", st, home1, home2)
+	}
+	lost := e.events("alpha", eventlog.EvHostLost)
+	if len(lost) != 1 || eventData(lost[0])["host"] != "h1" {
+		t.Errorf("host.lost events: %d %v", len(lost), lost)
+	}
+	m, _, _ := e.svc.Store().Member(context.Background(), "alpha", "tm1")
+	if m.CrashCount != 1 {
+		t.Errorf("crash count %d, want 1", m.CrashCount)
+	}
+	time.Sleep(2 * time.Second)
+	if n := len(starts(t, startsFile)); n != 2 {
+		t.Errorf("%d starts, want 2", n)
+	}
+}
+
+// tmuxEnv is the environment of a test's own tmux server.
+func tmuxEnv(t *testing.T) []string {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed (scripts/install-tmux.sh installs it)")
+	}
+	dir, err := os.MkdirTemp("/tmp", "tbtmux") // short: a socket path has ~100 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"TMUX_TMPDIR=" + dir, "TMUX=", "TMUX_PANE="}
+	t.Cleanup(func() {
+		cmd := exec.Command("tmux", "-L", spawn.TmuxSocket, "kill-server")
+		cmd.Env = append(os.Environ(), env...)
+		_ = cmd.Run()
+		os.RemoveAll(dir)
+	})
+	return env
+}
+
+func tmuxOut(t *testing.T, env []string, args ...string) (string, error) {
+	cmd := exec.Command("tmux", append([]string{"-L", spawn.TmuxSocket}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// Issue 25: spawn --tmux runs the (stand-in) agent in a window of the
+// tmux session teambus-alpha, teambus attach attaches a terminal to it,
+// and killing the window is a crash: t1 back to the queue, crash count
+// 1, and with the default policy (respawn=lead) no respawn.
+func TestSpawn_Tmux_AttachAndKillWindow(t *testing.T) {
+	env := tmuxEnv(t)
+	e := newSpawnEnv(t)
+	e.createTeam("alpha", fastPolicy(), "tm1")
+	e.addTask("alpha", "t1")
+	agent, startsFile := e.script()
+	killSpawned(t, agent)
+	killSpawned(t, "teammate", "--team alpha", e.node.Dir())
+	out, errOut, code := e.spawnCLI(env, "--team", "alpha", "--member", "tm1", "--tmux", "--cwd", t.TempDir(), "--agent", agent, "--", startsFile)
+	if code != 0 {
+		t.Fatalf("spawn --tmux: exit %d\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "teambus attach alpha tm1") {
+		t.Errorf("spawn output %q", out)
+	}
+	e.waitWorking("alpha", "tm1", 1, 15*time.Second)
+	if w, err := tmuxOut(t, env, "list-windows", "-t", "teambus-alpha", "-F", "#{window_name}"); err != nil || strings.TrimSpace(w) != "tm1" {
+		t.Fatalf("windows of teambus-alpha: %q %v", w, err)
+	}
+	if rec := e.record("alpha", "tm1"); rec.Window != "teambus-alpha:tm1" || rec.Spec.Mode != spawn.Tmux {
+		t.Errorf("record %+v", rec)
+	}
+
+	// attach: a terminal (script gives it a pty) becomes a client of the
+	// window.
+	att := exec.Command("script", "-qfc", bin+" attach alpha tm1", "/dev/null")
+	att.Env = append(os.Environ(), env...)
+	attc := e.startCmd("attach", att)
+	e.waitFor(10*time.Second, "a client attached", func() error {
+		c, err := tmuxOut(t, env, "list-clients", "-t", "teambus-alpha", "-F", "#{session_name}")
+		if err != nil || !strings.Contains(c, "teambus-alpha") {
+			return fmt.Errorf("clients %q %v; attach log %q", c, err, attc.output())
+		}
+		return nil
+	})
+	attc.kill(t)
+	if _, errOut, code := e.run("attach", "alpha", "tm9"); code != teambus.ExitPermanent || !strings.Contains(errOut, "tm9") {
+		t.Errorf("attach to a member without a window: exit %d %q", code, errOut)
+	}
+
+	if o, err := tmuxOut(t, env, "kill-window", "-t", "teambus-alpha:tm1"); err != nil {
+		t.Fatalf("kill-window: %v %s", err, o)
+	}
+	e.waitFor(15*time.Second, "the crash recorded", func() error {
+		m, _, err := e.svc.Store().Member(context.Background(), "alpha", "tm1")
+		if err != nil {
+			return err
+		}
+		if m.Status != teambus.MemberCrashed || m.CrashCount != 1 || e.task("alpha", "t1").Status != teambus.TaskAvailable {
+			return fmt.Errorf("member %s crashes %d, t1 %s", m.Status, m.CrashCount, e.task("alpha", "t1").Status)
+		}
+		return nil
+	})
+	time.Sleep(time.Second)
+	if n := len(starts(t, startsFile)); n != 1 {
+		t.Errorf("%d starts with respawn=lead, want 1", n)
+	}
+}

@@ -166,7 +166,7 @@ func attachCommand() *cli.Command {
 		Name:      "attach",
 		Usage:     "attach this terminal to a member's tmux window (teambus spawn --tmux)",
 		ArgsUsage: "TEAM MEMBER",
-		Flags:     []cli.Flag{&cli.StringFlag{Name: "tmux-bin", Usage: "tmux `BINARY`", Value: "tmux", EnvVars: []string{"TEAMBUS_TMUX"}}},
+		Flags:     []cli.Flag{dirFlag(), &cli.StringFlag{Name: "tmux-bin", Usage: "tmux `BINARY`", Value: "tmux", EnvVars: []string{"TEAMBUS_TMUX"}}},
 		Action: func(c *cli.Context) error {
 			if err := exactArgs(c, 2); err != nil {
 				return err
