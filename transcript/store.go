@@ -42,6 +42,8 @@ type Store struct {
 	team   string
 	stream jetstream.Stream
 	now    func() time.Time
+	// afterChunk, when set (by tests), runs after each chunk is stored.
+	afterChunk func(off int64)
 }
 
 // Open returns the team's transcript store, creating its stream if

@@ -355,3 +355,35 @@ func TestStore_Sync_BadInput(t *testing.T) {
 		t.Fatalf("bad input stored %d bytes (%v)", n, err)
 	}
 }
+
+// Two processes syncing one session at once: one may lose the manifest's
+// compare-and-set; the stored transcript stays valid, and a later sync
+// completes it.
+func TestStore_Sync_Concurrent(t *testing.T) {
+	s, js := newStore(t)
+	ctx := testCtx(t)
+	s2, err := Open(ctx, js, testTeam)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf := newTranscript(t)
+	tf.grow(2 << 20)
+	errs := make(chan error, 2)
+	for _, st := range []*Store{s, s2} {
+		go func() {
+			_, err := st.Sync(ctx, testMember, testSession, tf.path, WithCwd("/w"))
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil && !errors.Is(err, teambus.ErrConflict) {
+			t.Fatalf("concurrent sync: %v", err)
+		}
+	}
+	if _, err := s.Sync(ctx, testMember, testSession, tf.path); err != nil {
+		t.Fatal(err)
+	}
+	if _, got := restored(t, s, ""); !bytes.Equal(got, tf.bytes()) {
+		t.Fatal("restored transcript differs")
+	}
+}

@@ -133,6 +133,9 @@ func (s *Store) Sync(ctx context.Context, member, sessionID, path string, opts .
 			h.Write(buf[:n])
 			off += int64(n)
 			res.Sent += int64(n)
+			if s.afterChunk != nil {
+				s.afterChunk(off)
+			}
 		}
 		m := &manifest{V: 1, Member: member, Session: sessionID, Gen: gen, Size: off, SHA256: hexSum(h), Cwd: cwd, SyncedAt: s.now().UTC()}
 		if m.State, err = h.(encoding.BinaryMarshaler).MarshalBinary(); err != nil {

@@ -108,6 +108,8 @@ type record struct {
 	Delivered []uint64  `json:"delivered"`
 	Acked     []uint64  `json:"acked"`
 	Error     string    `json:"error,omitempty"`
+	// Transcript is the transcript sync after the event (transcript.go).
+	Transcript *transcriptRecord `json:"transcript,omitempty"`
 }
 
 // hook is one running invocation.
@@ -167,6 +169,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out, errw io.WriteCloser
 			}
 		}()
 		code = h.run(ctx)
+		h.syncTranscript(ctx)
 	}()
 	if h.locked != nil {
 		h.locked.Unlock()
