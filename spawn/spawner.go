@@ -25,10 +25,10 @@ const (
 
 // Transcripts restores a member's newest Claude Code transcript onto this
 // machine. Restore writes it under home for the working directory cwd and
-// returns the Claude session id to resume; any error means a fresh
-// session (its text says why in the member.respawned event).
+// returns the Claude session to resume; any error means a fresh session
+// (a *RestoreError says why, in the events).
 type Transcripts interface {
-	Restore(ctx context.Context, team, member, home, cwd string) (session string, err error)
+	Restore(ctx context.Context, team, member, home, cwd string) (Restored, error)
 }
 
 // Spawner claims and runs the starts of members on this machine: the
@@ -212,12 +212,21 @@ func (s *Spawner) run(ctx context.Context, t *teambus.Team, m *teambus.Member, r
 		case s.Transcripts == nil:
 			res.Note = "transcripts are not carried on this bus"
 		default:
-			id, err := s.Transcripts.Restore(ctx, spec.Team, spec.Member, s.Launcher.Home(), spec.Cwd)
+			r, err := s.Transcripts.Restore(ctx, spec.Team, spec.Member, s.Launcher.Home(), spec.Cwd)
+			data := map[string]any{"name": spec.Member, "host": s.Host, "machine": rec.Machine}
 			if err != nil {
 				res.Note = clean(err.Error())
+				reason := ReasonUnavailable
+				var re *RestoreError
+				if errors.As(err, &re) {
+					reason = re.Reason
+				}
+				data["ok"], data["reason"], data["fallback"], data["error"] = false, reason, "brief", res.Note
 			} else {
-				resume, res.Session, res.From = id, id, FromTranscript
+				resume, res.Session, res.From = r.Session, r.Session, FromTranscript
+				data["ok"], data["path"], data["session"], data["size"], data["sha256"], data["gen"] = true, r.Path, r.Session, r.Size, r.SHA256, r.Gen
 			}
+			s.Svc.LogEvent(ctx, spec.Team, eventlog.EvTranscriptRestored, spec.Member, data)
 		}
 	}
 	if respawn && resume == "" {
