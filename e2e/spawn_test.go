@@ -84,20 +84,9 @@ func starts(t *testing.T, path string) []string {
 }
 
 // host starts `teambus host --name name` with HOME home.
-func (e *spawnEnv) host(name, home string, extra ...string) *child {
+func (e *spawnEnv) host(name, home string) *child {
 	e.t.Helper()
-	args := append([]string{"host", "--name", name, "--ttl", "2s", "--dir", e.node.Dir(), "--log-level", "debug"}, extra...)
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "HOME="+home, "TEAMBUS_BIN="+bin, "TEAMBUS_TEAM=", "TEAMBUS_MEMBER=", "TEAMBUS_SESSION=")
-	c := e.startCmd("host-"+name, cmd)
-	e.waitFor(10*time.Second, "host "+name+" registered", func() error {
-		if c.exited() {
-			return fmt.Errorf("host exited:\n%s", c.output())
-		}
-		_, err := e.reg.Host(context.Background(), name)
-		return err
-	})
-	return c
+	return e.hostCmd(name, []string{"HOME=" + home})
 }
 
 // spawnCLI runs `teambus spawn` with extra environment.

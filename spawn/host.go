@@ -272,7 +272,28 @@ func (h *Host) respawn(ctx context.Context, team, member string) {
 	}
 	if res != nil {
 		h.track(st)
+		h.reclaim(ctx, res)
 	}
+}
+
+// reclaimWithin bounds the wait for a respawned session to register.
+const reclaimWithin = 2 * time.Minute
+
+// reclaim gives the crashed incarnation's task back to the new one when
+// it registers, in the background.
+func (h *Host) reclaim(ctx context.Context, res *Result) {
+	if res.Reclaim == "" {
+		return
+	}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		rctx, cancel := context.WithTimeout(ctx, reclaimWithin)
+		defer cancel()
+		if _, err := h.cfg.Spawner.Reclaim(rctx, res.Team, res.Member, res.Epoch, res.Reclaim); err != nil && ctx.Err() == nil {
+			h.log.Warn("reclaim", "team", res.Team, "member", res.Member, "task", res.Reclaim, "err", err)
+		}
+	}()
 }
 
 // track counts a started session until its process exits.
@@ -414,6 +435,7 @@ func (h *Host) handleSpawn(ctx context.Context, r micro.Request) {
 		return
 	}
 	h.track(st)
+	h.reclaim(ctx, res)
 	reply(wireReply{Result: res})
 }
 

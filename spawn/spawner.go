@@ -76,6 +76,9 @@ type Result struct {
 	// true for an automatic restart after a crash.
 	Epoch   int64 `json:"epoch"`
 	Respawn bool  `json:"respawn,omitempty"`
+	// Reclaim is the task the crashed incarnation held, requeued by its
+	// crash: Reclaim gives it to the new incarnation once it registers.
+	Reclaim string `json:"reclaim,omitempty"`
 }
 
 // Machine is this machine's host name.
@@ -265,7 +268,48 @@ func (s *Spawner) run(ctx context.Context, t *teambus.Team, m *teambus.Member, r
 	}
 	s.Svc.LogEvent(ctx, spec.Team, typ, spec.Member, data)
 	s.logger().Info(typ, "team", spec.Team, "member", spec.Member, "pid", st.PID, "from", res.From, "note", res.Note)
+	if m.Status == teambus.MemberCrashed && m.ClaimTask != "" {
+		res.Reclaim = m.ClaimTask
+	}
 	return res, st, nil
+}
+
+// Reclaim gives the task a crashed incarnation held (requeued by the
+// crash) back to the member's next incarnation: it waits, until ctx ends,
+// for an incarnation after epoch to register, then claims task for it if
+// the task is still available. It returns whether it claimed it.
+func (s *Spawner) Reclaim(ctx context.Context, teamID, member string, epoch int64, task string) (bool, error) {
+	for {
+		m, _, err := s.Svc.Store().Member(ctx, teamID, member)
+		if err != nil {
+			return false, err
+		}
+		if m.Epoch > epoch+1 {
+			return false, nil // replaced again: not this start's to reclaim
+		}
+		if m.Epoch == epoch+1 && m.Session != "" {
+			t, _, err := s.Svc.Store().Task(ctx, teamID, task)
+			if err != nil {
+				return false, err
+			}
+			if t.Status != teambus.TaskAvailable {
+				return false, nil // taken by another member, or finished
+			}
+			if _, err := s.Svc.Claim(ctx, team.Actor{Team: teamID, Member: member, Session: m.Session}, task); err != nil {
+				if errors.Is(err, teambus.ErrConflict) || errors.Is(err, teambus.ErrState) {
+					return false, nil // someone was faster (the session itself, or another member)
+				}
+				return false, err
+			}
+			s.logger().Info("reclaimed", "team", teamID, "member", member, "task", task, "epoch", m.Epoch)
+			return true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // unclaim gives back a claim whose start failed, so a later start may
@@ -293,6 +337,9 @@ func (s *Spawner) prompt(ctx context.Context, t *teambus.Team, m *teambus.Member
 			spec.Member, spec.Team, m.Epoch, m.CrashCount, t.Policy.CrashLimit)
 	} else if m.Epoch > 0 {
 		fmt.Fprintf(&w, "teambus started you again, %s of team %s (after incarnation %d).\n", spec.Member, spec.Team, m.Epoch)
+	}
+	if m.Status == teambus.MemberCrashed && m.ClaimTask != "" {
+		fmt.Fprintf(&w, "Your task %s went back to the queue at the crash; teambus gives it back to this session as soon as it registers (if nobody took it meanwhile): `teambus task show %s` tells.\n", m.ClaimTask, m.ClaimTask)
 	}
 	switch {
 	case resumed:

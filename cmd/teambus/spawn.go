@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -111,6 +113,20 @@ func runSpawn(c *cli.Context) error {
 			res, st, err = sp.Spawn(s.ctx, req)
 			if err == nil && st.Release != nil {
 				st.Release()
+			}
+			if err == nil && res.Reclaim != "" {
+				// The crashed incarnation's task goes back to the new one
+				// when it registers; this command waits for that.
+				fmt.Fprintf(c.App.ErrWriter, "waiting for %s to register to give it back task %s…\n", member, res.Reclaim)
+				rctx, cancel := context.WithTimeout(c.Context, time.Minute)
+				ok, rerr := sp.Reclaim(rctx, teamID, member, res.Epoch, res.Reclaim)
+				cancel()
+				switch {
+				case rerr != nil:
+					fmt.Fprintf(c.App.ErrWriter, "task %s not given back: %v (the session can claim it: teambus task claim %s)\n", res.Reclaim, rerr, res.Reclaim)
+				case !ok:
+					fmt.Fprintf(c.App.ErrWriter, "task %s was not available any more: not given back\n", res.Reclaim)
+				}
 			}
 		}
 		if err != nil {
