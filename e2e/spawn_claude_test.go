@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/spawn"
 )
@@ -205,6 +206,9 @@ func realClaudeRespawn(t *testing.T, crossHost bool) {
 		t.Errorf("the respawned session's first request lacks the brief:\n%s", tail(first, 3000))
 	}
 	t.Logf("agent pid exit → respawned session's first model request: %s (%d requests)", at[n].Sub(killed).Round(time.Millisecond), len(reqs))
+	if testing.Verbose() {
+		e.timeline(t, "alpha", killed)
+	}
 
 	if c := len(e.events("alpha", eventlog.EvTaskCompleted)); c != 1 {
 		t.Errorf("%d task.completed events, want 1", c)
@@ -251,4 +255,17 @@ func (e *spawnEnv) hostCmd(name string, env []string) *child {
 		return err
 	})
 	return c
+}
+
+// timeline logs the team's events with their times relative to t0.
+func (e *spawnEnv) timeline(t *testing.T, teamID string, t0 time.Time) {
+	err := e.svc.Events(teamID).Replay(context.Background(), bus.EventFilter{}, func(r *bus.EventRecord) error {
+		if r.Event.TS.After(t0.Add(-time.Second)) {
+			t.Logf("%+8dms %s %s %s", r.Event.TS.Sub(t0).Milliseconds(), r.Event.Type, r.Event.Agent, tail(string(r.Event.Data), 160))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Log(err)
+	}
 }
