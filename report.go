@@ -47,6 +47,8 @@ type CrashResult struct {
 	Tasks []string
 	// Crashes is the member's crash count after this crash.
 	Crashes int
+	// Respawn is the team's respawn policy: who restarts the member.
+	Respawn RespawnPolicy
 }
 
 // CrashNotice is the message the lead gets when member crashed: what
@@ -59,5 +61,12 @@ func CrashNotice(teamID, member, reason string, res CrashResult) string {
 	if res.Paused {
 		return fmt.Sprintf("%s crashed (%s), crash %d: past the crash limit, task %s and the member are paused; decide with `teambus task reassign` or `teambus task reopen`", member, reason, res.Crashes, tasks)
 	}
-	return fmt.Sprintf("%s crashed (%s), crash %d: task %s back in the queue with its checkpoint; respawn it with `teambus brief --team %s --member %s`", member, reason, res.Crashes, tasks, teamID, member)
+	head := fmt.Sprintf("%s crashed (%s), crash %d: task %s back in the queue with its checkpoint; ", member, reason, res.Crashes, tasks)
+	switch res.Respawn {
+	case RespawnAuto:
+		return head + fmt.Sprintf("a teambus host restarts it now (respawn=auto), resuming its conversation when its transcript was synced; `teambus team show %s` shows where", teamID)
+	case RespawnOff:
+		return head + fmt.Sprintf("nothing restarts it (respawn=off); `teambus brief --team %s --member %s` is the prompt for a replacement", teamID, member)
+	}
+	return head + fmt.Sprintf("restart it with `teambus spawn --team %s --member %s` (MCP: member_spawn): it resumes its conversation when its transcript was synced, else starts from `teambus brief --team %s --member %s`", teamID, member, teamID, member)
 }
