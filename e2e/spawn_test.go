@@ -278,6 +278,13 @@ func TestSpawn_AutoRespawn_ThenCrashBudget(t *testing.T) {
 	if ev := e.events("alpha", eventlog.EvMemberSpawned); len(ev) != 1 || eventData(ev[0])["host"] != "h1" {
 		t.Errorf("member.spawned events: %v", ev)
 	}
+	// team delete removes what spawn recorded.
+	if _, errOut, code := e.run("team", "delete", "alpha", "--force"); code != 0 {
+		t.Fatalf("team delete: exit %d %s", code, errOut)
+	}
+	if _, _, err := e.reg.Record(context.Background(), "alpha", "tm1"); !errors.Is(err, spawn.ErrNoRecord) {
+		t.Errorf("spawn record after team delete: %v", err)
+	}
 }
 
 // Issue 25: two hosts with different HOMEs on one bus. The member runs on

@@ -14,6 +14,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/spawn"
 	"github.com/teambus/teambus/team"
 )
 
@@ -382,6 +383,13 @@ func teamDelete(c *cli.Context, s *session, id string) error {
 	}
 	if err := s.svc.DeleteTeam(s.ctx, id, c.Bool("force")); err != nil {
 		return err
+	}
+	if reg, err := spawn.OpenExisting(s.ctx, s.conn.JS); err != nil {
+		return err
+	} else if reg != nil {
+		if err := reg.DeleteTeam(s.ctx, id); err != nil { // what teambus spawn recorded for its members
+			return err
+		}
 	}
 	for _, m := range who {
 		if err := bus.RevokeCreds(s.ctx, s.conn, id, m); err != nil {
