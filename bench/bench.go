@@ -22,7 +22,7 @@ import (
 )
 
 // Sections of a run, in the order they run.
-var Sections = []string{"throughput", "oneshot", "hook", "mcp", "inbox", "claim", "resume", "detect", "memory", "scale"}
+var Sections = []string{"throughput", "oneshot", "hook", "transcript", "mcp", "inbox", "claim", "resume", "detect", "memory", "scale"}
 
 // Config says what to measure and how much. Zero values take the defaults
 // of a full run, or of a quick run when Quick is set.
@@ -265,6 +265,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		{"throughput", r.throughput},
 		{"oneshot", r.oneShot},
 		{"hook", r.hooks},
+		{"transcript", r.transcripts},
 		{"mcp", r.mcpCalls},
 		{"inbox", r.inbox},
 		{"claim", func(ctx context.Context) error {

@@ -227,6 +227,8 @@ func formatValue(r Row) string {
 		return fmt.Sprintf("%.1f%% of a core", r.Value)
 	case UnitOverdue:
 		return fmt.Sprintf("timeout + %.2f s (p99)", r.Value)
+	case UnitTimes:
+		return fmt.Sprintf("%.4f× its size", r.Value)
 	}
 	return fmt.Sprintf("%g %s", r.Value, r.Unit)
 }

@@ -76,6 +76,8 @@ func (r *run) targets() []Target {
 	lat("`teambus hook PostToolBatch` with nothing to deliver: p99 ≤ 60 ms", keyHookEmpty, true, 60)
 	ratio("`teambus hook PostToolBatch` with nothing to deliver ≤ 4× a one-shot JSONL append + fsync process", keyHookEmpty, keyHookPeer, 4, false)
 	lat("`teambus hook SessionStart` with registration and sidecar spawn: p50 ≤ 60 ms", keyHookSStart, false, 60)
+	lat("transcript sync added to a PostToolBatch hook, 10 MB transcript growing by 20 KB: p50 ≤ 3 ms", keyTrSync, false, 3)
+	value("bytes stored per transcript ≤ 1.1× its size", keyTrBytes, "%.4f×", func(v float64) bool { return v <= 1.1 }, "")
 	ratio("send tool call through `teambus mcp` ≤ 2× a direct in-process send", keyMCPSend, keyMCPDirect, 2, false)
 	lat("inbox tool call of 50 messages through `teambus mcp`: p50 ≤ 10 ms", keyMCPInbox50, false, 10)
 	sizes := ""

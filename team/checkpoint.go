@@ -72,6 +72,9 @@ type Export struct {
 	CheckpointSeq int64    `json:"checkpoint_seq"`
 	Messages      int64    `json:"messages"`
 	Events        int64    `json:"events"`
+	// Transcripts is how many Claude Code transcripts were copied
+	// (transcript.go).
+	Transcripts int `json:"transcripts"`
 }
 
 // Export file names.
@@ -84,9 +87,11 @@ const (
 // ExportCheckpoint writes the team to dir in a layout a user can commit to
 // git: state.json (the team, members and tasks: indented, sorted, the
 // same bytes for the same state), mailbox.jsonl (every message in seq
-// order, one JSON object per line as `teambus replay --json` prints them)
-// and events.jsonl (the event log exactly as stored, as `teambus events
-// export` writes it). Each file is replaced atomically.
+// order, one JSON object per line as `teambus replay --json` prints them),
+// events.jsonl (the event log exactly as stored, as `teambus events
+// export` writes it) and the members' Claude Code transcripts
+// (transcripts.json and transcripts/<member>/<session>.jsonl). Each file
+// is replaced atomically.
 func (s *Service) ExportCheckpoint(ctx context.Context, team, dir string) (*Export, error) {
 	v, err := s.Show(ctx, team)
 	if err != nil {
@@ -134,6 +139,9 @@ func (s *Service) ExportCheckpoint(ctx context.Context, team, dir string) (*Expo
 		return nil, err
 	}
 	out.Files = append(out.Files, filepath.Join(dir, EventsFile))
+	if err := s.exportTranscripts(ctx, team, dir, out); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 

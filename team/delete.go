@@ -10,6 +10,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/transcript"
 )
 
 // LiveSidecars returns the heartbeat keys of the team's sidecars that are
@@ -42,8 +43,8 @@ func (s *Service) LiveSidecars(ctx context.Context, team string) ([]string, erro
 	return live, nil
 }
 
-// DeleteTeam removes everything the team holds on the bus: its mailbox
-// and event streams and its state and heartbeat buckets. It refuses a
+// DeleteTeam removes everything the team holds on the bus: its mailbox,
+// event and transcript streams and its state and heartbeat buckets. It refuses a
 // team with live sidecars unless force. Deleting what is already gone is
 // not an error, so a delete cut short can be repeated. Credentials are
 // the caller's (they need the operator's connection).
@@ -73,6 +74,9 @@ func (s *Service) removeTeam(ctx context.Context, team string) error {
 		errs = append(errs, err)
 	}
 	if err := s.store.DeleteTeam(ctx, team); err != nil {
+		errs = append(errs, err)
+	}
+	if err := transcript.DeleteTeam(ctx, s.js, team); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -2,40 +2,48 @@
 // out, so a crashed member's conversation can resume on any host with
 // `claude --resume <session>`.
 //
-// A team's transcripts live in one stream, TBT_<team>, on two kinds of
-// subjects built only from validated ids:
+// A team's transcripts live in one stream, TBT_<team>, on subjects built
+// only from validated ids:
 //
-//	tb.<team>.trc.<member>.<session>.<gen>  chunks: bytes of the file, at most ChunkSize each,
-//	                                        header Tb-Off = their offset in the file
-//	tb.<team>.trm.<member>.<session>        the manifest: the last message of the subject
+//	tb.<team>.tr.<member>.<session>.<gen>.d  data chunks (at most ChunkSize bytes each)
+//	tb.<team>.tr.<member>.<session>.<gen>.c  commits: the manifest (header Tb-Manifest)
+//	                                         and the sync's last bytes (at most 64 KiB)
 //
-// A sync reads the manifest of (member, session), sends only the bytes
-// appended to the file since (up to its last complete line), each chunk
-// with the publish id <member>.<session>.<gen>.<offset>.<length> so a
-// retried chunk is stored once, and only then writes the new manifest:
-// size, sha256 of the first size bytes, the sha256 state that lets the
-// next sync hash only the new bytes, a hash of the last 4 KiB, the working
-// directory and the time. The manifest is a compare-and-set on the
-// subject's last sequence with a subject rollup, so one manifest per
-// session is kept and two syncs never both win.
+// Every message carries its bytes' offset in the file (header Tb-Off).
 //
-// A kill -9 during a sync leaves chunks the manifest does not count; the
-// stored transcript is the one the manifest describes, older or newer,
-// never torn. The next sync resends from the manifest's size. Restore
-// reads the manifest and the chunks of its generation in stream order,
-// taking from each only the bytes not yet written, hashes them, and writes
-// a temporary file it renames into place only when the size and sha256
-// match (ErrCorrupt otherwise). Chunks are published one at a time, each
-// after the previous one's ack, so every chunk in the stream is preceded
-// by chunks covering all bytes before its offset.
+// A sync reads the session's newest commit (one direct get), reads only
+// the bytes appended to the file since, up to its last complete line,
+// hashes only them (the manifest saves the sha256 state, which crypto/sha256
+// can marshal), and stores them. A sync of a few KB — every tool batch of a
+// running session — is one message, hence one fsync: the commit with the
+// new bytes and the new manifest {gen, size, sha256 state, hash of the last
+// 4 KiB, working directory}. A larger one sends data chunks first, each
+// after the previous one's ack and with the publish id
+// <member>.<session>.<gen>.<offset>.<length> so a retried chunk is stored
+// once, then the commit; a long one commits every 4 MiB. Every commit is a
+// compare-and-set on the newest commit of the session in any generation
+// (Nats-Expected-Last-Subject-Sequence with a subject filter), so two syncs
+// never both win.
+//
+// A kill -9 during a sync leaves data chunks no commit counts; the stored
+// transcript is the one the newest commit describes, older or newer,
+// never torn, and the next sync resends from there. Restore reads the
+// newest commit of the member and the messages of its generation in
+// stream order up to that commit, taking from each only the bytes not yet
+// written (every message follows messages covering all bytes before its
+// offset, because each is sent only after the previous one was stored),
+// checks size and sha256, and renames a temporary file into
+// ~/.claude/projects/<key>/<session>.jsonl only when both match
+// (ErrCorrupt otherwise).
 //
 // A transcript that shrank, or whose last synced 4 KiB changed, starts a
-// new generation: sent whole under the next generation number, and the
-// old generation's chunks are purged once the new manifest is written. So
-// a transcript takes its size plus a few hundred bytes per sync (message
-// headers, one manifest), never a copy per sync.
+// new generation: sent whole under the next generation number, and the old
+// generation is purged once the new one is committed. A transcript thus
+// takes its size plus a few hundred bytes per sync (subject, headers,
+// manifest), never a copy per sync.
 //
 // The stream has no byte limit of its own (it reserves nothing of the
 // node's store): transcripts stay as long as the team, and DeleteTeam
-// removes them.
+// removes them. It is created by Open, or by the first sync of a store
+// made with New (no I/O, for the one-shot hooks).
 package transcript

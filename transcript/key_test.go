@@ -1,8 +1,11 @@
-package transcript
+package transcript_test
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/transcript"
 )
 
 func TestProjectKey(t *testing.T) {
@@ -17,7 +20,7 @@ func TestProjectKey(t *testing.T) {
 		// (computed independently).
 		{long, "-home-dev-very-long-directory-name-very-long-directory-name-very-long-directory-name-very-long-directory-name-very-long-directory-name-very-long-directory-name-very-long-directory-name-very-long-direc-a4f4bn"},
 	} {
-		if got := ProjectKey(tc.cwd); got != tc.want {
+		if got := transcript.ProjectKey(tc.cwd); got != tc.want {
 			t.Errorf("ProjectKey(%q) = %q, want %q", tc.cwd, got, tc.want)
 		}
 	}
@@ -27,8 +30,8 @@ func FuzzProjectKey(f *testing.F) {
 	f.Add("/tmp/ccwork-x")
 	f.Add(strings.Repeat("/ab", 100))
 	f.Fuzz(func(t *testing.T, cwd string) {
-		k := ProjectKey(cwd)
-		if len(k) > maxKey+1+7 {
+		k := transcript.ProjectKey(cwd)
+		if len(k) > transcript.MaxKey+1+7 {
 			t.Fatalf("key of %d bytes", len(k))
 		}
 		for _, c := range k {
@@ -39,17 +42,16 @@ func FuzzProjectKey(f *testing.F) {
 	})
 }
 
-func FuzzDecodeManifest(f *testing.F) {
-	f.Add([]byte(`{"v":1,"member":"tm1","session":"s1","gen":1,"size":3,"sha256":"` + strings.Repeat("ab", 32) + `"}`))
-	f.Add([]byte(`{}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := decodeManifest(b)
+func FuzzDecodeCommit(f *testing.F) {
+	f.Add("tb.alpha.tr.tm1.s1.1.c", `{"v":1,"gen":1,"size":0,"state":"c2hhAwAA","tail":"`+strings.Repeat("ab", 16)+`"}`)
+	f.Add("tb.alpha.tr.tm1.s1.1.c", `{}`)
+	f.Fuzz(func(t *testing.T, subject, header string) {
+		info, err := transcript.DecodeCommit("alpha", subject, header)
 		if err != nil {
 			return
 		}
-		if validate(m.Member, m.Session) != nil || m.Gen < 1 || m.Size < 0 {
-			t.Fatalf("accepted %+v", m)
+		if teambus.ValidateID("member", info.Member) != nil || teambus.ValidateID("session", info.SessionID) != nil || info.Gen < 1 || info.Size < 0 || len(info.SHA256) != 64 {
+			t.Fatalf("accepted %+v", info)
 		}
-		m.hasher() // a bad state is refused, never a panic
 	})
 }

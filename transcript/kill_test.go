@@ -1,4 +1,4 @@
-package transcript
+package transcript_test
 
 import (
 	"bufio"
@@ -15,12 +15,14 @@ import (
 
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/node/nodetest"
+	"github.com/teambus/teambus/transcript"
 )
 
 // The helper process: `<test binary> -test.run=TestHelperSyncLoop` with
 // TRANSCRIPT_HELPER=<url> <token> <path>. It syncs the transcript at path
-// again and again, printing "chunk <offset>" after each stored chunk and
-// "synced <size>" after each sync, until it is killed.
+// again and again, printing "chunk <offset>" after each stored message
+// (data chunk or commit with bytes) and "synced <size>" after each sync,
+// until it is killed.
 func TestHelperSyncLoop(t *testing.T) {
 	args := os.Getenv("TRANSCRIPT_HELPER")
 	if args == "" {
@@ -37,20 +39,20 @@ func TestHelperSyncLoop(t *testing.T) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
 	}
-	s, err := Open(ctx, conn.JS, testTeam)
+	s, err := transcript.Open(ctx, conn.JS, testTeam)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
 	}
 	out := bufio.NewWriter(os.Stdout)
-	s.afterChunk = func(off int64) {
+	s.SetAfterChunk(func(off int64) {
 		fmt.Fprintf(out, "chunk %d\n", off)
 		out.Flush()
 		// Time for the test to kill the process before the manifest.
 		time.Sleep(20 * time.Millisecond)
-	}
+	})
 	for {
-		res, err := s.Sync(ctx, testMember, testSession, path, WithCwd("/w"))
+		res, err := s.Sync(ctx, testMember, testSession, path, transcript.WithCwd("/w"))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(3)
@@ -73,7 +75,7 @@ func TestSync_KillMidSync(t *testing.T) {
 	n := nodetest.NewBareServer(t)
 	c := nodetest.Connect(t, n)
 	ctx := testCtx(t)
-	s, err := Open(ctx, c.JS, testTeam)
+	s, err := transcript.Open(ctx, c.JS, testTeam)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +106,9 @@ func TestSync_KillMidSync(t *testing.T) {
 			f := bytes.Fields(lines.Bytes())
 			if len(f) == 2 && string(f[0]) == "synced" {
 				synced, _ = strconv.ParseInt(string(f[1]), 10, 64)
-				tf.grow(20 << 10)
+				// Even rounds append more than a commit carries: a data
+				// chunk, then the commit, and the kill between them.
+				tf.grow(20<<10 + (1-round%2)*300<<10)
 			}
 			if len(f) == 2 && string(f[0]) == "chunk" {
 				chunks++
@@ -124,7 +128,7 @@ func TestSync_KillMidSync(t *testing.T) {
 		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 			t.Fatalf("round %d: helper ended with %v before the kill: %s", round, err, stderr.String())
 		}
-		if _, err := s.Latest(ctx, testMember); errors.Is(err, ErrNone) && synced == 0 {
+		if _, err := s.Latest(ctx, testMember); errors.Is(err, transcript.ErrNone) && synced == 0 {
 			t.Logf("round %d: killed during the first round of the first sync: nothing stored yet", round)
 			continue
 		}

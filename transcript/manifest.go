@@ -9,9 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"strconv"
+	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
@@ -30,20 +31,27 @@ type Info struct {
 	// Gen is the generation: it grows when the file shrank or its end
 	// changed and was sent whole again.
 	Gen int64
+	// Kept is set by Restore when it found the file already in place,
+	// starting with the stored transcript, and left it as it was.
+	Kept bool
 }
 
-// manifest is the last message of a session's manifest subject.
+// manifest is what a commit says about its session's transcript: the
+// header Tb-Manifest, plus what the message itself tells (ids from its
+// subject, the time it was stored, the digest from the state).
 type manifest struct {
-	V        int       `json:"v"`
-	Member   string    `json:"member"`
-	Session  string    `json:"session"`
-	Gen      int64     `json:"gen"`
-	Size     int64     `json:"size"`
-	SHA256   string    `json:"sha256"`
-	State    []byte    `json:"state"` // the sha256 state after Size bytes
-	Tail     string    `json:"tail"`  // sha256 of the last min(tailBytes, Size) bytes
-	Cwd      string    `json:"cwd,omitempty"`
-	SyncedAt time.Time `json:"synced_at"`
+	V     int    `json:"v"`
+	Gen   int64  `json:"gen"`
+	Size  int64  `json:"size"`
+	State []byte `json:"state"` // the sha256 state after Size bytes
+	Tail  string `json:"tail"`  // sha256 of the last min(tailBytes, Size) bytes, first 16 bytes
+	Cwd   string `json:"cwd,omitempty"`
+
+	Member   string    `json:"-"`
+	Session  string    `json:"-"`
+	SHA256   string    `json:"-"`
+	SyncedAt time.Time `json:"-"`
+	Seq      uint64    `json:"-"`
 }
 
 func (m *manifest) info() Info {
@@ -60,55 +68,71 @@ func (m *manifest) hasher() (hash.Hash, bool) {
 	return h, true
 }
 
-// decodeManifest decodes a manifest message; a manifest that does not
-// decode or does not describe what it should is ErrCorrupt.
-func decodeManifest(b []byte) (*manifest, error) {
+// setState saves h's state and digest in the manifest.
+func (m *manifest) setState(h hash.Hash) error {
+	st, err := h.(encoding.BinaryMarshaler).MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("save sha256 state: %w", err)
+	}
+	m.State, m.SHA256 = st, hexSum(h)
+	return nil
+}
+
+// decodeCommit reads the manifest of a commit message. One that does not
+// decode, or does not describe what its subject says, is ErrCorrupt.
+func (s *Store) decodeCommit(msg *storedMsg) (*manifest, error) {
 	var m manifest
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%w: manifest: %v", ErrCorrupt, err)
+	if err := json.Unmarshal([]byte(msg.Header.Get(hdrManifest)), &m); err != nil {
+		return nil, fmt.Errorf("%w: manifest %d: %v", ErrCorrupt, msg.Seq, err)
 	}
-	if m.V != 1 || m.Gen < 1 || m.Size < 0 || len(m.SHA256) != 2*sha256.Size || validate(m.Member, m.Session) != nil {
-		return nil, fmt.Errorf("%w: manifest of %s/%s is not a version 1 manifest", ErrCorrupt, m.Member, m.Session)
+	m.Seq, m.SyncedAt = msg.Seq, msg.Time.UTC()
+	// tb.<team>.tr.<member>.<session>.<gen>.c
+	tok := strings.Split(msg.Subject, ".")
+	if len(tok) != 7 || tok[1] != s.team || tok[6] != kindCommit || validate(tok[3], tok[4]) != nil || tok[5] != strconv.FormatInt(m.Gen, 10) {
+		return nil, fmt.Errorf("%w: manifest %d on subject %q", ErrCorrupt, msg.Seq, msg.Subject)
 	}
+	m.Member, m.Session = tok[3], tok[4]
+	h, ok := m.hasher()
+	if m.V != 1 || m.Gen < 1 || m.Size < 0 || !ok || len(m.Tail) != 32 {
+		return nil, fmt.Errorf("%w: manifest %d of %s session %s is not a version 1 manifest", ErrCorrupt, m.Seq, m.Member, m.Session)
+	}
+	// The state counts the bytes it hashed: it must count Size.
+	if n := stateLen(m.State); n != uint64(m.Size) {
+		return nil, fmt.Errorf("%w: manifest %d of %s session %s: state of %d bytes for size %d", ErrCorrupt, m.Seq, m.Member, m.Session, n, m.Size)
+	}
+	m.SHA256 = hexSum(h)
 	return &m, nil
 }
 
-// manifest returns the manifest of (member, session) and its stream
-// sequence; nil and 0 when none.
-func (s *Store) manifest(ctx context.Context, member, session string) (*manifest, uint64, error) {
-	msg, err := s.stream.GetLastMsgForSubject(ctx, s.manifestSubject(member, session))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
+// stateLen is the byte count in a marshaled sha256 state (its last 8
+// bytes, big-endian).
+func stateLen(st []byte) uint64 {
+	if len(st) < 8 {
+		return ^uint64(0)
+	}
+	var n uint64
+	for _, b := range st[len(st)-8:] {
+		n = n<<8 | uint64(b)
+	}
+	return n
+}
+
+// lastCommit returns the newest manifest among the commits of filter; nil
+// when there is none. A commit that does not decode is returned as
+// ErrCorrupt with its sequence.
+func (s *Store) lastCommit(ctx context.Context, filter string) (*manifest, uint64, error) {
+	msg, err := s.get(ctx, directReq{LastFor: filter})
+	if errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, errNoStream) {
 		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, 0, teambus.Unavailablef("read transcript manifest of %s session %s: %w", member, session, err)
+		return nil, 0, teambus.Unavailablef("read transcripts of team %s: %w", s.team, err)
 	}
-	m, err := decodeManifest(msg.Data)
+	m, err := s.decodeCommit(msg)
 	if err != nil {
-		return nil, msg.Sequence, err
+		return nil, msg.Seq, err
 	}
-	return m, msg.Sequence, nil
-}
-
-// putManifest stores m if the subject's last message is still at prev
-// (0: none), rolling up the older ones, and returns its sequence.
-func (s *Store) putManifest(ctx context.Context, m *manifest, prev uint64) (uint64, error) {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return 0, fmt.Errorf("encode transcript manifest: %w", err)
-	}
-	msg := nats.NewMsg(s.manifestSubject(m.Member, m.Session))
-	msg.Data = b
-	msg.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
-	ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(prev))
-	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
-			return 0, teambus.Conflictf("transcript of %s session %s: synced by another process at the same time", m.Member, m.Session)
-		}
-		return 0, teambus.Unavailablef("write transcript manifest of %s session %s: %w", m.Member, m.Session, err)
-	}
-	return ack.Sequence, nil
+	return m, msg.Seq, nil
 }
 
 func hexSum(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)) }

@@ -5,14 +5,18 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/internal/atomicfile"
 )
 
 // Latest returns the newest synced transcript of member: the session
@@ -29,19 +33,12 @@ func (s *Store) latest(ctx context.Context, member string) (*manifest, error) {
 	if err := teambus.ValidateID("member", member); err != nil {
 		return nil, err
 	}
-	msg, err := s.stream.GetLastMsgForSubject(ctx, "tb."+s.team+"."+kindManifest+"."+member+".*")
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, fmt.Errorf("%w of %s in team %s", ErrNone, member, s.team)
-	}
-	if err != nil {
-		return nil, teambus.Unavailablef("read transcripts of %s in team %s: %w", member, s.team, err)
-	}
-	m, err := decodeManifest(msg.Data)
+	m, _, err := s.lastCommit(ctx, s.memberCommits(member))
 	if err != nil {
 		return nil, err
 	}
-	if m.Member != member {
-		return nil, fmt.Errorf("%w: manifest of %s stored under %s", ErrCorrupt, m.Member, member)
+	if m == nil {
+		return nil, fmt.Errorf("%w of %s in team %s", ErrNone, member, s.team)
 	}
 	return m, nil
 }
@@ -51,7 +48,10 @@ func (s *Store) latest(ctx context.Context, member string) (*manifest, error) {
 // `claude --resume <session>` run in cwd with HOME=home finds it. An empty
 // cwd is the one recorded at sync. The file is written beside its target
 // and renamed into place only when its size and sha256 match the
-// manifest: ErrCorrupt otherwise, ErrNone when member has no transcript.
+// manifest (ErrCorrupt otherwise, and nothing is written there), ErrNone
+// when member has no transcript. A file already there whose first Size
+// bytes are the stored transcript is kept as it is (Info.Kept): it is the
+// same conversation, with what was written after the last sync.
 // It returns the transcript's info and the path written.
 func (s *Store) Restore(ctx context.Context, member, home, cwd string) (Info, string, error) {
 	m, err := s.latest(ctx, member)
@@ -70,51 +70,113 @@ func (s *Store) Restore(ctx context.Context, member, home, cwd string) (Info, st
 		return info, "", fmt.Errorf("restore transcript of %s: %w", member, err)
 	}
 	path := filepath.Join(dir, m.Session+".jsonl")
-	tmp, err := os.CreateTemp(dir, "."+m.Session+".*.tmp")
-	if err != nil {
+	if extends(path, m) {
+		// Back on the host it ran on: the file there holds all that was
+		// stored and what the crash kept from being synced.
+		info.Kept = true
+		return info, path, nil
+	}
+	if err := atomicfile.WriteFunc(path, 0o600, func(w io.Writer) error { return s.assemble(ctx, m, w) }); err != nil {
 		return info, "", fmt.Errorf("restore transcript of %s: %w", member, err)
-	}
-	defer os.Remove(tmp.Name()) // gone after the rename; the leftover of a failure otherwise
-	if err := s.assemble(ctx, m, tmp); err != nil {
-		tmp.Close()
-		return info, "", err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return info, "", fmt.Errorf("restore transcript of %s: %w", member, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return info, "", fmt.Errorf("restore transcript of %s: %w", member, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return info, "", fmt.Errorf("restore transcript of %s: %w", member, err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync() // the rename's durability; the file is complete either way
-		d.Close()
 	}
 	return info, path, nil
+}
+
+// WriteTo writes the transcript of (member, session) to w, checked as
+// Restore checks it; on ErrCorrupt part of it may have been written.
+func (s *Store) WriteTo(ctx context.Context, member, session string, w io.Writer) (Info, error) {
+	if err := validate(member, session); err != nil {
+		return Info{}, err
+	}
+	m, _, err := s.lastCommit(ctx, s.commitFilter(member, session))
+	if err != nil {
+		return Info{}, err
+	}
+	if m == nil {
+		return Info{}, fmt.Errorf("%w of %s session %s in team %s", ErrNone, member, session, s.team)
+	}
+	return m.info(), s.assemble(ctx, m, w)
+}
+
+// List returns the newest commit of every session of every member, sorted
+// by member and session. A session whose newest commit does not decode is
+// listed with its ids only (Gen 0).
+func (s *Store) List(ctx context.Context) ([]Info, error) {
+	st, err := s.js.Stream(ctx, s.Stream())
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	var si *jetstream.StreamInfo
+	if err == nil {
+		si, err = st.Info(ctx, jetstream.WithSubjectFilter("tb."+s.team+".tr.*.*.*."+kindCommit))
+	}
+	if err != nil {
+		return nil, teambus.Unavailablef("list transcripts of team %s: %w", s.team, err)
+	}
+	seen := map[[2]string]bool{}
+	var out []Info
+	for subj := range si.State.Subjects {
+		tok := strings.Split(subj, ".")
+		if len(tok) != 7 || validate(tok[3], tok[4]) != nil || seen[[2]string{tok[3], tok[4]}] {
+			continue
+		}
+		seen[[2]string{tok[3], tok[4]}] = true
+		m, _, err := s.lastCommit(ctx, s.commitFilter(tok[3], tok[4]))
+		switch {
+		case errors.Is(err, ErrCorrupt):
+			out = append(out, Info{Member: tok[3], SessionID: tok[4]})
+		case err != nil:
+			return nil, err
+		case m != nil:
+			out = append(out, m.info())
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Member != out[j].Member {
+			return out[i].Member < out[j].Member
+		}
+		return out[i].SessionID < out[j].SessionID
+	})
+	return out, nil
+}
+
+// extends reports whether the file at path starts with the transcript m
+// describes.
+func extends(path string, m *manifest) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() < m.Size {
+		return false
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.LimitReader(f, m.Size)); err != nil {
+		return false
+	}
+	return hexSum(h) == m.SHA256
 }
 
 // assemble writes the first m.Size bytes of m's generation to w, from its
 // chunks in stream order, taking from each only the bytes not yet written,
 // and checks their sha256.
-func (s *Store) assemble(ctx context.Context, m *manifest, w *os.File) error {
+func (s *Store) assemble(ctx context.Context, m *manifest, w io.Writer) error {
 	h := sha256.New()
-	subj := s.chunkSubject(m.Member, m.Session, m.Gen)
+	filter := s.genFilter(m.Member, m.Session, m.Gen)
 	var pos int64
-	for seq := uint64(1); pos < m.Size; {
-		msg, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return fmt.Errorf("%w: transcript of %s session %s: chunks end at %d of %d bytes", ErrCorrupt, m.Member, m.Session, pos, m.Size)
+	for seq := uint64(1); pos < m.Size && seq <= m.Seq; {
+		msg, err := s.get(ctx, directReq{Seq: seq, NextFor: filter})
+		if errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, errNoStream) {
+			break
 		}
 		if err != nil {
 			return teambus.Unavailablef("read transcript of %s session %s: %w", m.Member, m.Session, err)
 		}
-		seq = msg.Sequence + 1
+		seq = msg.Seq + 1
 		off, err := strconv.ParseInt(msg.Header.Get(hdrOffset), 10, 64)
 		if err != nil || off < 0 {
-			return fmt.Errorf("%w: transcript of %s session %s: chunk %d has no offset", ErrCorrupt, m.Member, m.Session, msg.Sequence)
+			return fmt.Errorf("%w: transcript of %s session %s: message %d has no offset", ErrCorrupt, m.Member, m.Session, msg.Seq)
 		}
 		end := off + int64(len(msg.Data))
 		if off > pos || end <= pos {
@@ -126,6 +188,9 @@ func (s *Store) assemble(ctx context.Context, m *manifest, w *os.File) error {
 		}
 		h.Write(b)
 		pos += int64(len(b))
+	}
+	if pos < m.Size {
+		return fmt.Errorf("%w: transcript of %s session %s: stored bytes end at %d of %d", ErrCorrupt, m.Member, m.Session, pos, m.Size)
 	}
 	if got := hexSum(h); got != m.SHA256 {
 		return fmt.Errorf("%w: transcript of %s session %s: sha256 %s, manifest says %s", ErrCorrupt, m.Member, m.Session, got, m.SHA256)

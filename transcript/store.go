@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
@@ -19,14 +20,22 @@ const StreamPrefix = "TBT_"
 // the server's 1 MiB max_payload.
 const ChunkSize = 256 << 10
 
-// Subject kinds: chunks and manifests.
+// inlineMax is the most bytes a commit carries itself; a sync whose last
+// piece is larger sends it as a data chunk and commits with no bytes, so
+// reading a manifest never reads much more than the manifest.
+const inlineMax = 64 << 10
+
+// Subject kinds under tb.<team>.tr.<member>.<session>.<gen>.
 const (
-	kindChunk    = "trc"
-	kindManifest = "trm"
+	kindData   = "d"
+	kindCommit = "c"
 )
 
-// hdrOffset is the header of a chunk that holds its offset in the file.
-const hdrOffset = "Tb-Off"
+// Headers of the stored messages.
+const (
+	hdrOffset   = "Tb-Off"      // a message's bytes start at this offset of the file
+	hdrManifest = "Tb-Manifest" // a commit's manifest (JSON)
+)
 
 // ErrNone is returned when a member has no synced transcript. It is an
 // ErrNotFound.
@@ -36,30 +45,55 @@ var ErrNone = fmt.Errorf("%w: no transcript synced", teambus.ErrNotFound)
 // manifest (a chunk missing or altered, or an unreadable manifest).
 var ErrCorrupt = errors.New("transcript corrupt")
 
+// errNoStream is a request the team's transcript stream did not answer:
+// it does not exist (yet).
+var errNoStream = errors.New("no transcript stream")
+
 // Store is one team's Claude Code transcripts in the bus.
 type Store struct {
-	js     jetstream.JetStream
-	team   string
-	stream jetstream.Stream
-	now    func() time.Time
+	js   jetstream.JetStream
+	team string
+	now  func() time.Time
+	// ensured is set once the stream is known to exist.
+	ensured bool
 	// afterChunk, when set (by tests), runs after each chunk is stored.
 	afterChunk func(off int64)
+}
+
+// New returns the team's transcript store without any I/O: its stream is
+// created by the first sync that finds it missing. For one-shot callers
+// (the hooks), which then pay no round trip for it.
+func New(js jetstream.JetStream, team string) (*Store, error) {
+	if err := teambus.ValidateID("team", team); err != nil {
+		return nil, err
+	}
+	return &Store{js: js, team: team, now: time.Now}, nil
 }
 
 // Open returns the team's transcript store, creating its stream if
 // missing. It is idempotent.
 func Open(ctx context.Context, js jetstream.JetStream, team string) (*Store, error) {
-	if err := teambus.ValidateID("team", team); err != nil {
+	s, err := New(js, team)
+	if err != nil {
 		return nil, err
 	}
-	st, err := js.Stream(ctx, StreamPrefix+team)
+	if err := s.ensure(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ensure creates the team's stream if it does not exist.
+func (s *Store) ensure(ctx context.Context) error {
+	_, err := s.js.Stream(ctx, s.Stream())
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		st, err = js.CreateOrUpdateStream(ctx, streamConfig(team, bus.AutoReplicas(js.Conn())))
+		_, err = s.js.CreateOrUpdateStream(ctx, streamConfig(s.team, bus.AutoReplicas(s.js.Conn())))
 	}
 	if err != nil {
-		return nil, teambus.Unavailablef("open transcripts of team %s: %w", team, err)
+		return teambus.Unavailablef("open transcripts of team %s: %w", s.team, err)
 	}
-	return &Store{js: js, team: team, stream: st, now: time.Now}, nil
+	s.ensured = true
+	return nil
 }
 
 // DeleteTeam removes the team's transcripts; transcripts already gone are
@@ -80,45 +114,84 @@ func (s *Store) Stream() string { return StreamPrefix + s.team }
 // StoredBytes returns the bytes the team's transcript stream holds, with
 // the messages' subjects and headers.
 func (s *Store) StoredBytes(ctx context.Context) (uint64, error) {
-	info, err := s.stream.Info(ctx)
+	st, err := s.js.Stream(ctx, s.Stream())
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
 	if err != nil {
 		return 0, teambus.Unavailablef("transcripts of team %s: %w", s.team, err)
 	}
-	return info.State.Bytes, nil
+	return st.CachedInfo().State.Bytes, nil
 }
 
 func streamConfig(team string, replicas int) jetstream.StreamConfig {
-	p := "tb." + team + "."
 	return jetstream.StreamConfig{
 		Name:        StreamPrefix + team,
 		Description: "teambus transcripts of team " + team,
-		Subjects:    []string{p + kindChunk + ".>", p + kindManifest + ".>"},
+		Subjects:    []string{"tb." + team + ".tr.>"},
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardNew,
 		MaxMsgs:     -1,
 		MaxBytes:    -1,
-		MaxMsgSize:  ChunkSize + 64<<10,
+		MaxMsgSize:  ChunkSize + 16<<10,
 		Storage:     jetstream.FileStorage,
 		Replicas:    replicas,
 		Duplicates:  10 * time.Minute,
 		AllowDirect: true,
-		// The manifest is one message per session: each new one rolls up
-		// the subject.
-		AllowRollup: true,
 	}
 }
 
-// chunkSubject is the subject of the chunks of one generation; gen < 0
-// is every generation.
-func (s *Store) chunkSubject(member, session string, gen int64) string {
-	if gen < 0 {
-		return fmt.Sprintf("tb.%s.%s.%s.%s.*", s.team, kindChunk, member, session)
-	}
-	return fmt.Sprintf("tb.%s.%s.%s.%s.%d", s.team, kindChunk, member, session, gen)
+// Subjects, built from validated ids only.
+
+func (s *Store) sessionPrefix(member, session string) string {
+	return "tb." + s.team + ".tr." + member + "." + session + "."
 }
 
-func (s *Store) manifestSubject(member, session string) string {
-	return "tb." + s.team + "." + kindManifest + "." + member + "." + session
+// genSubject is the subject of kind (data or commit) of one generation.
+func (s *Store) genSubject(member, session string, gen int64, kind string) string {
+	return fmt.Sprintf("%s%d.%s", s.sessionPrefix(member, session), gen, kind)
+}
+
+// genFilter is every message of one generation.
+func (s *Store) genFilter(member, session string, gen int64) string {
+	return fmt.Sprintf("%s%d.*", s.sessionPrefix(member, session), gen)
+}
+
+// commitFilter is the commits of every generation of a session.
+func (s *Store) commitFilter(member, session string) string {
+	return s.sessionPrefix(member, session) + "*." + kindCommit
+}
+
+// memberCommits is the commits of every session of member.
+func (s *Store) memberCommits(member string) string {
+	return "tb." + s.team + ".tr." + member + ".*.*." + kindCommit
+}
+
+// publish stores msg, creating the stream first when it is missing.
+func (s *Store) publish(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	ack, err := s.js.PublishMsg(ctx, msg, opts...)
+	if errors.Is(err, jetstream.ErrNoStreamResponse) && !s.ensured {
+		if err := s.ensure(ctx); err != nil {
+			return nil, err
+		}
+		ack, err = s.js.PublishMsg(ctx, msg, opts...)
+	}
+	return ack, err
+}
+
+// purge removes the messages of subject filter; a missing stream has none.
+func (s *Store) purge(ctx context.Context, filter string) error {
+	st, err := s.js.Stream(ctx, s.Stream())
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err == nil {
+		err = st.Purge(ctx, jetstream.WithPurgeSubject(filter))
+	}
+	if err != nil {
+		return teambus.Unavailablef("purge transcripts of team %s: %w", s.team, err)
+	}
+	return nil
 }
 
 // validate checks the ids that become subject tokens.

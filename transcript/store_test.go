@@ -1,4 +1,4 @@
-package transcript
+package transcript_test
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/node/nodetest"
+	"github.com/teambus/teambus/transcript"
 )
 
 const (
@@ -31,11 +33,11 @@ func testCtx(t *testing.T) context.Context {
 }
 
 // newStore starts a node and opens the transcripts of testTeam on it.
-func newStore(t *testing.T) (*Store, jetstream.JetStream) {
+func newStore(t *testing.T) (*transcript.Store, jetstream.JetStream) {
 	t.Helper()
 	n := nodetest.NewBareServer(t)
 	c := nodetest.Connect(t, n)
-	s, err := Open(testCtx(t), c.JS, testTeam)
+	s, err := transcript.Open(testCtx(t), c.JS, testTeam)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +90,7 @@ func (tf *transcriptFile) bytes() []byte {
 
 // restored restores the member's newest transcript into a fresh home and
 // returns its bytes.
-func restored(t *testing.T, s *Store, cwd string) (Info, []byte) {
+func restored(t *testing.T, s *transcript.Store, cwd string) (transcript.Info, []byte) {
 	t.Helper()
 	home := t.TempDir()
 	info, path, err := s.Restore(testCtx(t), testMember, home, cwd)
@@ -98,7 +100,7 @@ func restored(t *testing.T, s *Store, cwd string) (Info, []byte) {
 	if cwd == "" {
 		cwd = info.Cwd
 	}
-	want := filepath.Join(home, ".claude", "projects", ProjectKey(cwd), info.SessionID+".jsonl")
+	want := filepath.Join(home, ".claude", "projects", transcript.ProjectKey(cwd), info.SessionID+".jsonl")
 	if path != want {
 		t.Fatalf("restored to %s, want %s", path, want)
 	}
@@ -114,7 +116,7 @@ func TestStore_Sync_GrowingTranscript(t *testing.T) {
 	ctx := testCtx(t)
 	tf := newTranscript(t)
 	tf.grow(10 << 20)
-	res, err := s.Sync(ctx, testMember, testSession, tf.path, WithCwd("/tmp/ccwork-x"))
+	res, err := s.Sync(ctx, testMember, testSession, tf.path, transcript.WithCwd("/tmp/ccwork-x"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +163,7 @@ func TestStore_Sync_PartialLine(t *testing.T) {
 	tf.grow(3000)
 	whole := int64(len(tf.bytes()))
 	tf.append([]byte(`{"type":"user","mess`))
-	res, err := s.Sync(ctx, testMember, testSession, tf.path, WithCwd("/w"))
+	res, err := s.Sync(ctx, testMember, testSession, tf.path, transcript.WithCwd("/w"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +206,7 @@ func TestStore_Sync_NewGeneration(t *testing.T) {
 			tf := newTranscript(t)
 			tf.t = t
 			tf.grow(1 << 20)
-			if _, err := s.Sync(ctx, testMember, testSession, tf.path, WithCwd("/w")); err != nil {
+			if _, err := s.Sync(ctx, testMember, testSession, tf.path, transcript.WithCwd("/w")); err != nil {
 				t.Fatal(err)
 			}
 			tc.change(tf)
@@ -235,24 +237,28 @@ func TestStore_Restore_Corrupt(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		// before runs before the sync, after after it.
-		before, after func(t *testing.T, s *Store, js jetstream.JetStream)
+		before, after func(t *testing.T, s *transcript.Store, js jetstream.JetStream)
 	}{
-		{"altered chunk", func(t *testing.T, s *Store, js jetstream.JetStream) {
+		{"altered chunk", func(t *testing.T, s *transcript.Store, js jetstream.JetStream) {
 			// A chunk at offset 0 whose bytes are not the file's, stored
 			// before the real ones.
-			msg := nats.NewMsg(s.chunkSubject(testMember, testSession, 1))
+			msg := nats.NewMsg(s.GenSubject(testMember, testSession, 1, transcript.KindData))
 			msg.Data = bytes.Repeat([]byte("x"), 5000)
-			msg.Header.Set(hdrOffset, "0")
+			msg.Header.Set(transcript.HdrOffset, "0")
 			if _, err := js.PublishMsg(testCtx(t), msg); err != nil {
 				t.Fatal(err)
 			}
 		}, nil},
-		{"missing chunk", nil, func(t *testing.T, s *Store, js jetstream.JetStream) {
-			msg, err := s.stream.GetMsg(testCtx(t), 1, jetstream.WithGetMsgSubject(s.chunkSubject(testMember, testSession, 1)))
+		{"missing chunk", nil, func(t *testing.T, s *transcript.Store, js jetstream.JetStream) {
+			seq, err := s.FirstSeq(testCtx(t), testMember, testSession, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.stream.DeleteMsg(testCtx(t), msg.Sequence); err != nil {
+			st, err := js.Stream(testCtx(t), s.Stream())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.DeleteMsg(testCtx(t), seq); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -265,7 +271,7 @@ func TestStore_Restore_Corrupt(t *testing.T) {
 			if tc.before != nil {
 				tc.before(t, s, js)
 			}
-			if _, err := s.Sync(testCtx(t), testMember, testSession, tf.path, WithCwd("/w")); err != nil {
+			if _, err := s.Sync(testCtx(t), testMember, testSession, tf.path, transcript.WithCwd("/w")); err != nil {
 				t.Fatal(err)
 			}
 			if tc.after != nil {
@@ -273,11 +279,11 @@ func TestStore_Restore_Corrupt(t *testing.T) {
 			}
 			home := t.TempDir()
 			_, _, err := s.Restore(testCtx(t), testMember, home, "")
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("restore: %v, want ErrCorrupt", err)
+			if !errors.Is(err, transcript.ErrCorrupt) {
+				t.Fatalf("restore: %v, want transcript.ErrCorrupt", err)
 			}
 			// Nothing was left where claude would look.
-			dir := filepath.Join(home, ".claude", "projects", ProjectKey("/w"))
+			dir := filepath.Join(home, ".claude", "projects", transcript.ProjectKey("/w"))
 			if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 				t.Fatalf("restore left %d files in %s", len(ents), dir)
 			}
@@ -288,11 +294,11 @@ func TestStore_Restore_Corrupt(t *testing.T) {
 func TestStore_Latest(t *testing.T) {
 	s, js := newStore(t)
 	ctx := testCtx(t)
-	if _, err := s.Latest(ctx, testMember); !errors.Is(err, ErrNone) || !errors.Is(err, teambus.ErrNotFound) {
-		t.Fatalf("latest of a member without transcripts: %v, want ErrNone", err)
+	if _, err := s.Latest(ctx, testMember); !errors.Is(err, transcript.ErrNone) || !errors.Is(err, teambus.ErrNotFound) {
+		t.Fatalf("latest of a member without transcripts: %v, want transcript.ErrNone", err)
 	}
-	if _, _, err := s.Restore(ctx, testMember, t.TempDir(), "/w"); !errors.Is(err, ErrNone) {
-		t.Fatalf("restore of a member without transcripts: %v, want ErrNone", err)
+	if _, _, err := s.Restore(ctx, testMember, t.TempDir(), "/w"); !errors.Is(err, transcript.ErrNone) {
+		t.Fatalf("restore of a member without transcripts: %v, want transcript.ErrNone", err)
 	}
 	// Two sessions, then the first again: the newest sync wins.
 	a, b := newTranscript(t), &transcriptFile{t: t, path: filepath.Join(t.TempDir(), "b.jsonl")}
@@ -315,20 +321,20 @@ func TestStore_Latest(t *testing.T) {
 		}
 	}
 	// Another member's transcripts are not tm1's.
-	if _, err := s.Latest(ctx, "tm2"); !errors.Is(err, ErrNone) {
+	if _, err := s.Latest(ctx, "tm2"); !errors.Is(err, transcript.ErrNone) {
 		t.Fatalf("latest of tm2: %v", err)
 	}
-	// A second Open is idempotent, and DeleteTeam removes everything.
-	if _, err := Open(ctx, js, testTeam); err != nil {
+	// A second transcript.Open is idempotent, and transcript.DeleteTeam removes everything.
+	if _, err := transcript.Open(ctx, js, testTeam); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if err := DeleteTeam(ctx, js, testTeam); err != nil {
+		if err := transcript.DeleteTeam(ctx, js, testTeam); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := js.Stream(ctx, StreamPrefix+testTeam); !errors.Is(err, jetstream.ErrStreamNotFound) {
-		t.Fatalf("stream after DeleteTeam: %v", err)
+	if _, err := js.Stream(ctx, transcript.StreamPrefix+testTeam); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("stream after transcript.DeleteTeam: %v", err)
 	}
 }
 
@@ -348,7 +354,7 @@ func TestStore_Sync_BadInput(t *testing.T) {
 			t.Errorf("sync %q %q %q: %v, want ErrInvalid", tc.member, tc.session, tc.path, err)
 		}
 	}
-	if _, err := Open(ctx, js, "a.b"); !errors.Is(err, teambus.ErrInvalid) {
+	if _, err := transcript.Open(ctx, js, "a.b"); !errors.Is(err, teambus.ErrInvalid) {
 		t.Errorf("open team a.b: %v", err)
 	}
 	if n, err := s.StoredBytes(ctx); err != nil || n != 0 {
@@ -362,16 +368,16 @@ func TestStore_Sync_BadInput(t *testing.T) {
 func TestStore_Sync_Concurrent(t *testing.T) {
 	s, js := newStore(t)
 	ctx := testCtx(t)
-	s2, err := Open(ctx, js, testTeam)
+	s2, err := transcript.Open(ctx, js, testTeam)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tf := newTranscript(t)
 	tf.grow(2 << 20)
 	errs := make(chan error, 2)
-	for _, st := range []*Store{s, s2} {
+	for _, st := range []*transcript.Store{s, s2} {
 		go func() {
-			_, err := st.Sync(ctx, testMember, testSession, tf.path, WithCwd("/w"))
+			_, err := st.Sync(ctx, testMember, testSession, tf.path, transcript.WithCwd("/w"))
 			errs <- err
 		}()
 	}
@@ -385,5 +391,111 @@ func TestStore_Sync_Concurrent(t *testing.T) {
 	}
 	if _, got := restored(t, s, ""); !bytes.Equal(got, tf.bytes()) {
 		t.Fatal("restored transcript differs")
+	}
+}
+
+// A commit whose manifest does not decode: Latest and Restore say
+// transcript.ErrCorrupt; the next sync starts the session over and restores.
+func TestStore_Sync_CorruptManifest(t *testing.T) {
+	s, js := newStore(t)
+	ctx := testCtx(t)
+	tf := newTranscript(t)
+	tf.grow(100 << 10)
+	if _, err := s.Sync(ctx, testMember, testSession, tf.path, transcript.WithCwd("/w")); err != nil {
+		t.Fatal(err)
+	}
+	msg := nats.NewMsg(s.GenSubject(testMember, testSession, 1, transcript.KindCommit))
+	msg.Header.Set(transcript.HdrManifest, `{"v":1,"gen":1,"size":5}`)
+	if _, err := js.PublishMsg(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Latest(ctx, testMember); !errors.Is(err, transcript.ErrCorrupt) {
+		t.Fatalf("latest: %v, want transcript.ErrCorrupt", err)
+	}
+	if _, _, err := s.Restore(ctx, testMember, t.TempDir(), ""); !errors.Is(err, transcript.ErrCorrupt) {
+		t.Fatalf("restore: %v, want transcript.ErrCorrupt", err)
+	}
+	tf.grow(1000)
+	res, err := s.Sync(ctx, testMember, testSession, tf.path, transcript.WithCwd("/w"))
+	if err != nil || !res.NewGen || res.Gen != 1 || res.Size != int64(len(tf.bytes())) {
+		t.Fatalf("sync after the bad commit: %+v, %v", res, err)
+	}
+	if _, got := restored(t, s, ""); !bytes.Equal(got, tf.bytes()) {
+		t.Fatal("restored transcript differs")
+	}
+}
+
+// Restore on the host the session ran on: a file that holds the stored
+// transcript and more is kept; one that differs is replaced.
+func TestStore_Restore_KeepsLongerLocalFile(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := testCtx(t)
+	home := t.TempDir()
+	dir := filepath.Join(home, ".claude", "projects", transcript.ProjectKey("/w"))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tf := &transcriptFile{t: t, path: filepath.Join(dir, testSession+".jsonl")}
+	tf.grow(50 << 10)
+	if _, err := s.Sync(ctx, testMember, testSession, tf.path, transcript.WithCwd("/w")); err != nil {
+		t.Fatal(err)
+	}
+	tf.grow(1000) // written after the last sync
+	want := tf.bytes()
+	info, path, err := s.Restore(ctx, testMember, home, "")
+	if err != nil || path != tf.path || !info.Kept {
+		t.Fatalf("restore: %+v %s %v, want the local file kept", info, path, err)
+	}
+	if !bytes.Equal(tf.bytes(), want) {
+		t.Fatal("the local file changed")
+	}
+	if err := os.WriteFile(tf.path, bytes.Repeat([]byte("z\n"), 40<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	info, _, err = s.Restore(ctx, testMember, home, "")
+	if err != nil || info.Kept {
+		t.Fatalf("restore over a different file: %+v %v", info, err)
+	}
+	if got := tf.bytes(); !bytes.Equal(got, want[:info.Size]) {
+		t.Fatal("restore did not replace a file that is not the transcript")
+	}
+}
+
+// List and WriteTo: every session of every member, each as stored.
+func TestStore_List(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := testCtx(t)
+	if l, err := s.List(ctx); err != nil || len(l) != 0 {
+		t.Fatalf("list of no transcripts: %v %v", l, err)
+	}
+	files := map[string]*transcriptFile{}
+	for _, id := range []string{"tm2/s1", "tm1/s2", "tm1/s1"} {
+		member, session, _ := strings.Cut(id, "/")
+		tf := &transcriptFile{t: t, path: filepath.Join(t.TempDir(), session+".jsonl")}
+		tf.grow(3000)
+		files[id] = tf
+		if _, err := s.Sync(ctx, member, session, tf.path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files["tm1/s1"].grow(300 << 10) // a second generation-1 commit with data chunks
+	if _, err := s.Sync(ctx, "tm1", "s1", files["tm1/s1"].path); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, info := range l {
+		id := info.Member + "/" + info.SessionID
+		got = append(got, id)
+		var b bytes.Buffer
+		if _, err := s.WriteTo(ctx, info.Member, info.SessionID, &b); err != nil || !bytes.Equal(b.Bytes(), files[id].bytes()) {
+			t.Fatalf("WriteTo %s: %v, or not the file", id, err)
+		}
+	}
+	if strings.Join(got, " ") != "tm1/s1 tm1/s2 tm2/s1" {
+		t.Fatalf("list %v", got)
 	}
 }

@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding"
 	"encoding/hex"
-	"fmt"
+	"encoding/json"
+	"errors"
 	"hash"
 	"io"
 	"os"
@@ -19,8 +19,8 @@ import (
 	"github.com/teambus/teambus"
 )
 
-// roundBytes is how much a sync sends before it writes a manifest: a long
-// first sync cut short by its deadline keeps what it stored.
+// roundBytes is how much a sync sends before it commits: a long first
+// sync cut short by its deadline keeps what it committed.
 const roundBytes = 4 << 20
 
 // SyncResult is what one sync did.
@@ -48,9 +48,11 @@ func WithCwd(cwd string) SyncOption { return func(o *syncOpts) { o.cwd = cwd } }
 
 // Sync stores what was appended to the transcript at path since the last
 // sync of (member, sessionID), up to its last complete line. It is
-// incremental: it hashes and sends only the new bytes. A file that shrank
-// or whose end changed is sent whole as a new generation. When ctx ends
-// mid-way, what was sent in whole rounds is kept.
+// incremental: it hashes and sends only the new bytes, in one message when
+// they are few. A file that shrank or whose end changed is sent whole as a
+// new generation. When ctx ends mid-way, what was committed in whole
+// rounds is kept. Two syncs of one session at once: one fails with
+// ErrConflict and stores nothing the manifest counts.
 func (s *Store) Sync(ctx context.Context, member, sessionID, path string, opts ...SyncOption) (SyncResult, error) {
 	start := time.Now()
 	var o syncOpts
@@ -74,17 +76,18 @@ func (s *Store) Sync(ctx context.Context, member, sessionID, path string, opts .
 		return res, teambus.Invalidf("transcript of %s session %s: %s is not a regular file", member, sessionID, path)
 	}
 	size := fi.Size()
-	old, prev, err := s.manifest(ctx, member, sessionID)
+	commits := s.commitFilter(member, sessionID)
+	old, prev, err := s.lastCommit(ctx, commits)
 	if err != nil {
-		if prev == 0 {
+		if !errors.Is(err, ErrCorrupt) {
 			return res, err
 		}
-		// A manifest that does not decode: start over at generation 1,
-		// without the chunks it may have counted.
-		if err := s.stream.Purge(ctx, jetstream.WithPurgeSubject(s.chunkSubject(member, sessionID, -1))); err != nil {
-			return res, teambus.Unavailablef("reset transcript of %s session %s: %w", member, sessionID, err)
+		// A commit that does not decode: start over at generation 1,
+		// without anything stored of the session.
+		if err := s.purge(ctx, s.sessionPrefix(member, sessionID)+">"); err != nil {
+			return res, err
 		}
-		res.NewGen = true
+		prev, res.NewGen = 0, true
 	}
 	var h hash.Hash
 	base, gen := int64(0), int64(1)
@@ -116,63 +119,96 @@ func (s *Store) Sync(ctx context.Context, member, sessionID, path string, opts .
 	if cwd == "" && old != nil {
 		cwd = old.Cwd
 	}
-	buf := make([]byte, ChunkSize)
-	subj := s.chunkSubject(member, sessionID, gen)
-	// At least one round: a new generation writes its manifest even when
-	// the file holds no complete line.
+	buf := make([]byte, min(int64(ChunkSize), max(end-base, 1)))
+	// At least one round: a new generation commits even when the file
+	// holds no complete line.
 	for off := base; ; {
 		roundEnd := min(end, off+roundBytes)
+		var inline []byte
 		for off < roundEnd {
 			n := int(min(int64(ChunkSize), roundEnd-off))
 			if _, err := f.ReadAt(buf[:n], off); err != nil {
 				return res, teambus.Invalidf("read transcript of %s session %s: %v", member, sessionID, err)
 			}
-			if err := s.publishChunk(ctx, subj, member, sessionID, gen, off, buf[:n]); err != nil {
+			h.Write(buf[:n])
+			if off+int64(n) == roundEnd && n <= inlineMax {
+				// The round's last piece goes in its commit.
+				inline = buf[:n]
+				break
+			}
+			if err := s.publishData(ctx, member, sessionID, gen, off, buf[:n]); err != nil {
 				return res, err
 			}
-			h.Write(buf[:n])
 			off += int64(n)
 			res.Sent += int64(n)
 			if s.afterChunk != nil {
 				s.afterChunk(off)
 			}
 		}
-		m := &manifest{V: 1, Member: member, Session: sessionID, Gen: gen, Size: off, SHA256: hexSum(h), Cwd: cwd, SyncedAt: s.now().UTC()}
-		if m.State, err = h.(encoding.BinaryMarshaler).MarshalBinary(); err != nil {
-			return res, fmt.Errorf("save sha256 state: %w", err)
-		}
-		if m.Tail, err = tailHash(f, off); err != nil {
-			return res, teambus.Invalidf("read transcript of %s session %s: %v", member, sessionID, err)
-		}
-		if prev, err = s.putManifest(ctx, m, prev); err != nil {
+		m := &manifest{V: 1, Member: member, Session: sessionID, Gen: gen, Size: off + int64(len(inline)), Cwd: cwd}
+		if err := m.setState(h); err != nil {
 			return res, err
 		}
+		if m.Tail, err = tailHash(f, m.Size); err != nil {
+			return res, teambus.Invalidf("read transcript of %s session %s: %v", member, sessionID, err)
+		}
+		if prev, err = s.commit(ctx, m, off, inline, commits, prev); err != nil {
+			return res, err
+		}
+		off = m.Size
+		res.Sent += int64(len(inline))
 		res.Size, res.SHA256 = off, m.SHA256
+		if s.afterChunk != nil && len(inline) > 0 {
+			s.afterChunk(off)
+		}
 		if off >= end {
 			break
 		}
 	}
 	if res.NewGen && old != nil {
-		// The old generation's chunks are no longer counted by any
-		// manifest: a purge that fails leaves bytes, never a wrong
-		// transcript.
-		_ = s.stream.Purge(ctx, jetstream.WithPurgeSubject(s.chunkSubject(member, sessionID, old.Gen)))
+		// The old generation is no longer counted by the newest commit: a
+		// purge that fails leaves bytes, never a wrong transcript.
+		_ = s.purge(ctx, s.genFilter(member, sessionID, old.Gen))
 	}
 	res.Took = time.Since(start)
 	return res, nil
 }
 
-// publishChunk stores data at off of generation gen and waits for its ack:
-// the next chunk goes out only after this one is stored.
-func (s *Store) publishChunk(ctx context.Context, subj, member, session string, gen, off int64, data []byte) error {
-	msg := nats.NewMsg(subj)
+// publishData stores data at off of generation gen and waits for its ack:
+// the next message goes out only after this one is stored. A retried
+// chunk is stored once (its publish id).
+func (s *Store) publishData(ctx context.Context, member, session string, gen, off int64, data []byte) error {
+	msg := nats.NewMsg(s.genSubject(member, session, gen, kindData))
 	msg.Data = data
 	msg.Header.Set(hdrOffset, strconv.FormatInt(off, 10))
 	id := member + "." + session + "." + strconv.FormatInt(gen, 10) + "." + strconv.FormatInt(off, 10) + "." + strconv.Itoa(len(data))
-	if _, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id)); err != nil {
+	if _, err := s.publish(ctx, msg, jetstream.WithMsgID(id)); err != nil {
 		return teambus.Unavailablef("send transcript of %s session %s at %d: %w", member, session, off, err)
 	}
 	return nil
+}
+
+// commit stores the commit of m, carrying data at off, if the newest
+// commit of the session (any generation) is still prev (0: none). It
+// returns the commit's sequence.
+func (s *Store) commit(ctx context.Context, m *manifest, off int64, data []byte, commits string, prev uint64) (uint64, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return 0, err
+	}
+	msg := nats.NewMsg(s.genSubject(m.Member, m.Session, m.Gen, kindCommit))
+	msg.Data = data
+	msg.Header.Set(hdrOffset, strconv.FormatInt(off, 10))
+	msg.Header.Set(hdrManifest, string(b))
+	ack, err := s.publish(ctx, msg, jetstream.WithExpectLastSequenceForSubject(prev, commits))
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+			return 0, teambus.Conflictf("transcript of %s session %s: synced by another process at the same time", m.Member, m.Session)
+		}
+		return 0, teambus.Unavailablef("commit transcript of %s session %s: %w", m.Member, m.Session, err)
+	}
+	return ack.Sequence, nil
 }
 
 // tailMatches reports whether the last min(tailBytes, m.Size) bytes before
@@ -182,8 +218,8 @@ func tailMatches(f *os.File, m *manifest) bool {
 	return err == nil && t == m.Tail
 }
 
-// tailHash returns the sha256 of the last min(tailBytes, end) bytes before
-// end.
+// tailHash returns the first 16 bytes, in hex, of the sha256 of the last
+// min(tailBytes, end) bytes before end.
 func tailHash(f *os.File, end int64) (string, error) {
 	n := min(int64(tailBytes), end)
 	b := make([]byte, n)
@@ -191,15 +227,16 @@ func tailHash(f *os.File, end int64) (string, error) {
 		return "", err
 	}
 	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
+	return hex.EncodeToString(sum[:16]), nil
 }
 
 // lastLineEnd returns the offset just past the last newline in [base,
 // size), or base when there is none: a line still being written is sent
 // by a later sync.
 func lastLineEnd(f *os.File, base, size int64) (int64, error) {
-	const step = 64 << 10
-	buf := make([]byte, step)
+	// A transcript almost always ends with a newline: read a little first.
+	step := int64(4 << 10)
+	buf := make([]byte, 64<<10)
 	for hi := size; hi > base; {
 		lo := max(base, hi-step)
 		b := buf[:hi-lo]
@@ -209,7 +246,7 @@ func lastLineEnd(f *os.File, base, size int64) (int64, error) {
 		if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
 			return lo + int64(i) + 1, nil
 		}
-		hi = lo
+		hi, step = lo, min(2*step, int64(len(buf)))
 	}
 	return base, nil
 }

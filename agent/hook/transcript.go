@@ -80,7 +80,8 @@ func (h *hook) transcriptSync(ctx context.Context) (transcript.SyncResult, error
 	if err := h.connect(ctx); err != nil {
 		return transcript.SyncResult{}, err
 	}
-	st, err := transcript.Open(ctx, h.conn.JS, h.b.Team)
+	// New, not Open: no round trip; the first sync creates the stream.
+	st, err := transcript.New(h.conn.JS, h.b.Team)
 	if err != nil {
 		return transcript.SyncResult{}, err
 	}

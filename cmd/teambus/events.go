@@ -486,9 +486,10 @@ func teamCheckpointCommand() *cli.Command {
 		ArgsUsage: "TEAM",
 		Description: "Increments the team's checkpoint sequence and logs a checkpoint event in the team's event log.\n" +
 			"With --export DIR it then writes DIR/state.json (team, members, tasks), DIR/mailbox.jsonl (every\n" +
-			"message in seq order) and DIR/events.jsonl (the event log as stored): a layout to commit to git.",
+			"message in seq order), DIR/events.jsonl (the event log as stored) and the members' Claude Code\n" +
+			"transcripts (DIR/transcripts.json, DIR/transcripts/MEMBER/SESSION.jsonl): a layout to commit to git.",
 		Flags: flags(connFlags(), []cli.Flag{
-			&cli.StringFlag{Name: "export", Usage: "write state.json, mailbox.jsonl and events.jsonl into this directory"},
+			&cli.StringFlag{Name: "export", Usage: "write state.json, mailbox.jsonl, events.jsonl and the transcripts into this directory"},
 			&cli.StringFlag{Name: "label", Usage: "label of the checkpoint event (default: team-checkpoint-N)"},
 			jsonFlag(),
 		}),
@@ -519,8 +520,8 @@ func teamCheckpoint(c *cli.Context, s *session, id string) error {
 	}
 	fmt.Fprintf(c.App.Writer, "team %s checkpoint %d recorded\n", id, t.CheckpointSeq)
 	if e := out.Export; e != nil {
-		fmt.Fprintf(c.App.Writer, "exported to %s: %s, %s (%d messages), %s (%d events)\n", e.Dir,
-			team.StateFile, team.MailboxFile, e.Messages, team.EventsFile, e.Events)
+		fmt.Fprintf(c.App.Writer, "exported to %s: %s, %s (%d messages), %s (%d events), %s (%d transcripts)\n", e.Dir,
+			team.StateFile, team.MailboxFile, e.Messages, team.EventsFile, e.Events, team.TranscriptsFile, e.Transcripts)
 	}
 	return nil
 }
