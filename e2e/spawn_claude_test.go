@@ -202,8 +202,12 @@ func realClaudeRespawn(t *testing.T, crossHost bool) {
 	if !strings.Contains(first, spawnMarker) {
 		t.Errorf("the respawned session's first request lacks the marker from before the crash:\n%s", tail(first, 3000))
 	}
-	if !strings.Contains(first, "teambus restarted you") || !strings.Contains(first, "TASK t1") {
-		t.Errorf("the respawned session's first request lacks the brief:\n%s", tail(first, 3000))
+	// The brief: the respawn prompt, and the brief the SessionStart hook
+	// injected (it names the member's incarnation).
+	for _, want := range []string{"teambus restarted you", "Your task t1 went back to the queue", "in team alpha, incarnation 2"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("the respawned session's first request lacks %q of the brief:\n%s", want, tail(first, 3000))
+		}
 	}
 	t.Logf("agent pid exit → respawned session's first model request: %s (%d requests)", at[n].Sub(killed).Round(time.Millisecond), len(reqs))
 	if testing.Verbose() {
