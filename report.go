@@ -64,7 +64,7 @@ func CrashNotice(teamID, member, reason string, res CrashResult) string {
 	head := fmt.Sprintf("%s crashed (%s), crash %d: task %s back in the queue with its checkpoint; ", member, reason, res.Crashes, tasks)
 	switch res.Respawn {
 	case RespawnAuto:
-		return head + fmt.Sprintf("a teambus host restarts it now (respawn=auto), resuming its conversation when its transcript was synced; `teambus team show %s` shows where", teamID)
+		return head + fmt.Sprintf("a teambus host restarts it now (respawn=auto), resuming its conversation when its transcript was synced; `teambus team show %s` shows where (with no host running: `teambus spawn --team %s --member %s`)", teamID, teamID, member)
 	case RespawnOff:
 		return head + fmt.Sprintf("nothing restarts it (respawn=off); `teambus brief --team %s --member %s` is the prompt for a replacement", teamID, member)
 	}

@@ -243,7 +243,7 @@ func (s *Spawner) run(ctx context.Context, t *teambus.Team, m *teambus.Member, r
 	st, err := s.Launcher.Start(ctx, Launch{Spec: spec, Prompt: prompt, Resume: resume})
 	if err != nil {
 		s.unclaim(ctx, rec, rev)
-		s.Svc.LogEvent(ctx, spec.Team, "member.spawn_failed", spec.Member, map[string]any{"name": spec.Member, "host": s.Host, "machine": rec.Machine, "error": clean(err.Error())})
+		s.Svc.LogEvent(ctx, spec.Team, eventlog.EvMemberSpawnFailed, spec.Member, map[string]any{"name": spec.Member, "host": s.Host, "machine": rec.Machine, "error": clean(err.Error())})
 		return nil, Started{}, err
 	}
 	res.PID, res.Log, res.Window = st.PID, st.Log, st.Window
