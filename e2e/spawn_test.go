@@ -24,14 +24,18 @@ import (
 
 // standIn is a scripted stand-in agent for `teambus spawn --agent`: it
 // appends "<session> <HOME>" to the file given as its argument, claims
-// task t1 (retrying until its sidecar registered it), and then lives
+// task t1 (retrying until its sidecar registered it; a respawned one may
+// find it given back already), and then lives
 // until killed — as the same process (exec), so the pid spawn reports is
 // the one its sidecar watches.
 const standIn = `#!/bin/sh
 echo "$TEAMBUS_SESSION $HOME" >> "$1"
 i=0
 while [ $i -lt 200 ]; do
-  if "$TEAMBUS_BIN" task claim t1 --team "$TEAMBUS_TEAM" --member "$TEAMBUS_MEMBER" --session "$TEAMBUS_SESSION" --dir "$TEAMBUS_DIR" >/dev/null 2>&1; then
+  out=$("$TEAMBUS_BIN" task claim t1 --team "$TEAMBUS_TEAM" --member "$TEAMBUS_MEMBER" --session "$TEAMBUS_SESSION" --dir "$TEAMBUS_DIR" 2>&1)
+  rc=$?
+  # A respawned incarnation may find t1 given back to it already.
+  if [ $rc = 0 ] || echo "$out" | grep -q "already yours"; then
     echo "claimed t1"
     break
   fi
@@ -278,6 +282,14 @@ func TestSpawn_AutoRespawn_ThenCrashBudget(t *testing.T) {
 	if ev := e.events("alpha", eventlog.EvMemberSpawned); len(ev) != 1 || eventData(ev[0])["host"] != "h1" {
 		t.Errorf("member.spawned events: %v", ev)
 	}
+	// The headless sessions' output: both starts (the second may be
+	// killed before it printed anything).
+	if out, errOut, code := e.run("logs", "alpha", "tm1"); code != 0 || !strings.Contains(out, "claimed t1") || strings.Count(out, "=== teambus spawn tm1 of team alpha") != 2 {
+		t.Errorf("teambus logs: exit %d %q\n%s", code, errOut, out)
+	}
+	if _, errOut, code := e.run("logs", "alpha", "tm9"); code != teambus.ExitPermanent || !strings.Contains(errOut, "no log of tm9") {
+		t.Errorf("teambus logs of a member never spawned here: exit %d %q", code, errOut)
+	}
 	// team delete removes what spawn recorded.
 	if _, errOut, code := e.run("team", "delete", "alpha", "--force"); code != 0 {
 		t.Fatalf("team delete: exit %d %s", code, errOut)
@@ -304,6 +316,10 @@ func TestSpawn_HostLost_RespawnsOnAnotherHost(t *testing.T) {
 	home1, home2 := t.TempDir(), t.TempDir()
 	h1 := e.host("h1", home1)
 	e.host("h2", home2)
+	// A second host of a name that runs is refused.
+	if _, errOut, code := e.run("host", "--name", "h2"); code != teambus.ExitConflict || !strings.Contains(errOut, "already runs") {
+		t.Errorf("second host h2: exit %d %q, want 3", code, errOut)
+	}
 
 	if out, errOut, code := e.spawnCLI(nil, "--team", "alpha", "--member", "tm1", "--on", "h1", "--cwd", t.TempDir(), "--agent", agent, "--", startsFile); code != 0 {
 		t.Fatalf("spawn: exit %d\n%s%s", code, out, errOut)
