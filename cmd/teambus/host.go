@@ -40,16 +40,6 @@ func hostCommand() *cli.Command {
 	}
 }
 
-func init() {
-	examples["host"] = []string{"teambus host --name laptop                  # serve spawns and respawns here, until Ctrl-C",
-		"teambus host --name ci-1 --max 4 --team alpha"}
-	examples["spawn"] = []string{"teambus spawn --team alpha --member tm1 --cwd ~/src/app -- --allowedTools \"Bash(go test *)\"",
-		"teambus spawn --team alpha --member tm2 --tmux --on laptop",
-		"teambus spawn --team alpha --member bot --agent ./my-agent.sh --prompt \"fix the tests\""}
-	examples["logs"] = []string{"teambus logs alpha tm1 --follow"}
-	examples["attach"] = []string{"teambus attach alpha tm2"}
-}
-
 // defaultHostName is the machine's host name made a valid id.
 func defaultHostName() string {
 	var b strings.Builder
