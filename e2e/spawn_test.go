@@ -448,3 +448,32 @@ func TestSpawn_Tmux_AttachAndKillWindow(t *testing.T) {
 		t.Errorf("%d starts with respawn=lead, want 1", n)
 	}
 }
+
+// A host stopped with Ctrl-C (SIGINT) leaves cleanly: it exits 0 and its
+// registration is deleted at once, which the other hosts do not take for
+// a loss.
+func TestHost_CleanStopIsNoLoss(t *testing.T) {
+	e := newSpawnEnv(t)
+	e.createTeam("alpha", fastPolicy(), "tm1")
+	h1 := e.host("h1", t.TempDir())
+	e.host("h2", t.TempDir())
+	if out, _, code := e.run("bus", "status"); code != 0 || !strings.Contains(out, "host h1: machine") || !strings.Contains(out, "host h2: machine") {
+		t.Errorf("bus status: exit %d\n%s", code, out)
+	}
+	if err := h1.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if code := h1.exitCode(t, 10*time.Second); code != 0 {
+		t.Errorf("host exit %d:\n%s", code, h1.output())
+	}
+	if _, err := e.reg.Host(context.Background(), "h1"); !errors.Is(err, teambus.ErrNotFound) {
+		t.Errorf("h1 still registered after its clean stop: %v", err)
+	}
+	time.Sleep(3 * time.Second) // past the TTL: an expiry would have been seen by now
+	if n := len(e.events("alpha", eventlog.EvHostLost)); n != 0 {
+		t.Errorf("%d host.lost events after a clean stop", n)
+	}
+	if n := len(e.events("alpha", eventlog.EvHostJoined)); n != 2 {
+		t.Errorf("%d host.joined events, want 2", n)
+	}
+}
