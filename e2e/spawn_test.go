@@ -346,8 +346,8 @@ func TestSpawn_HostLost_RespawnsOnAnotherHost(t *testing.T) {
 		t.Errorf("starts %q: want one with HOME %s, then one with HOME %s", st, home1, home2)
 	}
 	lost := e.events("alpha", eventlog.EvHostLost)
-	if len(lost) != 1 || eventData(lost[0])["host"] != "h1" {
-		t.Errorf("host.lost events: %d %v", len(lost), lost)
+	if len(lost) != 1 || eventData(lost[0])["host"] != "h1" || fmt.Sprint(eventData(lost[0])["crashed"]) != "[tm1]" {
+		t.Errorf("host.lost events (want one, h1, tm1 judged crashed): %d %v", len(lost), lost)
 	}
 	m, _, _ := e.svc.Store().Member(context.Background(), "alpha", "tm1")
 	if m.CrashCount != 1 {
