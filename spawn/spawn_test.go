@@ -12,6 +12,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/initclaude"
+	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/spawn"
 	"github.com/teambus/teambus/team"
@@ -309,5 +310,49 @@ func TestReclaim(t *testing.T) {
 	tk, _, _ := f.svc.Store().Task(ctx, "alpha", "t1")
 	if tk.Status != teambus.TaskInProgress || tk.AssignedTo != "tm1" || tk.Epoch != 2 {
 		t.Errorf("t1 %s by %s epoch %d", tk.Status, tk.AssignedTo, tk.Epoch)
+	}
+}
+
+// A respawn whose start fails (here: its working directory is gone) is
+// not retried in a loop: the claim stays, member.spawn_failed is logged
+// and the lead is told.
+func TestRespawn_FailedStartTellsTheLead(t *testing.T) {
+	pol := teambus.DefaultPolicy()
+	pol.Respawn = teambus.RespawnAuto
+	f := newFixture(t, pol)
+	ctx := context.Background()
+	spec := f.spec(t)
+	spec.Cwd = t.TempDir() + "/gone"
+	if err := os.Mkdir(spec.Cwd, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, st, err := f.spawner("").Spawn(ctx, spawn.Request{Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reap(t, st)
+	f.crash(t, "s1")
+	if err := os.Remove(spec.Cwd); err != nil {
+		t.Fatal(err)
+	}
+	if res, _, err := f.spawner("h1").Respawn(ctx, "alpha", "tm1"); res != nil || !errors.Is(err, teambus.ErrInvalid) {
+		t.Fatalf("respawn into a missing directory: %+v %v", res, err)
+	}
+	if res, _, err := f.spawner("h2").Respawn(ctx, "alpha", "tm1"); res != nil || err != nil {
+		t.Errorf("second try: %+v %v, want nothing (the claim stays)", res, err)
+	}
+	l, err := f.svc.Mailbox("alpha").Lease(ctx, teambus.Lead, bus.LeaseOptions{Max: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	n := 0
+	for _, m := range l.Messages {
+		if strings.Contains(m.Body, "could not restart tm1") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d notices to the lead, want 1: %+v", n, l.Messages)
 	}
 }

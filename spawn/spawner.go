@@ -242,8 +242,19 @@ func (s *Spawner) run(ctx context.Context, t *teambus.Team, m *teambus.Member, r
 	}
 	st, err := s.Launcher.Start(ctx, Launch{Spec: spec, Prompt: prompt, Resume: resume})
 	if err != nil {
-		s.unclaim(ctx, rec, rev)
-		s.Svc.LogEvent(ctx, spec.Team, eventlog.EvMemberSpawnFailed, spec.Member, map[string]any{"name": spec.Member, "host": s.Host, "machine": rec.Machine, "error": clean(err.Error())})
+		s.Svc.LogEvent(ctx, spec.Team, eventlog.EvMemberSpawnFailed, spec.Member, map[string]any{"name": spec.Member, "host": s.Host, "machine": rec.Machine, "error": clean(err.Error()), "respawn": respawn})
+		if !respawn {
+			s.unclaim(ctx, rec, rev) // the caller sees the error and may try again
+			return nil, Started{}, err
+		}
+		// An automatic respawn keeps its claim: a start that can not run
+		// here is not retried in a loop. The lead is told instead.
+		body := fmt.Sprintf("teambus could not restart %s after its crash (host %s): %s; start it with `teambus spawn --team %s --member %s` once fixed",
+			spec.Member, orHere(s.Host), clean(err.Error()), spec.Team, spec.Member)
+		if _, nerr := s.Svc.Notify(ctx, spec.Team, spec.Member, m.Epoch, teambus.Lead, teambus.MsgSystem, fmt.Sprintf("respawn-failed/%s/%d", spec.Member, m.Epoch), body,
+			map[string]any{"member": spec.Member, "epoch": m.Epoch, "host": s.Host}); nerr != nil {
+			s.logger().Warn("tell the lead", "err", nerr)
+		}
 		return nil, Started{}, err
 	}
 	res.PID, res.Log, res.Window = st.PID, st.Log, st.Window
@@ -400,6 +411,13 @@ func (s *Spawner) logger() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return s.Log
+}
+
+func orHere(host string) string {
+	if host == "" {
+		return "a spawn command"
+	}
+	return host
 }
 
 func orNone(s string) string {
