@@ -25,7 +25,10 @@
 //     PostToolBatch` of a bound member with an empty inbox, interleaved
 //     with the JSONL peer; `teambus hook SessionStart` of a new session:
 //     binding, registration, sidecar spawn, the sidecar killed after each
-//     run), tool calls through a running `teambus mcp` over stdio (send,
+//     run), the transcript sync inside `teambus hook PostToolBatch` of a
+//     session whose 10 MB transcript grows by 20 KB per run (and the bytes
+//     its team's transcript stream then holds, against the transcript's
+//     size), tool calls through a running `teambus mcp` over stdio (send,
 //     beside team.Service.Send of the same message from this process;
 //     inbox returning 50 waiting messages), inbox read + ack, claims by 8
 //     contending members, resume of large teams, failure detection by real

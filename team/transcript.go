@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/transcript"
 )
 
@@ -84,4 +85,20 @@ func (s *Service) exportTranscripts(ctx context.Context, team, dir string, out *
 	}
 	out.Files = append(out.Files, filepath.Join(dir, TranscriptsFile))
 	return nil
+}
+
+// RestoreTranscript writes the newest transcript of member under home,
+// where `claude --resume <session>` run in cwd finds it (an empty cwd is
+// the one it was synced from), and logs transcript.restored in the team's
+// event log: ok with the path, or why not ("none", "corrupt",
+// "unavailable", "invalid") and the fallback, a fresh session with the
+// brief. The error is Restore's (transcript.ErrNone, transcript.ErrCorrupt).
+func (s *Service) RestoreTranscript(ctx context.Context, team, member, home, cwd string) (transcript.Info, string, error) {
+	st, err := transcript.New(s.js, team)
+	if err != nil {
+		return transcript.Info{}, "", err
+	}
+	info, path, err := st.Restore(ctx, member, home, cwd)
+	s.LogEvent(ctx, team, eventlog.EvTranscriptRestored, member, transcript.RestoredData(member, info, path, err))
+	return info, path, err
 }

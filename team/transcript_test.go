@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/transcript"
 )
@@ -94,5 +97,50 @@ func TestCheckpointTeam_ExportTranscripts(t *testing.T) {
 		if err != nil || !bytes.Equal(got, want[e.Member+"/"+e.Session]) || e.Cwd != "/w" || e.Size != int64(len(got)) {
 			t.Fatalf("%s: %v, or not the transcript (%+v)", e.File, err, e)
 		}
+	}
+}
+
+// TestRestoreTranscript: a restore logs transcript.restored, ok with the
+// path, or the reason and the fallback to the brief.
+func TestRestoreTranscript(t *testing.T) {
+	f := newFixture(t, team.Config{})
+	ctx := testCtx(t)
+	if _, err := f.svc.CreateTeam(ctx, "trr", "", []team.MemberSpec{{ID: "tm1"}}, testPolicy()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.svc.RestoreTranscript(ctx, "trr", "tm1", t.TempDir(), "/w"); !errors.Is(err, transcript.ErrNone) {
+		t.Fatalf("restore without a transcript: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "s1.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Repeat(`{"type":"user"}`+"\n", 100)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := transcript.Open(ctx, f.conn.JS, "trr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Sync(ctx, "tm1", "s1", path, transcript.WithCwd("/w")); err != nil {
+		t.Fatal(err)
+	}
+	info, out, err := f.svc.RestoreTranscript(ctx, "trr", "tm1", t.TempDir(), "")
+	if err != nil || info.SessionID != "s1" || !strings.HasSuffix(out, "/.claude/projects/-w/s1.jsonl") {
+		t.Fatalf("restore: %+v %s %v", info, out, err)
+	}
+	var got []string
+	err = f.svc.Events("trr").Replay(ctx, bus.EventFilter{Type: eventlog.EvTranscriptRestored}, func(r *bus.EventRecord) error {
+		var d struct {
+			OK       bool   `json:"ok"`
+			Reason   string `json:"reason"`
+			Fallback string `json:"fallback"`
+			Path     string `json:"path"`
+		}
+		if err := json.Unmarshal(r.Event.Data, &d); err != nil {
+			return err
+		}
+		got = append(got, fmt.Sprintf("%v %s %s %v", d.OK, d.Reason, d.Fallback, d.Path == out))
+		return nil
+	})
+	if err != nil || strings.Join(got, "; ") != "false none brief false; true   true" {
+		t.Fatalf("transcript.restored events %q (%v)", got, err)
 	}
 }

@@ -23,7 +23,7 @@ func RestoredData(member string, info Info, path string, err error) map[string]a
 		d["session"], d["size"], d["sha256"], d["gen"] = info.SessionID, info.Size, info.SHA256, info.Gen
 	}
 	if err == nil {
-		d["path"] = path
+		d["path"], d["kept"] = path, info.Kept
 		return d
 	}
 	d["reason"], d["fallback"] = Reason(err), "brief"

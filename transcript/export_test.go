@@ -10,28 +10,26 @@ import (
 // inside the package.
 
 const (
-	KindData    = kindData
-	KindCommit  = kindCommit
 	HdrOffset   = hdrOffset
 	HdrManifest = hdrManifest
 	MaxKey      = maxKey
 )
 
-func (s *Store) GenSubject(member, session string, gen int64, kind string) string {
-	return s.genSubject(member, session, gen, kind)
+func (s *Store) DataSubject(member, session string, gen int64) string {
+	return s.dataSubject(member, session, gen)
 }
 
-// FirstSeq is the stream sequence of the first message of a generation.
+func (s *Store) CommitSubject(member, session string) string { return s.commitSubject(member, session) }
+
+// FirstSeq is the stream sequence of the first data chunk of a
+// generation.
 func (s *Store) FirstSeq(ctx context.Context, member, session string, gen int64) (uint64, error) {
-	msg, err := s.get(ctx, directReq{Seq: 1, NextFor: s.genFilter(member, session, gen)})
+	msg, err := s.get(ctx, directReq{Seq: 1, NextFor: s.dataSubject(member, session, gen)})
 	if err != nil {
 		return 0, err
 	}
 	return msg.Seq, nil
 }
-
-// SetAfterChunk runs f after each stored message with bytes.
-func (s *Store) SetAfterChunk(f func(off int64)) { s.afterChunk = f }
 
 // DecodeCommit decodes a commit of team stored on subject with the
 // manifest header.

@@ -43,8 +43,9 @@ func FuzzProjectKey(f *testing.F) {
 }
 
 func FuzzDecodeCommit(f *testing.F) {
-	f.Add("tb.alpha.tr.tm1.s1.1.c", `{"v":1,"gen":1,"size":0,"state":"c2hhAwAA","tail":"`+strings.Repeat("ab", 16)+`"}`)
-	f.Add("tb.alpha.tr.tm1.s1.1.c", `{}`)
+	f.Add("tb.alpha.tr.tm1.s1.c", `{"v":1,"g":1,"n":0,"s":"c2hhAwAA","t":"AAAAAAAAAAAAAAAA"}`)
+	f.Add("tb.alpha.tr.tm1.s1.c", `{"v":1,"g":1,"n":3,"s":"`+strings.Repeat("A", 47)+`=","t":"AAAAAAAAAAAAAAAA"}`)
+	f.Add("tb.alpha.tr.tm1.s1.c", `{}`)
 	f.Fuzz(func(t *testing.T, subject, header string) {
 		info, err := transcript.DecodeCommit("alpha", subject, header)
 		if err != nil {

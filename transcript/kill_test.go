@@ -45,14 +45,14 @@ func TestHelperSyncLoop(t *testing.T) {
 		os.Exit(3)
 	}
 	out := bufio.NewWriter(os.Stdout)
-	s.SetAfterChunk(func(off int64) {
+	stored := transcript.OnStored(func(off int64) {
 		fmt.Fprintf(out, "chunk %d\n", off)
 		out.Flush()
-		// Time for the test to kill the process before the manifest.
+		// Time for the test to kill the process before the commit.
 		time.Sleep(20 * time.Millisecond)
 	})
 	for {
-		res, err := s.Sync(ctx, testMember, testSession, path, transcript.WithCwd("/w"))
+		res, err := s.Sync(ctx, testMember, testSession, path, transcript.WithCwd("/w"), stored)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(3)

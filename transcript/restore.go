@@ -3,6 +3,7 @@ package transcript
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -46,7 +47,8 @@ func (s *Store) latest(ctx context.Context, member string) (*manifest, error) {
 // Restore writes the newest transcript of member to
 // <home>/.claude/projects/<ProjectKey(cwd)>/<session>.jsonl, where
 // `claude --resume <session>` run in cwd with HOME=home finds it. An empty
-// cwd is the one recorded at sync. The file is written beside its target
+// cwd is the one recorded at sync; for that one the directory is the one
+// Claude Code used (Info.ProjectKey), which differs in a git worktree. The file is written beside its target
 // and renamed into place only when its size and sha256 match the
 // manifest (ErrCorrupt otherwise, and nothing is written there), ErrNone
 // when member has no transcript. A file already there whose first Size
@@ -59,13 +61,14 @@ func (s *Store) Restore(ctx context.Context, member, home, cwd string) (Info, st
 		return Info{}, "", err
 	}
 	info := m.info()
-	if cwd == "" {
-		cwd = m.Cwd
+	key := info.ProjectKey
+	if cwd != "" && cwd != m.Cwd {
+		key = ProjectKey(cwd)
 	}
-	if home == "" || cwd == "" {
+	if home == "" || key == "" {
 		return info, "", teambus.Invalidf("restore transcript of %s: need a home directory and a working directory", member)
 	}
-	dir := filepath.Join(home, ".claude", "projects", ProjectKey(cwd))
+	dir := filepath.Join(home, ".claude", "projects", key)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return info, "", fmt.Errorf("restore transcript of %s: %w", member, err)
 	}
@@ -88,7 +91,7 @@ func (s *Store) WriteTo(ctx context.Context, member, session string, w io.Writer
 	if err := validate(member, session); err != nil {
 		return Info{}, err
 	}
-	m, _, err := s.lastCommit(ctx, s.commitFilter(member, session))
+	m, _, err := s.lastCommit(ctx, s.commitSubject(member, session))
 	if err != nil {
 		return Info{}, err
 	}
@@ -108,7 +111,7 @@ func (s *Store) List(ctx context.Context) ([]Info, error) {
 	}
 	var si *jetstream.StreamInfo
 	if err == nil {
-		si, err = st.Info(ctx, jetstream.WithSubjectFilter("tb."+s.team+".tr.*.*.*."+kindCommit))
+		si, err = st.Info(ctx, jetstream.WithSubjectFilter("tb."+s.team+".tr.*.*."+kindCommit))
 	}
 	if err != nil {
 		return nil, teambus.Unavailablef("list transcripts of team %s: %w", s.team, err)
@@ -117,11 +120,11 @@ func (s *Store) List(ctx context.Context) ([]Info, error) {
 	var out []Info
 	for subj := range si.State.Subjects {
 		tok := strings.Split(subj, ".")
-		if len(tok) != 7 || validate(tok[3], tok[4]) != nil || seen[[2]string{tok[3], tok[4]}] {
+		if len(tok) != 6 || validate(tok[3], tok[4]) != nil || seen[[2]string{tok[3], tok[4]}] {
 			continue
 		}
 		seen[[2]string{tok[3], tok[4]}] = true
-		m, _, err := s.lastCommit(ctx, s.commitFilter(tok[3], tok[4]))
+		m, _, err := s.lastCommit(ctx, s.commitSubject(tok[3], tok[4]))
 		switch {
 		case errors.Is(err, ErrCorrupt):
 			out = append(out, Info{Member: tok[3], SessionID: tok[4]})
@@ -158,12 +161,14 @@ func extends(path string, m *manifest) bool {
 	return hexSum(h) == m.SHA256
 }
 
-// assemble writes the first m.Size bytes of m's generation to w, from its
-// chunks in stream order, taking from each only the bytes not yet written,
-// and checks their sha256.
+// assemble writes the first m.Size bytes of m's generation to w, from the
+// session's messages of that generation in stream order up to m's commit,
+// taking from each only the bytes not yet written, and checks their
+// sha256.
 func (s *Store) assemble(ctx context.Context, m *manifest, w io.Writer) error {
 	h := sha256.New()
-	filter := s.genFilter(m.Member, m.Session, m.Gen)
+	filter := s.sessionFilter(m.Member, m.Session)
+	data, gen := s.dataSubject(m.Member, m.Session, m.Gen), strconv.FormatInt(m.Gen, 10)
 	var pos int64
 	for seq := uint64(1); pos < m.Size && seq <= m.Seq; {
 		msg, err := s.get(ctx, directReq{Seq: seq, NextFor: filter})
@@ -174,6 +179,9 @@ func (s *Store) assemble(ctx context.Context, m *manifest, w io.Writer) error {
 			return teambus.Unavailablef("read transcript of %s session %s: %w", m.Member, m.Session, err)
 		}
 		seq = msg.Seq + 1
+		if msg.Subject != data && !commitOfGen(msg, gen) {
+			continue // another generation's
+		}
 		off, err := strconv.ParseInt(msg.Header.Get(hdrOffset), 10, 64)
 		if err != nil || off < 0 {
 			return fmt.Errorf("%w: transcript of %s session %s: message %d has no offset", ErrCorrupt, m.Member, m.Session, msg.Seq)
@@ -196,6 +204,32 @@ func (s *Store) assemble(ctx context.Context, m *manifest, w io.Writer) error {
 		return fmt.Errorf("%w: transcript of %s session %s: sha256 %s, manifest says %s", ErrCorrupt, m.Member, m.Session, got, m.SHA256)
 	}
 	return nil
+}
+
+// commitOfGen reports whether msg is a commit of generation gen.
+func commitOfGen(msg *storedMsg, gen string) bool {
+	if !strings.HasSuffix(msg.Subject, "."+kindCommit) {
+		return false
+	}
+	var m struct {
+		Gen json.Number `json:"g"`
+	}
+	return json.Unmarshal([]byte(msg.Header.Get(hdrManifest)), &m) == nil && string(m.Gen) == gen
+}
+
+// validKey reports whether key can be a project directory: what
+// ProjectKey makes, nothing that leaves the projects directory.
+func validKey(key string) bool {
+	if key == "" || len(key) > maxKey+1+13 {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // maxKey is the longest project key Claude Code uses as is; a longer one

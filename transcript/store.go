@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -25,11 +26,9 @@ const ChunkSize = 256 << 10
 // reading a manifest never reads much more than the manifest.
 const inlineMax = 64 << 10
 
-// Subject kinds under tb.<team>.tr.<member>.<session>.<gen>.
-const (
-	kindData   = "d"
-	kindCommit = "c"
-)
+// kindCommit is the last token of a session's commit subject; its data
+// subjects end with their generation number.
+const kindCommit = "c"
 
 // Headers of the stored messages.
 const (
@@ -56,8 +55,6 @@ type Store struct {
 	now  func() time.Time
 	// ensured is set once the stream is known to exist.
 	ensured bool
-	// afterChunk, when set (by tests), runs after each chunk is stored.
-	afterChunk func(off int64)
 }
 
 // New returns the team's transcript store without any I/O: its stream is
@@ -147,24 +144,24 @@ func (s *Store) sessionPrefix(member, session string) string {
 	return "tb." + s.team + ".tr." + member + "." + session + "."
 }
 
-// genSubject is the subject of kind (data or commit) of one generation.
-func (s *Store) genSubject(member, session string, gen int64, kind string) string {
-	return fmt.Sprintf("%s%d.%s", s.sessionPrefix(member, session), gen, kind)
+// dataSubject is the subject of the data chunks of one generation.
+func (s *Store) dataSubject(member, session string, gen int64) string {
+	return s.sessionPrefix(member, session) + strconv.FormatInt(gen, 10)
 }
 
-// genFilter is every message of one generation.
-func (s *Store) genFilter(member, session string, gen int64) string {
-	return fmt.Sprintf("%s%d.*", s.sessionPrefix(member, session), gen)
+// commitSubject is the subject of a session's commits, every generation.
+func (s *Store) commitSubject(member, session string) string {
+	return s.sessionPrefix(member, session) + kindCommit
 }
 
-// commitFilter is the commits of every generation of a session.
-func (s *Store) commitFilter(member, session string) string {
-	return s.sessionPrefix(member, session) + "*." + kindCommit
+// sessionFilter is every message of a session.
+func (s *Store) sessionFilter(member, session string) string {
+	return s.sessionPrefix(member, session) + "*"
 }
 
 // memberCommits is the commits of every session of member.
 func (s *Store) memberCommits(member string) string {
-	return "tb." + s.team + ".tr." + member + ".*.*." + kindCommit
+	return "tb." + s.team + ".tr." + member + ".*." + kindCommit
 }
 
 // publish stores msg, creating the stream first when it is missing.
@@ -179,14 +176,15 @@ func (s *Store) publish(ctx context.Context, msg *nats.Msg, opts ...jetstream.Pu
 	return ack, err
 }
 
-// purge removes the messages of subject filter; a missing stream has none.
-func (s *Store) purge(ctx context.Context, filter string) error {
+// purge removes the messages of subject filter (with opts, those below a
+// sequence); a missing stream has none.
+func (s *Store) purge(ctx context.Context, filter string, opts ...jetstream.StreamPurgeOpt) error {
 	st, err := s.js.Stream(ctx, s.Stream())
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil
 	}
 	if err == nil {
-		err = st.Purge(ctx, jetstream.WithPurgeSubject(filter))
+		err = st.Purge(ctx, append(opts, jetstream.WithPurgeSubject(filter))...)
 	}
 	if err != nil {
 		return teambus.Unavailablef("purge transcripts of team %s: %w", s.team, err)

@@ -242,7 +242,7 @@ func TestStore_Restore_Corrupt(t *testing.T) {
 		{"altered chunk", func(t *testing.T, s *transcript.Store, js jetstream.JetStream) {
 			// A chunk at offset 0 whose bytes are not the file's, stored
 			// before the real ones.
-			msg := nats.NewMsg(s.GenSubject(testMember, testSession, 1, transcript.KindData))
+			msg := nats.NewMsg(s.DataSubject(testMember, testSession, 1))
 			msg.Data = bytes.Repeat([]byte("x"), 5000)
 			msg.Header.Set(transcript.HdrOffset, "0")
 			if _, err := js.PublishMsg(testCtx(t), msg); err != nil {
@@ -404,8 +404,8 @@ func TestStore_Sync_CorruptManifest(t *testing.T) {
 	if _, err := s.Sync(ctx, testMember, testSession, tf.path, transcript.WithCwd("/w")); err != nil {
 		t.Fatal(err)
 	}
-	msg := nats.NewMsg(s.GenSubject(testMember, testSession, 1, transcript.KindCommit))
-	msg.Header.Set(transcript.HdrManifest, `{"v":1,"gen":1,"size":5}`)
+	msg := nats.NewMsg(s.CommitSubject(testMember, testSession))
+	msg.Header.Set(transcript.HdrManifest, `{"v":1,"g":1,"n":5}`)
 	if _, err := js.PublishMsg(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
@@ -497,5 +497,41 @@ func TestStore_List(t *testing.T) {
 	}
 	if strings.Join(got, " ") != "tm1/s1 tm1/s2 tm2/s1" {
 		t.Fatalf("list %v", got)
+	}
+}
+
+// The project directory Claude Code used is kept when it is not
+// ProjectKey(cwd) (a git worktree): a restore for the same working
+// directory goes there, one for another directory under its own key.
+func TestStore_Restore_ProjectKey(t *testing.T) {
+	s, js := newStore(t)
+	ctx := testCtx(t)
+	dir := filepath.Join(t.TempDir(), ".claude", "projects", "-main-repo")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tf := &transcriptFile{t: t, path: filepath.Join(dir, testSession+".jsonl")}
+	tf.grow(5000)
+	if _, err := s.Sync(ctx, testMember, testSession, tf.path, transcript.WithCwd("/main/repo-wt")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ cwd, key string }{{"", "-main-repo"}, {"/main/repo-wt", "-main-repo"}, {"/elsewhere", "-elsewhere"}} {
+		home := t.TempDir()
+		info, path, err := s.Restore(ctx, testMember, home, tc.cwd)
+		if err != nil || info.ProjectKey != "-main-repo" {
+			t.Fatalf("restore for %q: %+v %v", tc.cwd, info, err)
+		}
+		if want := filepath.Join(home, ".claude", "projects", tc.key, testSession+".jsonl"); path != want {
+			t.Errorf("restore for %q wrote %s, want %s", tc.cwd, path, want)
+		}
+	}
+	// A manifest naming a directory outside projects is refused.
+	msg := nats.NewMsg(s.CommitSubject(testMember, testSession))
+	msg.Header.Set(transcript.HdrManifest, `{"v":1,"g":1,"n":0,"s":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","t":"AAAAAAAAAAAAAAAA","k":".."}`)
+	if _, err := js.PublishMsg(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Restore(ctx, testMember, t.TempDir(), ""); !errors.Is(err, transcript.ErrCorrupt) {
+		t.Fatalf("restore of a manifest with key ..: %v", err)
 	}
 }

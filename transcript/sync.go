@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"hash"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -40,7 +40,15 @@ type SyncResult struct {
 // SyncOption sets an optional field of a sync.
 type SyncOption func(*syncOpts)
 
-type syncOpts struct{ cwd string }
+type syncOpts struct {
+	cwd    string
+	stored func(off int64)
+}
+
+// OnStored calls f after each message with bytes of this sync is stored,
+// with the offset its bytes end at: progress, or a fault injected between
+// a data chunk and its commit.
+func OnStored(f func(off int64)) SyncOption { return func(o *syncOpts) { o.stored = f } }
 
 // WithCwd records the session's working directory with the transcript
 // (where a restore puts it when not told otherwise).
@@ -76,15 +84,14 @@ func (s *Store) Sync(ctx context.Context, member, sessionID, path string, opts .
 		return res, teambus.Invalidf("transcript of %s session %s: %s is not a regular file", member, sessionID, path)
 	}
 	size := fi.Size()
-	commits := s.commitFilter(member, sessionID)
-	old, prev, err := s.lastCommit(ctx, commits)
+	old, prev, err := s.lastCommit(ctx, s.commitSubject(member, sessionID))
 	if err != nil {
 		if !errors.Is(err, ErrCorrupt) {
 			return res, err
 		}
 		// A commit that does not decode: start over at generation 1,
 		// without anything stored of the session.
-		if err := s.purge(ctx, s.sessionPrefix(member, sessionID)+">"); err != nil {
+		if err := s.purge(ctx, s.sessionFilter(member, sessionID)); err != nil {
 			return res, err
 		}
 		prev, res.NewGen = 0, true
@@ -115,11 +122,16 @@ func (s *Store) Sync(ctx context.Context, member, sessionID, path string, opts .
 		res.Took = time.Since(start)
 		return res, nil
 	}
-	cwd := o.cwd
+	cwd, key := o.cwd, keyOf(path)
 	if cwd == "" && old != nil {
 		cwd = old.Cwd
 	}
+	if cwd != "" && key == ProjectKey(cwd) {
+		key = "" // the usual case: nothing to store
+	}
 	buf := make([]byte, min(int64(ChunkSize), max(end-base, 1)))
+	// firstSeq is the sequence of this sync's first commit.
+	var firstSeq uint64
 	// At least one round: a new generation commits even when the file
 	// holds no complete line.
 	for off := base; ; {
@@ -141,25 +153,30 @@ func (s *Store) Sync(ctx context.Context, member, sessionID, path string, opts .
 			}
 			off += int64(n)
 			res.Sent += int64(n)
-			if s.afterChunk != nil {
-				s.afterChunk(off)
+			if o.stored != nil {
+				o.stored(off)
 			}
 		}
-		m := &manifest{V: 1, Member: member, Session: sessionID, Gen: gen, Size: off + int64(len(inline)), Cwd: cwd}
+		m := &manifest{V: 1, Member: member, Session: sessionID, Gen: gen, Size: off + int64(len(inline)), Cwd: cwd, Key: key}
 		if err := m.setState(h); err != nil {
 			return res, err
 		}
 		if m.Tail, err = tailHash(f, m.Size); err != nil {
 			return res, teambus.Invalidf("read transcript of %s session %s: %v", member, sessionID, err)
 		}
-		if prev, err = s.commit(ctx, m, off, inline, commits, prev); err != nil {
+		if prev, err = s.commit(ctx, m, off, inline, prev); err != nil {
 			return res, err
+		}
+		if firstSeq == 0 {
+			firstSeq = prev
 		}
 		off = m.Size
 		res.Sent += int64(len(inline))
 		res.Size, res.SHA256 = off, m.SHA256
-		if s.afterChunk != nil && len(inline) > 0 {
-			s.afterChunk(off)
+		if len(inline) > 0 {
+			if o.stored != nil {
+				o.stored(off)
+			}
 		}
 		if off >= end {
 			break
@@ -168,7 +185,8 @@ func (s *Store) Sync(ctx context.Context, member, sessionID, path string, opts .
 	if res.NewGen && old != nil {
 		// The old generation is no longer counted by the newest commit: a
 		// purge that fails leaves bytes, never a wrong transcript.
-		_ = s.purge(ctx, s.genFilter(member, sessionID, old.Gen))
+		_ = s.purge(ctx, s.dataSubject(member, sessionID, old.Gen))
+		_ = s.purge(ctx, s.commitSubject(member, sessionID), jetstream.WithPurgeSequence(firstSeq))
 	}
 	res.Took = time.Since(start)
 	return res, nil
@@ -178,7 +196,7 @@ func (s *Store) Sync(ctx context.Context, member, sessionID, path string, opts .
 // the next message goes out only after this one is stored. A retried
 // chunk is stored once (its publish id).
 func (s *Store) publishData(ctx context.Context, member, session string, gen, off int64, data []byte) error {
-	msg := nats.NewMsg(s.genSubject(member, session, gen, kindData))
+	msg := nats.NewMsg(s.dataSubject(member, session, gen))
 	msg.Data = data
 	msg.Header.Set(hdrOffset, strconv.FormatInt(off, 10))
 	id := member + "." + session + "." + strconv.FormatInt(gen, 10) + "." + strconv.FormatInt(off, 10) + "." + strconv.Itoa(len(data))
@@ -189,18 +207,18 @@ func (s *Store) publishData(ctx context.Context, member, session string, gen, of
 }
 
 // commit stores the commit of m, carrying data at off, if the newest
-// commit of the session (any generation) is still prev (0: none). It
-// returns the commit's sequence.
-func (s *Store) commit(ctx context.Context, m *manifest, off int64, data []byte, commits string, prev uint64) (uint64, error) {
+// commit of the session is still prev (0: none). It returns the commit's
+// sequence.
+func (s *Store) commit(ctx context.Context, m *manifest, off int64, data []byte, prev uint64) (uint64, error) {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return 0, err
 	}
-	msg := nats.NewMsg(s.genSubject(m.Member, m.Session, m.Gen, kindCommit))
+	msg := nats.NewMsg(s.commitSubject(m.Member, m.Session))
 	msg.Data = data
 	msg.Header.Set(hdrOffset, strconv.FormatInt(off, 10))
 	msg.Header.Set(hdrManifest, string(b))
-	ack, err := s.publish(ctx, msg, jetstream.WithExpectLastSequenceForSubject(prev, commits))
+	ack, err := s.publish(ctx, msg, jetstream.WithExpectLastSequencePerSubject(prev))
 	if err != nil {
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
@@ -211,23 +229,33 @@ func (s *Store) commit(ctx context.Context, m *manifest, off int64, data []byte,
 	return ack.Sequence, nil
 }
 
+// keyOf returns the project directory of a transcript at
+// .../projects/<key>/<session>.jsonl, or "".
+func keyOf(path string) string {
+	dir := filepath.Dir(path)
+	if key := filepath.Base(dir); filepath.Base(filepath.Dir(dir)) == "projects" && validKey(key) {
+		return key
+	}
+	return ""
+}
+
 // tailMatches reports whether the last min(tailBytes, m.Size) bytes before
 // m.Size are still those the manifest hashed.
 func tailMatches(f *os.File, m *manifest) bool {
 	t, err := tailHash(f, m.Size)
-	return err == nil && t == m.Tail
+	return err == nil && bytes.Equal(t, m.Tail)
 }
 
-// tailHash returns the first 16 bytes, in hex, of the sha256 of the last
+// tailHash returns the first tailLen bytes of the sha256 of the last
 // min(tailBytes, end) bytes before end.
-func tailHash(f *os.File, end int64) (string, error) {
+func tailHash(f *os.File, end int64) ([]byte, error) {
 	n := min(int64(tailBytes), end)
 	b := make([]byte, n)
 	if _, err := f.ReadAt(b, end-n); err != nil && err != io.EOF {
-		return "", err
+		return nil, err
 	}
 	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16]), nil
+	return sum[:tailLen], nil
 }
 
 // lastLineEnd returns the offset just past the last newline in [base,

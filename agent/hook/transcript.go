@@ -2,8 +2,10 @@ package hook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/teambus/teambus/eventlog"
@@ -80,12 +82,24 @@ func (h *hook) transcriptSync(ctx context.Context) (transcript.SyncResult, error
 	if err := h.connect(ctx); err != nil {
 		return transcript.SyncResult{}, err
 	}
+	if _, _, member := h.conn.MemberOf(); member {
+		// A member credential reaches its team through the team service
+		// only, which has no transcript verb: the streams would refuse
+		// (after a timeout), so do not try.
+		return transcript.SyncResult{}, errors.New("transcript sync: not with a member credential (it needs the node's own connection)")
+	}
 	// New, not Open: no round trip; the first sync creates the stream.
 	st, err := transcript.New(h.conn.JS, h.b.Team)
 	if err != nil {
 		return transcript.SyncResult{}, err
 	}
-	res, err := st.Sync(ctx, h.b.Member, h.p.SessionID, h.p.TranscriptPath, transcript.WithCwd(h.p.Cwd))
+	opts := []transcript.SyncOption{transcript.WithCwd(h.p.Cwd)}
+	if h.cfg.Getenv("TEAMBUS_HOOK_FAULT") == "crash-during-transcript-sync" {
+		// Fault injection for the crash tests: die after the sync's first
+		// stored message (a data chunk before its commit, or the commit).
+		opts = append(opts, transcript.OnStored(func(int64) { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) }))
+	}
+	res, err := st.Sync(ctx, h.b.Member, h.p.SessionID, h.p.TranscriptPath, opts...)
 	if err != nil {
 		return res, fmt.Errorf("transcript sync: %w", err)
 	}
