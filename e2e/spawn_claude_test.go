@@ -235,6 +235,9 @@ func realClaudeRespawn(t *testing.T, crossHost bool) {
 	if r := e.events("alpha", eventlog.EvMemberRespawned); len(r) != 1 || eventData(r[0])["from"] != spawn.FromTranscript {
 		t.Errorf("member.respawned events: %v", r)
 	}
+	if r := e.events("alpha", eventlog.EvTranscriptRestored); len(r) != 1 || eventData(r[0])["ok"] != true {
+		t.Errorf("transcript.restored events: %v", r)
+	}
 	// The old incarnation is fenced.
 	if oldSession == "" {
 		t.Fatal("no session of the first incarnation")

@@ -216,20 +216,11 @@ func (s *Spawner) run(ctx context.Context, t *teambus.Team, m *teambus.Member, r
 			res.Note = "transcripts are not carried on this bus"
 		default:
 			r, err := s.Transcripts.Restore(ctx, spec.Team, spec.Member, s.Launcher.Home(), spec.Cwd)
-			data := map[string]any{"name": spec.Member, "host": s.Host, "machine": rec.Machine}
 			if err != nil {
 				res.Note = clean(err.Error())
-				reason := ReasonUnavailable
-				var re *RestoreError
-				if errors.As(err, &re) {
-					reason = re.Reason
-				}
-				data["ok"], data["reason"], data["fallback"], data["error"] = false, reason, "brief", res.Note
 			} else {
 				resume, res.Session, res.From = r.Session, r.Session, FromTranscript
-				data["ok"], data["path"], data["session"], data["size"], data["sha256"], data["gen"] = true, r.Path, r.Session, r.Size, r.SHA256, r.Gen
 			}
-			s.Svc.LogEvent(ctx, spec.Team, eventlog.EvTranscriptRestored, spec.Member, data)
 		}
 	}
 	if respawn && resume == "" {

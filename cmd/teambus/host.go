@@ -87,7 +87,7 @@ func runHost(c *cli.Context) error {
 		return err
 	}
 	svc := team.New(conn.JS, team.Config{Logger: log})
-	sp := &spawn.Spawner{Reg: reg, Svc: svc, Launcher: l, Transcripts: spawn.BusTranscripts{JS: conn.JS}, Host: name, Log: log}
+	sp := &spawn.Spawner{Reg: reg, Svc: svc, Launcher: l, Transcripts: spawn.BusTranscripts{Svc: svc}, Host: name, Log: log}
 	h, err := spawn.NewHost(spawn.HostConfig{Name: name, Max: c.Int("max"), TTL: c.Duration("ttl"), Teams: c.StringSlice("team"), Spawner: sp, NC: conn.NC, Log: log})
 	if err != nil {
 		return err

@@ -108,7 +108,7 @@ func runSpawn(c *cli.Context) error {
 			if l, err = launcher(c); err != nil {
 				return err
 			}
-			sp := &spawn.Spawner{Reg: reg, Svc: s.svc, Launcher: l, Transcripts: spawn.BusTranscripts{JS: s.conn.JS}}
+			sp := &spawn.Spawner{Reg: reg, Svc: s.svc, Launcher: l, Transcripts: spawn.BusTranscripts{Svc: s.svc}}
 			var st spawn.Started
 			res, st, err = sp.Spawn(s.ctx, req)
 			if err == nil && st.Release != nil {
