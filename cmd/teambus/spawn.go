@@ -153,7 +153,11 @@ func launcher(c *cli.Context) (*spawn.Launcher, error) {
 	if err != nil {
 		return nil, teambus.Invalidf("find the teambus binary: %v", err)
 	}
-	return &spawn.Launcher{Dir: dir, Bin: exe, Claude: c.String("claude")}, nil
+	claude := c.String("claude")
+	if claude == "" { // a command without --claude (teambus mcp)
+		claude = os.Getenv("TEAMBUS_CLAUDE_BIN")
+	}
+	return &spawn.Launcher{Dir: dir, Bin: exe, Claude: claude}, nil
 }
 
 func printSpawn(c *cli.Context, r *spawn.Result) {
