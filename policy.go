@@ -23,6 +23,41 @@ type Policy struct {
 	AckWait         time.Duration `json:"ack_wait"`
 	CrashLimit      int           `json:"crash_limit"`
 	MaxAttempts     int           `json:"max_attempts"`
+	// Respawn says who restarts a crashed member: "" is RespawnLead.
+	Respawn RespawnPolicy `json:"respawn,omitempty"`
+}
+
+// RespawnPolicy says what happens after a member's crash with crash budget
+// left.
+type RespawnPolicy string
+
+// The respawn policies. A Policy stores RespawnLead, the default, as "".
+const (
+	// RespawnAuto: a teambus host restarts the member within seconds.
+	RespawnAuto RespawnPolicy = "auto"
+	// RespawnLead: the lead is told and decides (teambus spawn).
+	RespawnLead RespawnPolicy = "lead"
+	// RespawnOff: nobody is prompted to restart it.
+	RespawnOff RespawnPolicy = "off"
+)
+
+// ParseRespawn reads a respawn policy as given on the command line.
+func ParseRespawn(s string) (RespawnPolicy, error) {
+	switch r := RespawnPolicy(strings.TrimSpace(s)); r {
+	case RespawnAuto, RespawnOff:
+		return r, nil
+	case RespawnLead, "":
+		return "", nil
+	}
+	return "", Invalidf("invalid policy respawn=%q: auto, lead or off", clip(s))
+}
+
+// RespawnMode is the policy's respawn mode, RespawnLead when unset.
+func (p Policy) RespawnMode() RespawnPolicy {
+	if p.Respawn == "" {
+		return RespawnLead
+	}
+	return p.Respawn
 }
 
 // DefaultPolicy returns the defaults of the seed documents.
@@ -107,6 +142,11 @@ func (p Policy) Validate() error {
 	if p.MaxAttempts < 1 || p.MaxAttempts > 100 {
 		return Invalidf("invalid policy max-attempts=%d: 1 to 100", p.MaxAttempts)
 	}
+	switch p.Respawn {
+	case "", RespawnAuto, RespawnLead, RespawnOff:
+	default:
+		return Invalidf("invalid policy respawn=%q: auto, lead or off", clip(string(p.Respawn)))
+	}
 	return nil
 }
 
@@ -134,6 +174,7 @@ type policyJSON struct {
 	AckWait         string `json:"ack_wait"`
 	CrashLimit      int    `json:"crash_limit"`
 	MaxAttempts     int    `json:"max_attempts"`
+	Respawn         string `json:"respawn,omitempty"`
 }
 
 // MarshalJSON writes durations as strings such as "30s".
@@ -145,6 +186,7 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 		BlockedTimeout: p.BlockedTimeout.String(), StuckTimeout: p.StuckTimeout.String(),
 		CheckpointEvery: p.CheckpointEvery.String(), AckWait: p.AckWait.String(),
 		CrashLimit: p.CrashLimit, MaxAttempts: p.MaxAttempts,
+		Respawn: string(p.Respawn),
 	})
 }
 
@@ -191,6 +233,11 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 	if lim.MaxAttempts != nil {
 		out.MaxAttempts = *lim.MaxAttempts
 	}
+	// "lead" is stored as "", the default; any other value is kept for
+	// Validate to judge.
+	if j.Respawn != string(RespawnLead) {
+		out.Respawn = RespawnPolicy(j.Respawn)
+	}
 	*p = out
 	return nil
 }
@@ -203,6 +250,6 @@ func (p Policy) String() string {
 		parts = append(parts, fmt.Sprintf("%s=%s", d.Name, *d.Get(&q)))
 	}
 	sort.Strings(parts)
-	parts = append(parts, fmt.Sprintf("crash-limit=%d", p.CrashLimit), fmt.Sprintf("max-attempts=%d", p.MaxAttempts))
+	parts = append(parts, fmt.Sprintf("crash-limit=%d", p.CrashLimit), fmt.Sprintf("max-attempts=%d", p.MaxAttempts), "respawn="+string(p.RespawnMode()))
 	return strings.Join(parts, " ")
 }

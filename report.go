@@ -56,6 +56,8 @@ type CrashResult struct {
 	Checkpointed []string
 	// Crashes is the member's crash count after this crash.
 	Crashes int
+	// Respawn is the team's respawn policy: who restarts the member.
+	Respawn RespawnPolicy
 }
 
 // CrashNotice is the message the lead gets when member crashed: what
@@ -69,7 +71,14 @@ func CrashNotice(teamID, member, reason string, res CrashResult) string {
 		}
 		return fmt.Sprintf("%s crashed (%s), crash %d: past the crash limit, %s; decide with `teambus task reassign` or `teambus task reopen`", member, reason, res.Crashes, what)
 	}
-	return fmt.Sprintf("%s crashed (%s), crash %d: %s; respawn it with `teambus brief --team %s --member %s`", member, reason, res.Crashes, Requeued(res.Tasks, res.Checkpointed), teamID, member)
+	head := fmt.Sprintf("%s crashed (%s), crash %d: %s; ", member, reason, res.Crashes, Requeued(res.Tasks, res.Checkpointed))
+	switch res.Respawn {
+	case RespawnAuto:
+		return head + fmt.Sprintf("a teambus host restarts it now (respawn=auto), resuming its conversation when its transcript was synced; `teambus team show %s` shows where (with no host running: `teambus spawn --team %s --member %s`)", teamID, teamID, member)
+	case RespawnOff:
+		return head + fmt.Sprintf("nothing restarts it (respawn=off); `teambus brief --team %s --member %s` is the prompt for a replacement", teamID, member)
+	}
+	return head + fmt.Sprintf("restart it with `teambus spawn --team %s --member %s` (MCP: member_spawn): it resumes its conversation when its transcript was synced, else starts from `teambus brief --team %s --member %s`", teamID, member, teamID, member)
 }
 
 // Requeued says that tasks went back to the queue, and with or without a

@@ -32,7 +32,11 @@
 //     beside team.Service.Send of the same message from this process;
 //     inbox returning 50 waiting messages), inbox read + ack, claims by 8
 //     contending members, resume of large teams, failure detection by real
-//     sidecar processes, 1,000 teams of 10 created by 4 concurrent
+//     sidecar processes, the automatic respawn of a crashed member (the
+//     real Claude Code, headless, against a fake Messages API on loopback,
+//     spawned on a `teambus host`, killed -9 mid-task: from the kill to the
+//     respawned session's first model request; skipped without Claude
+//     Code), 1,000 teams of 10 created by 4 concurrent
 //     creators on a node with default flags and `team list --json` of
 //     them, the memory of the node (idle, per idle team: the lower of two
 //     readings 10 s and 30 s after the creates) and of a sidecar, and the

@@ -100,6 +100,17 @@ const (
 	EvStateRepaired   = "state.repaired"     // `team repair` restored or deleted a damaged state record: data.key, action
 )
 
+// Event types of spawning and hosts (teambus spawn, teambus host).
+const (
+	EvMemberSpawned   = "member.spawned"   // a member's session was started: data.name, host, machine, mode, pid, from
+	EvMemberRespawned = "member.respawned" // a crashed member was restarted: data.name, crashed_epoch, host, from (transcript|brief), note
+	EvHostJoined      = "host.joined"      // a teambus host began serving the team: data.host, machine, max
+	EvHostLost        = "host.lost"        // a host's registration expired: data.host, crashed (members judged crashed)
+	// EvMemberSpawnFailed: a claimed start could not run (data.error); the
+	// claim was given back.
+	EvMemberSpawnFailed = "member.spawn_failed"
+)
+
 var eventTypeRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$`) })
 
 // TypeRule describes the event type rule for error messages.

@@ -209,7 +209,7 @@ func (s *Service) MarkCrashed(ctx context.Context, team, member string, epoch in
 		m.CrashCount = n
 		m.CrashedEpoch = epoch
 		m.ZombieSince = nil
-		res.Counted, res.Crashes = true, n
+		res.Counted, res.Crashes, res.Respawn = true, n, snap.Team.Policy.RespawnMode()
 		if n > snap.Team.Policy.CrashLimit {
 			m.Status = teambus.MemberPaused
 			m.EscalatePending = true

@@ -41,6 +41,8 @@ type TeamPage struct {
 	// Now is the server's clock, so the page ages heartbeats without
 	// trusting the browser's clock.
 	Now time.Time `json:"now"`
+	// Spawns says where each member started by teambus spawn runs.
+	Spawns map[string]SpawnItem `json:"spawns,omitempty"`
 }
 
 // EventItem is an event as the page shows it.
@@ -136,7 +138,8 @@ func (s *Server) handleTeam(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) teamPage(v *team.View) *TeamPage {
-	return &TeamPage{View: v, Depth: Depths(v.Tasks), Progress: progress(v), Actions: s.cfg.AllowActions, Now: s.cfg.Service.Now()}
+	return &TeamPage{View: v, Depth: Depths(v.Tasks), Progress: progress(v), Actions: s.cfg.AllowActions, Now: s.cfg.Service.Now(),
+		Spawns: s.spawnItems(v.Team.ID)}
 }
 
 // progress is the share of tasks done, in percent.

@@ -56,6 +56,8 @@ type Config struct {
 	// OnAck, if set, is called after the mail of an inbox(ack:true) call was
 	// acked (acked seqs) or released (nil) following its response's write.
 	OnAck func(acked []uint64, err error)
+	// Spawner, if set, offers the lead the member_spawn tool.
+	Spawner MemberSpawner
 }
 
 // Validate checks the config.

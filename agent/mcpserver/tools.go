@@ -156,6 +156,7 @@ func (s *Server) addLeadTools() {
 	add(s, action("task_reassign", "Lead: hand a task to another member.", false), needMember, s.taskReassign)
 	add(s, action("team_resume", "Lead: resume the team with this session as its lead (runs the resume checks; the old lead is fenced).", false), needMember, s.teamResume)
 	add(s, readOnly("team_probe", "Lead: what a resume would find: members, tasks, warnings, the mailbox tail; whether a new lead session could resume now, and if not why and when (decision, why, resumable_at)."), needMember, s.teamProbe)
+	s.addSpawnTool()
 }
 
 func (s *Server) whoami(ctx context.Context, _ *mcp.CallToolRequest, id Identity, _ Empty) (WhoamiOut, string, error) {

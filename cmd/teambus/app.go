@@ -38,6 +38,7 @@ var topLevel = []struct {
 	{"lead", leadCommand},
 	{"teammate", teammateCommand},
 	{"join", joinCommand},
+	{"spawn", spawnCommand}, {"host", hostCommand}, {"logs", logsCommand}, {"attach", attachCommand},
 	{"init", initCommand},
 	{"brief", briefCommand}, {"hook", hookCommand}, {"mcp", mcpCommand}, {"ui", uiCommand},
 	{"demo", demoCommand}, {"agent-sim", agentSimCommand},

@@ -170,7 +170,11 @@ func busStatus(c *cli.Context) error {
 	if c.Bool("json") {
 		return printJSON(c.App.Writer, st)
 	}
-	return printStatus(c.App.Writer, st)
+	if err := printStatus(c.App.Writer, st); err != nil {
+		return err
+	}
+	printHosts(ctx, conn.JS, c.App.Writer)
+	return nil
 }
 
 // printStatus writes the text form of bus status.

@@ -104,6 +104,7 @@ func runMCP(c *cli.Context) error {
 		Tools:       mcpserver.ToolSet(c.String("tools")),
 		Logger:      log,
 		CallTimeout: d,
+		Spawner:     newMCPSpawner(c, conn, svc, log),
 	})
 	if err != nil {
 		return err

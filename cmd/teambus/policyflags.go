@@ -27,6 +27,7 @@ func policyFlags() []cli.Flag {
 	return append(out,
 		&cli.IntFlag{Name: "crash-limit", Usage: "respawns allowed per member/task; the next crash pauses the task and escalates", EnvVars: []string{policyEnv("crash-limit")}, Value: def.CrashLimit, Category: "policy"},
 		&cli.IntFlag{Name: "max-attempts", Usage: "failures of one task before it is paused and escalated", EnvVars: []string{policyEnv("max-attempts")}, Value: def.MaxAttempts, Category: "policy"},
+		&cli.StringFlag{Name: "respawn", Usage: "after a crash with crash budget left: auto (a teambus host restarts the member), lead (the lead is told and decides), off", EnvVars: []string{policyEnv("respawn")}, Value: string(def.RespawnMode()), Category: "policy"},
 	)
 }
 
@@ -72,6 +73,13 @@ func applyPolicyFlags(c *cli.Context, p *teambus.Policy) error {
 	}
 	if c.IsSet("max-attempts") {
 		p.MaxAttempts = c.Int("max-attempts")
+	}
+	if c.IsSet("respawn") {
+		r, err := teambus.ParseRespawn(c.String("respawn"))
+		if err != nil {
+			return err
+		}
+		p.Respawn = r
 	}
 	return p.Validate()
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/spawn"
 	"github.com/teambus/teambus/team"
 )
 
@@ -264,7 +265,13 @@ func teamShow(c *cli.Context, s *session, id string) error {
 	if c.Bool("json") {
 		return printJSON(c.App.Writer, v)
 	}
-	return printView(c.App.Writer, v)
+	if err := printView(c.App.Writer, v); err != nil {
+		return err
+	}
+	if s.conn != nil {
+		printMemberHosts(s.ctx, s.conn.JS, id, c.App.Writer)
+	}
+	return nil
 }
 
 func printView(w io.Writer, v *team.View) error {
@@ -382,6 +389,13 @@ func teamDelete(c *cli.Context, s *session, id string) error {
 	}
 	if err := s.svc.DeleteTeam(s.ctx, id, c.Bool("force")); err != nil {
 		return err
+	}
+	if reg, err := spawn.OpenExisting(s.ctx, s.conn.JS); err != nil {
+		return err
+	} else if reg != nil {
+		if err := reg.DeleteTeam(s.ctx, id); err != nil { // what teambus spawn recorded for its members
+			return err
+		}
 	}
 	for _, m := range who {
 		if err := bus.RevokeCreds(s.ctx, s.conn, id, m); err != nil {

@@ -188,6 +188,11 @@ function condition(m) {
   if (!m.session) c.push('not registered');
   if (m.context_pct) c.push('context ' + m.context_pct + '%');
   if (view && view.team.probes && view.team.probes[m.id]) c.push('probed ' + age(view.team.probes[m.id].sent_at));
+  const sp = view && view.spawns && view.spawns[m.id];
+  if (sp) {
+    c.push((sp.host ? 'host ' + sp.host + (sp.lost ? ' (lost)' : '') : 'machine ' + sp.machine) + ', ' + sp.mode);
+    if (sp.respawns > 0) c.push('respawned ' + (sp.from === 'transcript' ? 'from transcript' : 'from brief'));
+  }
   return c.join(', ') || 'ok';
 }
 
