@@ -36,15 +36,15 @@ type statusAt struct {
 
 // track watches the team's state and heartbeat buckets until ctx ends or
 // Close is called.
-func track(ctx context.Context, store *kv.Store, teamID string) (*tracker, error) {
+func track(ctx context.Context, svc *team.Service, teamID string) (*tracker, error) {
 	ctx, stop := context.WithCancel(ctx)
 	t := &tracker{status: map[string][]statusAt{}, beats: map[string][]time.Time{}, wake: make(chan struct{}), stop: stop}
-	sw, err := store.WatchState(ctx, teamID, jetstream.UpdatesOnly())
+	sw, err := svc.WatchState(ctx, teamID, jetstream.UpdatesOnly())
 	if err != nil {
 		stop()
 		return nil, err
 	}
-	hw, err := store.WatchHeartbeats(ctx, teamID, jetstream.UpdatesOnly())
+	hw, err := svc.WatchHeartbeats(ctx, teamID, jetstream.UpdatesOnly())
 	if err != nil {
 		sw.Stop()
 		stop()
@@ -200,7 +200,7 @@ func (r *run) startLead(ctx context.Context, nd *node.Node, svc *team.Service, p
 		if c.exited() {
 			return false, fmt.Errorf("lead sidecar exited: %s", c.output())
 		}
-		t, _, err := svc.Store().Team(ctx, teamID)
+		t, err := svc.Team(ctx, teamID)
 		return err == nil && t.LeadSession == session, nil
 	})
 	if err != nil {
@@ -225,7 +225,7 @@ func (r *run) startTeammate(ctx context.Context, nd *node.Node, svc *team.Servic
 		if c.exited() {
 			return false, fmt.Errorf("teammate sidecar exited: %s", c.output())
 		}
-		m, _, err := svc.Store().Member(ctx, teamID, member)
+		m, err := svc.Member(ctx, teamID, member)
 		return err == nil && m.Session == session && m.Status != teambus.MemberSpawned, nil
 	})
 	if err != nil {
@@ -277,7 +277,7 @@ func (r *run) detectCrashes(ctx context.Context, nd *node.Node, svc *team.Servic
 			return err
 		}
 	}
-	tr, err := track(ctx, svc.Store(), teamID)
+	tr, err := track(ctx, svc, teamID)
 	if err != nil {
 		return err
 	}
@@ -402,7 +402,7 @@ func (r *run) detectZombies(ctx context.Context, nd *node.Node, svc *team.Servic
 	if _, err := svc.CreateTeam(ctx, teamID, "", specs, pol); err != nil {
 		return err
 	}
-	tr, err := track(ctx, svc.Store(), teamID)
+	tr, err := track(ctx, svc, teamID)
 	if err != nil {
 		return err
 	}
@@ -423,7 +423,7 @@ func (r *run) detectZombies(ctx context.Context, nd *node.Node, svc *team.Servic
 			if _, n := tr.lastBeat(kv.LeadKey, armed); n < 2 {
 				return false
 			}
-			snap, err := svc.Store().Snapshot(ctx, teamID)
+			snap, err := svc.Snapshot(ctx, teamID)
 			if err != nil {
 				return false
 			}

@@ -197,7 +197,7 @@ func (r *run) memoryAndScale(ctx context.Context) error {
 			if tmProc.exited() || leadProc.exited() {
 				return false, fmt.Errorf("sidecar exited: %s%s", tmProc.output(), leadProc.output())
 			}
-			m, _, err := svc.Store().Member(ctx, "team000", "m0")
+			m, err := svc.Member(ctx, "team000", "m0")
 			return err == nil && m.Session == "S" && m.Status != teambus.MemberSpawned, nil
 		}); err != nil {
 			return fmt.Errorf("sidecars: %w", err)

@@ -76,7 +76,7 @@ func (r *run) resume(ctx context.Context) error {
 	var fillErrs []error
 	for _, m := range cfg.ResumeMembers {
 		t0 := time.Now()
-		if err := fillTeam(ctx, conn, svc, fmt.Sprintf("r%d", m), m, cfg.ResumeTasks, cfg.ResumeMessages, cfg.MsgSize); err != nil {
+		if err := fillTeam(ctx, conn, svc, fmt.Sprintf("r%d", m), m, cfg.ResumeTasks, cfg.ResumeMessages, cfg.MsgSize, mbBytes); err != nil {
 			// The other sizes are still measured; the run reports the failure.
 			fillErrs = append(fillErrs, fmt.Errorf("team of %d members: %w", m, err))
 			cfg.Progress("  team of %d members could not be set up: %v", m, err)
@@ -181,7 +181,7 @@ func (r *run) resume(ctx context.Context) error {
 // fillTeam creates team id with members, tasks, a heartbeat per member,
 // messages in its mailbox, and attaches a first lead: setup on a node with
 // sync interval.
-func fillTeam(ctx context.Context, conn *bus.Conn, svc *team.Service, id string, members, tasks, msgs, size int) error {
+func fillTeam(ctx context.Context, conn *bus.Conn, svc *team.Service, id string, members, tasks, msgs, size int, mbBytes int64) error {
 	var specs []team.MemberSpec
 	for i := 0; i < members; i++ {
 		specs = append(specs, team.MemberSpec{ID: fmt.Sprintf("m%d", i), Role: "dev"})
@@ -189,7 +189,9 @@ func fillTeam(ctx context.Context, conn *bus.Conn, svc *team.Service, id string,
 	if _, err := svc.CreateTeam(ctx, id, "", specs, teambus.DefaultPolicy()); err != nil {
 		return fmt.Errorf("create team %s: %w", id, err)
 	}
-	store := svc.Store()
+	// The records are written as they are, below the team service: a
+	// fixture of members at work, tasks in every state and live beats.
+	store := kv.New(conn.JS, kv.Config{Replicas: bus.AutoReplicas(conn.NC)})
 	if err := inParallel(ctx, 16, members, func(i int) error {
 		mid := fmt.Sprintf("m%d", i)
 		m, rev, err := store.Member(ctx, id, mid)
@@ -209,7 +211,7 @@ func fillTeam(ctx context.Context, conn *bus.Conn, svc *team.Service, id string,
 	if err := putTasks(ctx, store, id, tasks, func(i int, now time.Time) *teambus.Task { return benchTask(i, members, now) }); err != nil {
 		return err
 	}
-	if err := fillMailbox(ctx, conn, svc.Mailbox(id), members, msgs, size); err != nil {
+	if err := fillMailbox(ctx, conn, benchMailbox(conn, id, mbBytes), members, msgs, size); err != nil {
 		return fmt.Errorf("fill mailbox of %s: %w", id, err)
 	}
 	if _, err := svc.Resume(ctx, id, "lead-0", false, true); err != nil {

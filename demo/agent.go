@@ -110,7 +110,7 @@ func (s *agentSimulator) waitRegistered(ctx context.Context) error {
 		var current string
 		octx, cancel := s.op(ctx)
 		if s.a.IsLead() {
-			t, _, err := s.svc.Store().Team(octx, s.a.Team)
+			t, err := s.svc.Team(octx, s.a.Team)
 			if err != nil && !errors.Is(err, teambus.ErrUnavailable) {
 				cancel()
 				return err
@@ -119,7 +119,7 @@ func (s *agentSimulator) waitRegistered(ctx context.Context) error {
 				current = t.LeadSession
 			}
 		} else {
-			m, _, err := s.svc.Store().Member(octx, s.a.Team, s.a.Member)
+			m, err := s.svc.Member(octx, s.a.Team, s.a.Member)
 			if err != nil && !errors.Is(err, teambus.ErrUnavailable) {
 				cancel()
 				return err
@@ -234,7 +234,7 @@ func (s *agentSimulator) drainInbox(ctx context.Context) {
 func (s *agentSimulator) next(ctx context.Context) (*teambus.Task, error) {
 	ctx, cancel := s.op(ctx)
 	defer cancel()
-	snap, err := s.svc.Store().Snapshot(ctx, s.a.Team)
+	snap, err := s.svc.Snapshot(ctx, s.a.Team)
 	if err != nil {
 		return nil, err
 	}
@@ -346,7 +346,7 @@ func (s *agentSimulator) work(ctx context.Context, t *teambus.Task) error {
 		s.say("task %s: %s done (checkpointed)", t.ID, name)
 		if !zombieNoted && k < n {
 			octx, cancel := s.op(ctx)
-			m, _, err := s.svc.Store().Member(octx, s.a.Team, s.a.Member)
+			m, err := s.svc.Member(octx, s.a.Team, s.a.Member)
 			cancel()
 			if err == nil && m.Status == teambus.MemberZombie {
 				zombieNoted = true

@@ -459,7 +459,7 @@ func (d *demo) killLead(ctx context.Context) error {
 	d.note("the teammates keep working; after lead-timeout (%s) without a lead heartbeat they enter zombie mode", pol.LeadTimeout)
 	side.wait(5 * time.Second)
 	agent.wait(5 * time.Second)
-	if t, _, err := d.svc.Store().Team(ctx, demoTeam); err == nil && t.LeadLastSeen != nil {
+	if t, err := d.svc.Team(ctx, demoTeam); err == nil && t.LeadLastSeen != nil {
 		d.t.lastLeadBeat = *t.LeadLastSeen
 		d.note("its last heartbeat was %s before the kill: lead-timeout counts from there", secs(d.t.leadKill.Sub(d.t.lastLeadBeat)))
 	}
@@ -673,7 +673,7 @@ func (d *demo) finish(ctx context.Context) error {
 func (d *demo) summary(ctx context.Context, v *team.View) error {
 	counts := map[teambus.MessageType]int{}
 	total, held := 0, 0
-	err := d.svc.Mailbox(demoTeam).Replay(ctx, bus.ReplayFilter{IncludeHeld: true}, func(m teambus.Message) error {
+	err := d.svc.ReplayMail(ctx, demoTeam, bus.ReplayFilter{IncludeHeld: true}, func(m teambus.Message) error {
 		total++
 		if m.Held {
 			held++
@@ -805,7 +805,7 @@ func (d *demo) changedLocked() {
 // only time changes (heartbeats going stale).
 func (d *demo) watchTeam(ctx context.Context) {
 	trigger := make(chan struct{}, 1)
-	if w, err := d.svc.Store().WatchState(ctx, demoTeam); err == nil {
+	if w, err := d.svc.WatchState(ctx, demoTeam); err == nil {
 		defer w.Stop()
 		go func() {
 			for {
@@ -950,7 +950,7 @@ func checkpointText(cp *teambus.Checkpoint) string {
 // watchMail follows the mailbox, held mail included, and narrates what
 // matters to the story: held and released mail, notices, probes.
 func (d *demo) watchMail(ctx context.Context) {
-	_ = d.svc.Mailbox(demoTeam).Replay(ctx, bus.ReplayFilter{Follow: true, IncludeHeld: true}, func(m teambus.Message) error {
+	_ = d.svc.ReplayMail(ctx, demoTeam, bus.ReplayFilter{Follow: true, IncludeHeld: true}, func(m teambus.Message) error {
 		key := m.From + "/" + m.ID
 		d.mu.Lock()
 		release := false

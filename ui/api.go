@@ -11,8 +11,6 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/eventlog"
-	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/team"
 )
 
@@ -96,7 +94,7 @@ func (s *Server) actionTeam(w http.ResponseWriter, r *http.Request) (string, boo
 func (s *Server) handleTeams(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
-	ids, err := s.cfg.Service.Store().ListTeams(ctx)
+	ids, err := s.cfg.Service.ListTeams(ctx)
 	if err != nil {
 		httpError(w, err)
 		return
@@ -227,7 +225,7 @@ func (s *Server) handleMail(w http.ResponseWriter, r *http.Request) {
 	}
 	text = strings.ToLower(text)
 	writeTail(s, w, r, id, limit, func(ctx context.Context, ring *ring[teambus.Message]) error {
-		return s.cfg.Service.Mailbox(id).Replay(ctx, f, func(m teambus.Message) error {
+		return s.cfg.Service.ReplayMail(ctx, id, f, func(m teambus.Message) error {
 			if text == "" || strings.Contains(strings.ToLower(m.Body), text) {
 				ring.add(m)
 			}
@@ -266,7 +264,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 func writeTail[T any](s *Server, w http.ResponseWriter, r *http.Request, id string, limit int, replay func(context.Context, *ring[T]) error) {
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
-	if _, _, err := s.cfg.Service.Store().Team(ctx, id); err != nil {
+	if _, err := s.cfg.Service.Team(ctx, id); err != nil {
 		httpError(w, err)
 		return
 	}
@@ -323,50 +321,13 @@ func (s *Server) handleTaskAction(w http.ResponseWriter, r *http.Request) {
 
 // release requeues an active task with its checkpoint, acting as the lead.
 func (s *Server) release(ctx context.Context, teamID, taskID string) (*teambus.Task, error) {
-	tm, _, err := s.cfg.Service.Store().Team(ctx, teamID)
-	if err != nil {
-		return nil, err
-	}
-	return s.cfg.Service.Release(ctx, team.Actor{Team: teamID, Member: teambus.Lead, Session: tm.LeadSession}, taskID)
+	return s.cfg.Service.OperatorRelease(ctx, teamID, taskID)
 }
 
 // pause stops a task that is not done until someone reopens it; pausing a
 // paused task changes nothing.
 func (s *Server) pause(ctx context.Context, teamID, taskID string) (*teambus.Task, error) {
-	store := s.cfg.Service.Store()
-	var out *teambus.Task
-	changed := false
-	err := kv.Retry(ctx, func() error {
-		changed = false
-		snap, err := store.Snapshot(ctx, teamID)
-		if err != nil {
-			return err
-		}
-		if snap.Team.Closed() {
-			return teambus.Statef("team %s is %s: nothing to pause", teamID, snap.Team.Status)
-		}
-		t, err := snap.Task(taskID)
-		if err != nil {
-			return err
-		}
-		out = t
-		switch {
-		case t.Status == teambus.TaskPaused:
-			return nil
-		case t.Done() || t.Status == teambus.TaskFailed:
-			return teambus.Statef("task %s is %s: only open tasks can be paused", t.ID, t.Status)
-		}
-		teambus.Pause(t, "paused by an operator (teambus ui)", s.cfg.Service.Now())
-		if _, err := store.PutTask(ctx, teamID, t, snap.TaskRev[taskID]); err != nil {
-			return err
-		}
-		changed = true
-		return nil
-	})
-	if err == nil && changed {
-		s.cfg.Service.LogEvent(ctx, teamID, eventlog.EvTaskPaused, "", map[string]any{"taskId": taskID, "reason": "operator"})
-	}
-	return out, err
+	return s.cfg.Service.OperatorPause(ctx, teamID, taskID, "paused by an operator (teambus ui)")
 }
 
 func (s *Server) handleMemberAction(w http.ResponseWriter, r *http.Request) {
@@ -385,7 +346,7 @@ func (s *Server) handleMemberAction(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
-	snap, err := s.cfg.Service.Store().Snapshot(ctx, teamID)
+	snap, err := s.cfg.Service.Snapshot(ctx, teamID)
 	if err != nil {
 		httpError(w, err)
 		return

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -216,46 +215,29 @@ func (f *feed) watch(ctx context.Context, what string, open func(context.Context
 
 func (f *feed) watchState(ctx context.Context) {
 	f.watch(ctx, "state", func(ctx context.Context) (jetstream.KeyWatcher, error) {
-		return f.s.cfg.Service.Store().WatchState(ctx, f.team, jetstream.UpdatesOnly())
+		return f.s.cfg.Service.WatchState(ctx, f.team, jetstream.UpdatesOnly())
 	})
 }
 
 func (f *feed) watchHeartbeats(ctx context.Context) {
 	f.watch(ctx, "heartbeats", func(ctx context.Context) (jetstream.KeyWatcher, error) {
-		return f.s.cfg.Service.Store().WatchHeartbeats(ctx, f.team, jetstream.UpdatesOnly())
+		return f.s.cfg.Service.WatchHeartbeats(ctx, f.team, jetstream.UpdatesOnly())
 	})
-}
-
-// startSeq is the first sequence of the last n messages of stream.
-func (f *feed) startSeq(ctx context.Context, stream string, n int) (uint64, error) {
-	st, err := f.s.cfg.Service.Store().JetStream().Stream(ctx, stream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return 1, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	last := st.CachedInfo().State.LastSeq
-	if last < uint64(n) {
-		return 1, nil
-	}
-	return last - uint64(n) + 1, nil
 }
 
 // followMail follows the mailbox from the last MailBacklog messages on,
 // through an ordered consumer.
 func (f *feed) followMail(ctx context.Context) {
-	mb := f.s.cfg.Service.Mailbox(f.team)
 	var next uint64
 	for attempt := 0; ; attempt++ {
 		if next == 0 {
-			seq, err := f.startSeq(ctx, mb.Stream(), f.s.cfg.MailBacklog)
+			seq, err := f.s.cfg.Service.MailTail(ctx, f.team, f.s.cfg.MailBacklog)
 			if err == nil {
 				next = seq
 			}
 		}
 		if next > 0 {
-			err := mb.Replay(ctx, bus.ReplayFilter{SinceSeq: next, Follow: true}, func(m teambus.Message) error {
+			err := f.s.cfg.Service.ReplayMail(ctx, f.team, bus.ReplayFilter{SinceSeq: next, Follow: true}, func(m teambus.Message) error {
 				attempt = 0
 				next = m.Seq + 1
 				fr := frame("mail", m)
@@ -281,7 +263,7 @@ func (f *feed) followEvents(ctx context.Context) {
 	var next uint64
 	for attempt := 0; ; attempt++ {
 		if next == 0 {
-			seq, err := f.startSeq(ctx, ev.Stream(), f.s.cfg.EventBacklog)
+			seq, err := f.s.cfg.Service.EventTail(ctx, f.team, f.s.cfg.EventBacklog)
 			if err == nil {
 				next = seq
 			}
@@ -333,7 +315,7 @@ func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
-	_, _, err := s.cfg.Service.Store().Team(ctx, id)
+	_, err := s.cfg.Service.Team(ctx, id)
 	cancel()
 	if err != nil {
 		httpError(w, err)

@@ -44,7 +44,7 @@ func (h *hook) drainLock(ctx context.Context) bool {
 // drain leases the member's mail and renders it within max characters;
 // nil when there is none.
 func (h *hook) drain(ctx context.Context, max int) (*drained, error) {
-	l, err := h.svc.Mailbox(h.b.Team).Lease(ctx, h.b.Member, bus.LeaseOptions{Max: MaxLease, Self: h.b.Member})
+	l, err := h.svc.LeaseInbox(ctx, h.b.Team, h.b.Member, bus.LeaseOptions{Max: MaxLease})
 	return h.render(leased{lease: l, err: err}, max)
 }
 
@@ -156,9 +156,9 @@ type leased struct {
 // goroutine; the channel delivers the outcome once.
 func (h *hook) leaseAsync(ctx context.Context) <-chan leased {
 	ch := make(chan leased, 1)
-	mb, member := h.svc.Mailbox(h.b.Team), h.b.Member
+	svc, teamID, member := h.svc, h.b.Team, h.b.Member
 	go func() {
-		l, err := mb.Lease(ctx, member, bus.LeaseOptions{Max: MaxLease, Self: member})
+		l, err := svc.LeaseInbox(ctx, teamID, member, bus.LeaseOptions{Max: MaxLease})
 		ch <- leased{lease: l, err: err}
 	}()
 	return ch
@@ -218,7 +218,7 @@ func (h *hook) touch(ctx context.Context) {
 	now := h.cfg.Now()
 	if h.b.LastTouch == nil || now.Sub(*h.b.LastTouch) >= TouchEvery {
 		if !h.b.Lead() {
-			_ = h.svc.Store().Touch(ctx, h.b.Team, h.b.Member) // advisory: a lost activity stamp makes the lead probe a little early
+			_ = h.svc.Touch(ctx, h.b.Team, h.b.Member) // advisory: a lost activity stamp makes the lead probe a little early
 		}
 		h.later(func(b *binding.Binding) bool { b.LastTouch = &now; return true })
 	}
@@ -250,12 +250,11 @@ func (h *hook) flush(ctx context.Context) {
 
 // notices are the one-line notices of §12.3.9, each once per transition.
 func (h *hook) notices(ctx context.Context) string {
-	st := h.svc.Store()
 	var out []string
-	m, _, err := st.Member(ctx, h.b.Team, h.b.Member)
+	m, err := h.svc.Member(ctx, h.b.Team, h.b.Member)
 	if h.b.Lead() {
 		err = nil
-		t, _, terr := st.Team(ctx, h.b.Team)
+		t, terr := h.svc.Team(ctx, h.b.Team)
 		if terr == nil && t.LeadSession != h.b.Session && t.LeadSession != "" {
 			h.later(func(b *binding.Binding) bool { b.Fenced = true; return true })
 			return fmt.Sprintf("teambus: this session is no longer the lead of team %s: lead session %s (lead epoch %d) replaced it; teambus hooks stop acting here.\n", h.b.Team, Clean(t.LeadSession), t.LeadEpoch)
@@ -289,7 +288,7 @@ func (h *hook) notices(ctx context.Context) string {
 		}
 	}
 	if id := h.b.Notices["task"]; id != "" {
-		if t, _, err := st.Task(ctx, h.b.Team, id); err == nil && (t.AssignedTo != h.b.Member || !t.Active()) && t.Status != teambus.TaskComplete {
+		if t, err := h.svc.Task(ctx, h.b.Team, id); err == nil && (t.AssignedTo != h.b.Member || !t.Active()) && t.Status != teambus.TaskComplete {
 			h.later(func(b *binding.Binding) bool { b.Notice("task", ""); return true })
 			who := ""
 			if t.AssignedTo != "" && t.AssignedTo != h.b.Member {
@@ -298,7 +297,7 @@ func (h *hook) notices(ctx context.Context) string {
 			out = append(out, fmt.Sprintf("teambus: task %s is no longer yours: it is %s%s. Stop working on it; `teambus task next` finds other work.", t.ID, t.Status, who))
 		}
 	}
-	if t, _, err := st.Team(ctx, h.b.Team); err == nil {
+	if t, err := h.svc.Team(ctx, h.b.Team); err == nil {
 		out = append(out, h.teamNotice(t.Status))
 	}
 	return joinText(out...)

@@ -67,7 +67,7 @@ func (h *hook) stop(ctx context.Context) int {
 		h.flush(ctx)
 		return 0
 	}
-	snap, err := h.svc.Store().Snapshot(ctx, h.b.Team)
+	snap, err := h.svc.Snapshot(ctx, h.b.Team)
 	if err != nil {
 		h.flush(ctx)
 		return h.fail(err)
@@ -107,7 +107,7 @@ func (h *hook) stop(ctx context.Context) int {
 
 // heldTask returns the task the member holds, or nil.
 func (h *hook) heldTask(ctx context.Context) *teambus.Task {
-	snap, err := h.svc.Store().Snapshot(ctx, h.b.Team)
+	snap, err := h.svc.Snapshot(ctx, h.b.Team)
 	if err != nil {
 		return nil
 	}
@@ -288,7 +288,7 @@ func (h *hook) agentTeam(ctx context.Context) int {
 		if teambus.ValidateID("task", id) != nil {
 			return 0
 		}
-		t, _, err := h.svc.Store().Task(ctx, h.b.Team, id)
+		t, err := h.svc.Task(ctx, h.b.Team, id)
 		if err == nil && t.AssignedTo != "" && name != "" && t.AssignedTo != name {
 			h.rec.Outcome = "refused"
 			fmt.Fprintf(h.errw, "teambus: task %s is assigned to %s; do not complete it here\n", id, t.AssignedTo)
@@ -299,7 +299,7 @@ func (h *hook) agentTeam(ctx context.Context) int {
 		if teambus.ValidateMemberID(name) != nil {
 			return 0
 		}
-		snap, err := h.svc.Store().Snapshot(ctx, h.b.Team)
+		snap, err := h.svc.Snapshot(ctx, h.b.Team)
 		if err != nil {
 			return 0
 		}

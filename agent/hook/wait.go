@@ -160,7 +160,7 @@ func (h *hook) watch(ctx context.Context, found chan<- string) {
 			found <- "notice"
 			return
 		}
-		l, err := h.svc.Mailbox(h.b.Team).Lease(ctx, h.b.Member, bus.LeaseOptions{Max: 1, Wait: WaitPull, Self: h.b.Member})
+		l, err := h.svc.LeaseInbox(ctx, h.b.Team, h.b.Member, bus.LeaseOptions{Max: 1, Wait: WaitPull})
 		if err != nil {
 			if ctx.Err() != nil {
 				return
