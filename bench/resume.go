@@ -191,7 +191,7 @@ func fillTeam(ctx context.Context, conn *bus.Conn, svc *team.Service, id string,
 	}
 	// The records are written as they are, below the team service: a
 	// fixture of members at work, tasks in every state and live beats.
-	store := kv.New(conn.JS, kv.Config{Replicas: bus.AutoReplicas(conn.NC)})
+	store := kv.New(conn.JS, kv.Config{Replicas: bus.AutoReplicas(conn.NC), Board: team.BoardLayout()})
 	if err := inParallel(ctx, 16, members, func(i int) error {
 		mid := fmt.Sprintf("m%d", i)
 		m, rev, err := store.Member(ctx, id, mid)

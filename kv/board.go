@@ -5,14 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"log/slog"
 	"math"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,8 +20,9 @@ import (
 // The claim board: which tasks can be claimed, without reading the team.
 //
 // `task next` used to read every task of the team to find the claimable
-// ones. The board keeps them in BoardShards records ("board.0" ..
-// "board.7", a task's shard is a hash of its id), one entry per available
+// ones. The board keeps them in BoardLayout.Shards records ("board.0",
+// "board.1"…; which shard holds a task, and the order of a shard, are the
+// layout's, given by the team service), one entry per available
 // task with what teambus.Pick orders by (BoardEntry), so a claim reads the
 // team record, its member record and the board in one isolated read, then
 // its candidate tasks, and claims one with compare-and-set as before.
@@ -69,8 +67,6 @@ import (
 const (
 	preBoard = "board."
 	keyBoard = "board"
-	// BoardShards is the number of board records.
-	BoardShards = 8
 	// rebuildStale is how many stale entries make a rebuild rewrite a
 	// shard it would otherwise leave as it is.
 	rebuildStale = 32
@@ -87,25 +83,38 @@ type BoardEntry struct {
 	Quantum  string
 }
 
-// Rank returns the entry as teambus.Pick orders it.
-func (e BoardEntry) Rank() teambus.Rank {
-	return teambus.Rank{ID: e.ID, Quantum: e.Quantum, Down: e.Down, Priority: e.Priority, CreatedAt: time.Unix(0, e.Created).UTC()}
+// BoardLayout is how the board is laid out in records: the policy of the
+// team service (team.BoardLayout), which the store only follows. Every
+// store writing a team's board must use the same layout.
+type BoardLayout struct {
+	// Shards is the number of board records.
+	Shards int
+	// Shard returns the shard of task id, in [0, Shards).
+	Shard func(id string) int
+	// Before orders the entries of a shard: the order a member without a
+	// quantum claims them in. A reader decodes only a shard's head.
+	Before func(a, b BoardEntry) bool
 }
 
-// boardEntry returns the entry of available task t written at rev.
-func boardEntry(t *teambus.Task, rev uint64, down int) BoardEntry {
+// on reports whether the store keeps a board: a store without a layout
+// writes no entries and finds no board.
+func (l BoardLayout) on() bool { return l.Shards > 0 && l.Shard != nil && l.Before != nil }
+
+// NewBoardEntry returns the entry of available task t written at rev with
+// down tasks downstream of it.
+func NewBoardEntry(t *teambus.Task, rev uint64, down int) BoardEntry {
 	return BoardEntry{ID: t.ID, Rev: rev, Priority: t.Priority, Down: down, Created: t.CreatedAt.UnixNano(), Quantum: t.Quantum}
 }
 
 // A shard's value is one line per entry, "id rev down priority created
-// quantum" (ids and quanta are ids: no spaces), sorted in Pick's order for
-// a member without a quantum (teambus.Rank.Before), so a reader parses
+// quantum" (ids and quanta are ids: no spaces), sorted in the layout's
+// order (BoardLayout.Before), so a reader parses
 // only the head of each shard, not every entry: a board of 11,000 tasks
 // decoded as JSON on every claim was most of a claim's time.
 
 // encodeBoard returns the value of a shard holding entries, sorted.
-func encodeBoard(entries []BoardEntry) []byte {
-	sortBoard(entries)
+func (s *Store) encodeBoard(entries []BoardEntry) []byte {
+	sort.Slice(entries, func(i, j int) bool { return s.cfg.Board.Before(entries[i], entries[j]) })
 	var b []byte
 	for _, e := range entries {
 		b = append(b, e.ID...)
@@ -122,10 +131,6 @@ func encodeBoard(entries []BoardEntry) []byte {
 		b = append(b, '\n')
 	}
 	return b
-}
-
-func sortBoard(entries []BoardEntry) {
-	sort.Slice(entries, func(i, j int) bool { return entries[i].Rank().Before(entries[j].Rank(), "") })
 }
 
 // parseBoardLine decodes one line of a shard.
@@ -167,7 +172,7 @@ func decodeBoard(b []byte) ([]BoardEntry, error) {
 }
 
 // headBoard decodes the entries of a shard's value a member of quantum
-// would try first: the first k (a shard is in Pick's order), and with a
+// would try first: the first k (a shard is in the layout's order), and with a
 // quantum the first k of that quantum and the first k of others.
 func headBoard(b []byte, quantum string, k int) ([]BoardEntry, error) {
 	var out []BoardEntry
@@ -199,13 +204,6 @@ func headBoard(b []byte, quantum string, k int) ([]BoardEntry, error) {
 	return out, nil
 }
 
-// BoardShard returns the board shard of task id.
-func BoardShard(id string) int {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(id))
-	return int(h.Sum32() % BoardShards)
-}
-
 func boardKey(n int) string { return preBoard + strconv.Itoa(n) }
 
 // Board is the head of the claim board read together with the team
@@ -229,6 +227,13 @@ func (s *Store) Board(ctx context.Context, team, member string, k int) (*Board, 
 	if err := teambus.ValidateMemberID(member); err != nil {
 		return nil, err
 	}
+	if !s.cfg.Board.on() {
+		snap, err := s.Snapshot(ctx, team)
+		if err != nil {
+			return nil, err
+		}
+		return &Board{Snapshot: snap}, nil
+	}
 	ctx, cancel, bucket, pre, err := s.isolatedRead(ctx, team)
 	if err != nil {
 		return nil, err
@@ -247,7 +252,7 @@ func (s *Store) Board(ctx context.Context, team, member string, k int) (*Board, 
 			b.Built = true
 		case strings.HasPrefix(e.key, preBoard):
 			n, err := strconv.Atoi(strings.TrimPrefix(e.key, preBoard))
-			if err == nil && n >= 0 && n < BoardShards {
+			if err == nil && n >= 0 && n < s.cfg.Board.Shards {
 				b.shards[n] = e
 			}
 		default:
@@ -278,13 +283,16 @@ func (s *Store) Board(ctx context.Context, team, member string, k int) (*Board, 
 // is gone), as BoardRemove's. A shard nobody wrote since b was read is
 // written without reading it again.
 func (s *Store) BoardTake(ctx context.Context, b *Board, seen map[string]uint64) error {
+	if !s.cfg.Board.on() {
+		return nil
+	}
 	kv, err := s.stateBucket(ctx, b.Team.ID)
 	if err != nil {
 		return err
 	}
 	byShard := map[int]map[string]uint64{}
 	for id, rev := range seen {
-		n := BoardShard(id)
+		n := s.cfg.Board.Shard(id)
 		if byShard[n] == nil {
 			byShard[n] = map[string]uint64{}
 		}
@@ -307,7 +315,7 @@ func (s *Store) BoardTake(ctx context.Context, b *Board, seen map[string]uint64)
 				if !changed {
 					continue
 				}
-				val := encodeBoard(out)
+				val := s.encodeBoard(out)
 				rev, err := s.putBoard(ctx, kv.Bucket(), n, val, e.rev)
 				if err == nil {
 					b.shards[n] = entry{key: e.key, value: val, rev: rev}
@@ -328,9 +336,13 @@ func (s *Store) BoardTake(ctx context.Context, b *Board, seen map[string]uint64)
 // BoardAdd puts entries on the board, replacing an entry of the same task
 // unless that one is newer (a higher Rev).
 func (s *Store) BoardAdd(ctx context.Context, team string, entries ...BoardEntry) error {
+	if !s.cfg.Board.on() {
+		return nil
+	}
 	byShard := map[int][]BoardEntry{}
 	for _, e := range entries {
-		byShard[BoardShard(e.ID)] = append(byShard[BoardShard(e.ID)], e)
+		n := s.cfg.Board.Shard(e.ID)
+		byShard[n] = append(byShard[n], e)
 	}
 	for n, add := range byShard {
 		err := s.editBoard(ctx, team, n, func(have []BoardEntry) ([]BoardEntry, bool) {
@@ -364,7 +376,10 @@ func (s *Store) BoardAdd(ctx context.Context, team string, entries ...BoardEntry
 // seen: a revision at which the task was read not claimable (math.MaxUint64
 // for a task that is gone).
 func (s *Store) BoardRemove(ctx context.Context, team, id string, seen uint64) error {
-	return s.editBoard(ctx, team, BoardShard(id), func(have []BoardEntry) ([]BoardEntry, bool) {
+	if !s.cfg.Board.on() {
+		return nil
+	}
+	return s.editBoard(ctx, team, s.cfg.Board.Shard(id), func(have []BoardEntry) ([]BoardEntry, bool) {
 		for i, e := range have {
 			if e.ID == id && e.Rev <= seen {
 				return append(have[:i:i], have[i+1:]...), true
@@ -377,9 +392,12 @@ func (s *Store) BoardRemove(ctx context.Context, team, id string, seen uint64) e
 // BoardSetDown sets the Down of the entries of the tasks in down that are
 // on the board.
 func (s *Store) BoardSetDown(ctx context.Context, team string, down map[string]int) error {
+	if !s.cfg.Board.on() {
+		return nil
+	}
 	byShard := map[int]bool{}
 	for id := range down {
-		byShard[BoardShard(id)] = true
+		byShard[s.cfg.Board.Shard(id)] = true
 	}
 	for n := range byShard {
 		err := s.editBoard(ctx, team, n, func(have []BoardEntry) ([]BoardEntry, bool) {
@@ -435,7 +453,7 @@ func (s *Store) editBoard(ctx context.Context, team string, n int, fn func([]Boa
 		if !changed {
 			return nil
 		}
-		_, err = s.putBoard(ctx, kv.Bucket(), n, encodeBoard(tasks), rev)
+		_, err = s.putBoard(ctx, kv.Bucket(), n, s.encodeBoard(tasks), rev)
 		return err
 	})
 }
@@ -462,33 +480,28 @@ func (s *Store) putBoard(ctx context.Context, bucket string, n int, val []byte, 
 }
 
 // RebuildBoard makes the board agree with snap, a full read of the team
-// (Snapshot): every available task on it with its Down, no entry of a
-// task snap holds not claimable at or after the entry's revision, and the
-// marker written. Entries newer than snap are kept as they are. It is
-// idempotent, writes only the shards that differ (a shard that differs
-// only by fewer than rebuildStale stale entries is left to the claims),
-// and returns how many entries it added and removed.
-func (s *Store) RebuildBoard(ctx context.Context, snap *Snapshot) (added, removed int, err error) {
+// (Snapshot), and want, the entries of the tasks snap holds claimable
+// (the team service decides which, and their Down): every one of want on
+// it, no entry of a task snap holds not claimable at or after the entry's
+// revision, and the marker written. Entries newer than snap are kept as
+// they are. It is idempotent, writes only the shards that differ (a shard
+// that differs only by fewer than rebuildStale stale entries is left to
+// the claims), and returns how many entries it added and removed.
+func (s *Store) RebuildBoard(ctx context.Context, snap *Snapshot, want []BoardEntry) (added, removed int, err error) {
+	if !s.cfg.Board.on() {
+		return 0, 0, nil
+	}
 	team := snap.Team.ID
 	kv, err := s.stateBucket(ctx, team)
 	if err != nil {
 		return 0, 0, err
 	}
-	var avail []string
-	for id, t := range snap.Tasks {
-		if t.Status == teambus.TaskAvailable {
-			avail = append(avail, id)
-		}
+	byShard := make([]map[string]BoardEntry, s.cfg.Board.Shards)
+	for i := range byShard {
+		byShard[i] = map[string]BoardEntry{}
 	}
-	down := teambus.DownstreamOf(snap.Tasks, avail)
-	want := make([]map[string]BoardEntry, BoardShards)
-	for i := range want {
-		want[i] = map[string]BoardEntry{}
-	}
-	for id, t := range snap.Tasks {
-		if t.Status == teambus.TaskAvailable {
-			want[BoardShard(id)][id] = boardEntry(t, snap.TaskRev[id], down[id])
-		}
+	for _, e := range want {
+		byShard[s.cfg.Board.Shard(e.ID)][e.ID] = e
 	}
 	// Entries written after snap was read are kept as they are.
 	upTo := snap.Seq
@@ -497,16 +510,16 @@ func (s *Store) RebuildBoard(ctx context.Context, snap *Snapshot) (added, remove
 			upTo = max(upTo, r)
 		}
 	}
-	for n := 0; n < BoardShards; n++ {
+	for n := 0; n < s.cfg.Board.Shards; n++ {
 		var a, r int
 		err := s.editBoard(ctx, team, n, func(have []BoardEntry) ([]BoardEntry, bool) {
 			a, r = 0, 0
-			out := make([]BoardEntry, 0, len(want[n]))
+			out := make([]BoardEntry, 0, len(byShard[n]))
 			seen := map[string]bool{}
 			changed := false
 			for _, e := range have {
 				_, ok := snap.Tasks[e.ID]
-				w, claimable := want[n][e.ID]
+				w, claimable := byShard[n][e.ID]
 				switch {
 				case claimable:
 					seen[e.ID] = true
@@ -521,7 +534,7 @@ func (s *Store) RebuildBoard(ctx context.Context, snap *Snapshot) (added, remove
 				}
 				out = append(out, e)
 			}
-			for id, w := range want[n] {
+			for id, w := range byShard[n] {
 				if !seen[id] {
 					out = append(out, w)
 					a++
@@ -552,15 +565,15 @@ func (s *Store) RebuildBoard(ctx context.Context, snap *Snapshot) (added, remove
 // available task gets its entry. Best effort: a failure is logged and
 // repaired by the next rebuild (see the board's comment).
 func (s *Store) boardAfter(ctx context.Context, team string, t *teambus.Task, rev uint64) {
-	if t.Status != teambus.TaskAvailable {
+	if t.Status != teambus.TaskAvailable || !s.cfg.Board.on() {
 		return
 	}
 	down, err := s.downstream(ctx, team, t.ID)
 	if err == nil {
-		err = s.BoardAdd(ctx, team, boardEntry(t, rev, down))
+		err = s.BoardAdd(ctx, team, NewBoardEntry(t, rev, down))
 	}
 	if err != nil {
-		slog.Debug("claim board not updated", "team", team, "task", t.ID, "err", err)
+		s.cfg.Logger.Debug("claim board not updated", "team", team, "task", t.ID, "err", err)
 	}
 }
 
@@ -570,11 +583,11 @@ func (s *Store) boardAfterAll(ctx context.Context, team string, tasks []*teambus
 	var add []BoardEntry
 	for i, t := range tasks {
 		if t.Status == teambus.TaskAvailable {
-			add = append(add, boardEntry(t, last-uint64(len(tasks)-1-i), 0))
+			add = append(add, NewBoardEntry(t, last-uint64(len(tasks)-1-i), 0))
 		}
 	}
 	if err := s.BoardAdd(ctx, team, add...); err != nil {
-		slog.Debug("claim board not updated", "team", team, "tasks", len(add), "err", err)
+		s.cfg.Logger.Debug("claim board not updated", "team", team, "tasks", len(add), "err", err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/team"
 )
 
 // TestStore_Board_KeptInStepAndRolledUp: available task writes put their
@@ -60,12 +61,13 @@ func TestStore_Board_KeptInStepAndRolledUp(t *testing.T) {
 		t.Fatalf("board after the removals %v, want t00 kept and t01 gone", ids)
 	}
 	// Every shard holds its entries in Pick's order for a member without
-	// a quantum, and keeps no history.
+	// a quantum (the layout's order), and keeps no history.
 	bucket, err := js.KeyValue(ctx, kv.StatePrefix+"b")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for n := 0; n < kv.BoardShards; n++ {
+	layout := team.BoardLayout()
+	for n := 0; n < layout.Shards; n++ {
 		h, err := bucket.History(ctx, fmt.Sprintf("board.%d", n))
 		if err != nil {
 			continue // an empty shard was never written
@@ -76,11 +78,11 @@ func TestStore_Board_KeptInStepAndRolledUp(t *testing.T) {
 	}
 	byShard := map[int][]kv.BoardEntry{}
 	for _, e := range b.Entries {
-		byShard[kv.BoardShard(e.ID)] = append(byShard[kv.BoardShard(e.ID)], e)
+		byShard[layout.Shard(e.ID)] = append(byShard[layout.Shard(e.ID)], e)
 	}
 	for n, es := range byShard {
 		for i := 1; i < len(es); i++ {
-			if es[i].Rank().Before(es[i-1].Rank(), "") {
+			if layout.Before(es[i], es[i-1]) {
 				t.Errorf("shard %d: %s before %s, out of Pick's order", n, es[i-1].ID, es[i].ID)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -56,6 +57,12 @@ type Config struct {
 	MaxBytes int64
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Logger receives what the store could not do without failing the
+	// operation (a board or summary write it left to the next rebuild);
+	// nil discards.
+	Logger *slog.Logger
+	// Board lays the claim board out; the zero layout keeps no board.
+	Board BoardLayout
 }
 
 // Store is typed team state over JetStream KV.
@@ -79,6 +86,9 @@ func New(js jetstream.JetStream, cfg Config) *Store {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Store{js: js, cfg: cfg}
 }
@@ -203,9 +213,11 @@ func (s *Store) CreateTeam(ctx context.Context, t *teambus.Team, members []*team
 	if err := markIndexed(ctx, kv); err != nil {
 		return unavailable("create team "+t.ID, err)
 	}
-	// So is the claim board (board.go).
-	if _, err := kv.Create(ctx, keyBoard, []byte(`{"board":true}`)); err != nil && !isConflict(err) {
-		return unavailable("create team "+t.ID, err)
+	// So is the claim board (board.go), when the store keeps one.
+	if s.cfg.Board.on() {
+		if _, err := kv.Create(ctx, keyBoard, []byte(`{"board":true}`)); err != nil && !isConflict(err) {
+			return unavailable("create team "+t.ID, err)
+		}
 	}
 	// The team record goes last: a team exists once its record does.
 	b, _ := json.Marshal(t)

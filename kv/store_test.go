@@ -16,6 +16,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/node/nodetest"
+	"github.com/teambus/teambus/team"
 )
 
 func testCtx(t *testing.T) context.Context {
@@ -25,12 +26,13 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// newStore starts a node and returns a store on it and its JetStream.
+// newStore starts a node and returns a store on it and its JetStream,
+// with the team service's board layout.
 func newStore(t *testing.T) (*kv.Store, jetstream.JetStream) {
 	t.Helper()
 	n := nodetest.NewBareServer(t)
 	c := nodetest.Connect(t, n)
-	return kv.New(c.JS, kv.Config{}), c.JS
+	return kv.New(c.JS, kv.Config{Board: team.BoardLayout()}), c.JS
 }
 
 // createTeam creates team id with members.

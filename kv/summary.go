@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -208,7 +207,7 @@ func (s *Store) saveSummary(ctx context.Context, kv jetstream.KeyValue, snap *Sn
 	if _, err := update(ctx, kv, keySummary, b, rev); err != nil {
 		// Another reader wrote it, or this connection may not write; the
 		// next report recomputes.
-		slog.Debug("task summary not written", "team", snap.Team.ID, "err", err)
+		s.cfg.Logger.Debug("task summary not written", "team", snap.Team.ID, "err", err)
 	}
 }
 

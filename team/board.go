@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"sort"
 
@@ -34,7 +33,8 @@ var (
 	errTaskTaken = fmt.Errorf("task taken meanwhile: %w", kv.ErrConflict)
 )
 
-// nextFromBoard is Next from the claim board (kv/board.go). It reads the
+// nextFromBoard is Next from the claim board (kv/board.go, laid out by
+// BoardLayout). It reads the
 // team record, the actor's member record and the board in one isolated
 // read; orders the board's entries as teambus.Pick orders tasks; reads the
 // best boardCandidates of them with the task of the member's claim slot
@@ -190,7 +190,7 @@ func boardOrder(entries []kv.BoardEntry, quantum, member string) []kv.BoardEntry
 	ranks := make([]teambus.Rank, len(entries))
 	idx := make([]int, len(entries))
 	for i, e := range entries {
-		ranks[i], idx[i] = e.Rank(), i
+		ranks[i], idx[i] = rankOf(e), i
 	}
 	sort.Slice(idx, func(i, j int) bool { return ranks[idx[i]].Before(ranks[idx[j]], quantum) })
 	out := make([]kv.BoardEntry, len(entries))
@@ -202,11 +202,9 @@ func boardOrder(entries []kv.BoardEntry, quantum, member string) []kv.BoardEntry
 		n++
 	}
 	if n > 1 {
-		h := fnv.New32a()
-		_, _ = h.Write([]byte(member))
-		home := int(h.Sum32() % kv.BoardShards)
+		home := shardOf(member)
 		sort.SliceStable(out[:n], func(i, j int) bool {
-			return kv.BoardShard(out[i].ID) == home && kv.BoardShard(out[j].ID) != home
+			return shardOf(out[i].ID) == home && shardOf(out[j].ID) != home
 		})
 	}
 	return out
@@ -290,7 +288,7 @@ func (s *Service) boardDownAll(ctx context.Context, team string, tasks map[strin
 // (Seq) is trusted for the slots. Best effort: what fails is done by the
 // next full read.
 func (s *Service) rebuildBoard(ctx context.Context, snap *kv.Snapshot) {
-	if _, _, err := s.store.RebuildBoard(ctx, snap); err != nil {
+	if _, _, err := s.store.RebuildBoard(ctx, snap, boardWant(snap)); err != nil {
 		s.cfg.Logger.Debug("claim board not rebuilt", "team", snap.Team.ID, "err", err)
 	}
 	if snap.Seq == 0 {

@@ -65,6 +65,10 @@ func New(js jetstream.JetStream, cfg Config) *Service {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.KV.Now = cfg.Now
+	if cfg.KV.Logger == nil {
+		cfg.KV.Logger = cfg.Logger
+	}
+	cfg.KV.Board = BoardLayout()
 	return &Service{js: js, store: kv.New(js, cfg.KV), cfg: cfg}
 }
 
