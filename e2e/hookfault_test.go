@@ -8,8 +8,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,6 +40,30 @@ func hookPayload(event, session string, extra map[string]any) []byte {
 
 var seqRE = regexp.MustCompile(`\[#(\d+) `)
 
+var (
+	faultsOnce sync.Once
+	faultsPath string
+	faultsErr  error
+)
+
+// faultsBin builds teambus with the faults tag once, beside bin (removed
+// with it): the hook's fault points (TEAMBUS_HOOK_FAULT) exist only in
+// that build.
+func faultsBin(t *testing.T) string {
+	t.Helper()
+	faultsOnce.Do(func() {
+		faultsPath = filepath.Join(filepath.Dir(bin), "teambus-faults")
+		out, err := exec.Command("go", "build", "-tags", "faults", "-o", faultsPath, "../cmd/teambus").CombinedOutput()
+		if err != nil {
+			faultsErr = fmt.Errorf("build teambus -tags faults: %v\n%s", err, out)
+		}
+	})
+	if faultsErr != nil {
+		t.Fatal(faultsErr)
+	}
+	return faultsPath
+}
+
 // TestHookFault_KillAnywhere_NoAckWithoutWrite kills the hook at random
 // points 1,000 times — before the write, after the write, during the acks
 // (fault points inside the hook that SIGKILL it) and with a real SIGKILL
@@ -49,12 +75,13 @@ func TestHookFault_KillAnywhere_NoAckWithoutWrite(t *testing.T) {
 	if testing.Short() {
 		iterations = 100
 	}
+	faulty := faultsBin(t)
 	e := newEnv(t)
 	e.createTeam("alpha", fastPolicy(), "tm1", "tm2")
 	claude := e.agent("claude")
 	pid := claude.Pid()
 	run := func(event string, payload []byte, fault string, killAfter time.Duration) (string, bool) {
-		cmd := exec.Command(bin, "hook", event)
+		cmd := exec.Command(faulty, "hook", event)
 		cmd.Env = hookEnv(e, pid, "tm1", "TEAMBUS_NO_SIDECAR=1", "TEAMBUS_HOOK_FAULT="+fault)
 		cmd.Stdin = bytes.NewReader(payload)
 		var out bytes.Buffer
@@ -150,4 +177,11 @@ func TestHookFault_KillAnywhere_NoAckWithoutWrite(t *testing.T) {
 	}
 	t.Logf("hook fault test: %d runs, killed %v, %d messages, %d in a complete output, %d still unacked, %d acked without a write",
 		iterations, killed, len(sent), len(delivered), len(unacked), violations)
+	// The fault points exist only in the faults build: a hook that was
+	// never killed by one was built without them.
+	for _, mode := range []string{"crash-before-write", "crash-after-write", "crash-during-ack"} {
+		if killed[mode] == 0 {
+			t.Errorf("fault %s never killed the hook: is %s built with -tags faults?", mode, faulty)
+		}
+	}
 }

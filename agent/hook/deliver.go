@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"syscall"
 	"time"
 
 	"github.com/teambus/teambus"
@@ -64,13 +62,7 @@ func (h *hook) settle(ctx context.Context, d *drained, written bool) {
 	if !written || h.cfg.DryRun {
 		return
 	}
-	fault := h.cfg.Getenv("TEAMBUS_HOOK_FAULT")
-	switch fault {
-	case "crash-after-write":
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL) // fault injection for the crash tests
-	case "sleep-after-write":
-		time.Sleep(h.cfg.Budget + 10*time.Second)
-	}
+	h.faultPoint("after-write")
 	// Remembered before the acks: mail shown and then not acked comes back
 	// marked as a possible repeat.
 	shown := d.mail.Shown
@@ -90,8 +82,8 @@ func (h *hook) settle(ctx context.Context, d *drained, written bool) {
 			break
 		}
 		h.rec.Acked = append(h.rec.Acked, acked...)
-		if fault == "crash-during-ack" && i == 0 {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL) // fault injection for the crash tests
+		if i == 0 {
+			h.faultPoint("first-ack")
 		}
 	}
 	if len(h.rec.Acked) > 0 {

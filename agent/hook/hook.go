@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/teambus/teambus"
@@ -466,9 +465,7 @@ func (h *hook) emit(event, text string) error {
 		return nil
 	}
 	env := envelope(event, text, h.cfg.ClaudeVersion)
-	if kill := h.cfg.Getenv("TEAMBUS_HOOK_FAULT"); kill == "crash-before-write" {
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL) // fault injection for the crash tests
-	}
+	h.faultPoint("before-write")
 	_, err := h.out.Write(env)
 	cerr := h.out.Close()
 	if err == nil {
