@@ -153,7 +153,7 @@ func (s *Snapshot) Task(id string) (*teambus.Task, error) {
 		if d, bad := s.Damage(preTask + id); bad {
 			return nil, damagedError(s.Team.ID, "task "+id, d)
 		}
-		return nil, teambus.NotFoundf("team %s has no task %s: see `teambus task list --team %s`", s.Team.ID, id, s.Team.ID)
+		return nil, &NotFoundError{Team: s.Team.ID, Kind: "task", ID: id}
 	}
 	return t, nil
 }
@@ -335,7 +335,7 @@ func (s *Store) Task(ctx context.Context, team, id string) (*teambus.Task, uint6
 	}
 	r, rev, err := get(ctx, kv, team, preTask+id)
 	if errors.Is(err, teambus.ErrNotFound) {
-		return nil, 0, teambus.NotFoundf("team %s has no task %s: see `teambus task list --team %s`", team, id, team)
+		return nil, 0, &NotFoundError{Team: team, Kind: "task", ID: id}
 	}
 	if err != nil {
 		return nil, 0, err

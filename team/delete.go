@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/teambus/teambus"
@@ -58,7 +57,7 @@ func (s *Service) DeleteTeam(ctx context.Context, team string, force bool) error
 			return err
 		}
 		if len(live) > 0 {
-			return teambus.Statef("team %s has live sidecars (%s): stop them first, or use --force", team, strings.Join(live, ", "))
+			return &LiveSidecarsError{Team: team, Live: live}
 		}
 	}
 	return s.removeTeam(ctx, team)
@@ -94,15 +93,13 @@ func (s *Service) undoCreate(ctx context.Context, team string) {
 }
 
 // createErr explains a create that failed because the store can not
-// reserve the team's limits.
+// reserve the team's limits (NoRoomError).
 func (s *Service) createErr(team string, err error) error {
-	if err == nil || !strings.Contains(err.Error(), "insufficient") {
+	if err == nil || !noRoom(err) {
 		return err
 	}
-	mbBytes := s.Mailbox(team).Config().MaxBytes
-	evBytes := s.Events(team).Config().MaxBytes
-	return teambus.Unavailablef("create team %s: the store has no room to reserve another team (mailbox %s + event log %s + state %s + heartbeats %s): nothing was created; delete finished teams (`teambus team delete`), raise `teambus bus start --max-store`, or create the team with smaller --mailbox-max-bytes/--events-max-bytes",
-		team, mib(mbBytes), mib(evBytes), mib(s.store.StateBytes()), mib(kv.HeartbeatBytes))
+	return &NoRoomError{Team: team, Mailbox: s.Mailbox(team).Config().MaxBytes, Events: s.Events(team).Config().MaxBytes,
+		State: s.store.StateBytes(), Heartbeats: kv.HeartbeatBytes, cause: err}
 }
 
 func mib(n int64) string { return fmt.Sprintf("%dMiB", n>>20) }

@@ -74,8 +74,9 @@ type LeadHeldError struct {
 // Unwrap makes the refusal transient: it may succeed later.
 func (e *LeadHeldError) Unwrap() error { return teambus.ErrUnavailable }
 
-// Error says why and the ways out, with the CLI's --force.
-func (e *LeadHeldError) Error() string { return e.Why() + ": " + e.When("use --force") }
+// Error says why and the ways out, in plain words: a caller names its own
+// switch that forces a resume with When.
+func (e *LeadHeldError) Error() string { return e.Why() + ": " + e.When("force the resume") }
 
 // Why says what holds the team.
 func (e *LeadHeldError) Why() string {

@@ -1,0 +1,53 @@
+package team
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/internal/jserr"
+)
+
+// The errors below carry what a caller needs to say how to get out of
+// them in its own terms: a command line names its flags, an MCP tool its
+// arguments. Their texts name neither.
+
+// NoRoomError is a team create refused because the store can not reserve
+// the new team's limits. Nothing was created. It is transient
+// (teambus.ErrUnavailable): it succeeds once there is room.
+type NoRoomError struct {
+	Team string
+	// The limits the team would reserve, in bytes.
+	Mailbox, Events, State, Heartbeats int64
+	cause                              error
+}
+
+func (e *NoRoomError) Error() string {
+	return fmt.Sprintf("create team %s: the store has no room to reserve another team (mailbox %s + event log %s + state %s + heartbeats %s): nothing was created; delete finished teams, give the store more room, or create the team with smaller mailbox and event log limits",
+		e.Team, mib(e.Mailbox), mib(e.Events), mib(e.State), mib(e.Heartbeats))
+}
+
+// Unwrap makes the error transient and keeps the store's refusal.
+func (e *NoRoomError) Unwrap() []error { return []error{teambus.ErrUnavailable, e.cause} }
+
+// noRoom reports whether err is the store refusing to reserve more room
+// (JetStream's resource limits), by its error code.
+func noRoom(err error) bool {
+	c, ok := jserr.Code(err)
+	return ok && (c == jserr.InsufficientResources || c == jserr.StorageResourcesExceeded || c == jserr.MemoryResourcesExceeded)
+}
+
+// LiveSidecarsError is a team delete refused because sidecars of the team
+// still run; a forced delete removes the team anyway. It is a state
+// error (teambus.ErrState).
+type LiveSidecarsError struct {
+	Team string
+	Live []string
+}
+
+func (e *LiveSidecarsError) Error() string {
+	return fmt.Sprintf("team %s has live sidecars (%s): stop them first, or force the delete", e.Team, strings.Join(e.Live, ", "))
+}
+
+// Unwrap makes the refusal a state error.
+func (e *LiveSidecarsError) Unwrap() error { return teambus.ErrState }
