@@ -28,9 +28,15 @@
 // the last task write (summary.go, ReportSnapshot); the dependents index,
 // "dependents.<id>" per dependency plus the "index" marker of a team
 // created with it, which lets a completion promote its dependents without
-// reading the team (dependents.go); and the claim board, "board.0" to
-// "board.7" plus the "board" marker, the available tasks in Pick's order,
-// which lets `task next` claim without reading the team (board.go).
+// reading the team (dependents.go); and the claim board, "board.0",
+// "board.1"… plus the "board" marker, the available tasks, which lets
+// `task next` claim without reading the team (board.go). How the board is
+// split and ordered is the team service's policy (team.BoardLayout, given
+// in Config.Board); the store keeps the records with compare-and-set.
 // Store.Records reads a few named records in one isolated read, consistent
 // at a stream sequence.
+//
+// The store logs what it leaves undone without failing (a board or
+// summary write the next rebuild redoes) to Config.Logger, never to the
+// global logger.
 package kv
