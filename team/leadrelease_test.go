@@ -63,7 +63,7 @@ func TestResume_ReleasedLeadTakenOverAtOnce(t *testing.T) {
 
 	_, err = probeAndResume(team.DecisionLeadLive)
 	var held *team.LeadHeldError
-	if !errors.As(err, &held) || !held.Live || teambus.ExitCode(err) != teambus.ExitTransient || !strings.Contains(err.Error(), "has a live lead") || !strings.Contains(err.Error(), "--force") {
+	if !errors.As(err, &held) || !held.Live || teambus.ExitCode(err) != teambus.ExitTransient || !strings.Contains(err.Error(), "has a live lead") || !strings.Contains(err.Error(), "force the resume") || strings.Contains(err.Error(), "--force") {
 		t.Fatalf("resume past a live lead = %v (exit %d), want a live-lead refusal, exit 1", err, teambus.ExitCode(err))
 	}
 
