@@ -51,3 +51,19 @@ func (e *LiveSidecarsError) Error() string {
 
 // Unwrap makes the refusal a state error.
 func (e *LiveSidecarsError) Unwrap() error { return teambus.ErrState }
+
+// UnfinishedTasksError is a team completion refused because tasks are not
+// finished; a forced completion completes the team anyway. Shown lists the
+// first of them with their status. It is a state error (teambus.ErrState).
+type UnfinishedTasksError struct {
+	Team  string
+	Open  int
+	Shown []string
+}
+
+func (e *UnfinishedTasksError) Error() string {
+	return fmt.Sprintf("team %s has %d unfinished task(s): %s: finish or skip them, or force the completion", e.Team, e.Open, strings.Join(e.Shown, ", "))
+}
+
+// Unwrap makes the refusal a state error.
+func (e *UnfinishedTasksError) Unwrap() error { return teambus.ErrState }

@@ -492,7 +492,7 @@ func (s *Service) TransitionChecked(ctx context.Context, team string, to teambus
 				if len(shown) > 10 {
 					shown = append(shown[:10:10], fmt.Sprintf("and %d more", len(open)-10))
 				}
-				return nil, teambus.Statef("team %s has %d unfinished task(s): %s: finish or skip them, or use --force", team, len(open), strings.Join(shown, ", "))
+				return nil, &UnfinishedTasksError{Team: team, Open: len(open), Shown: shown}
 			}
 		}
 	}
