@@ -10,6 +10,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/team"
 )
 
 // newApp assembles the command line. The command list is written out here,
@@ -163,7 +165,28 @@ func errorLine(ctx context.Context, err error) string {
 	case errors.Is(err, context.DeadlineExceeded) && !strings.Contains(msg, "--timeout"):
 		msg += " (timed out: is the bus reachable? raise --timeout for slow links)"
 	}
-	return msg
+	return msg + cliHint(err)
+}
+
+// cliHint names the flags and commands that get out of an error whose
+// text, a library's, names none.
+func cliHint(err error) string {
+	var (
+		noRoom *team.NoRoomError
+		live   *team.LiveSidecarsError
+		held   *team.LeadHeldError
+		open   *team.UnfinishedTasksError
+		nf     *kv.NotFoundError
+	)
+	switch {
+	case errors.As(err, &noRoom):
+		return " (`teambus team delete` frees a finished team's room; or raise `teambus bus start --max-store`, or create the team with smaller --mailbox-max-bytes/--events-max-bytes)"
+	case errors.As(err, &live), errors.As(err, &held), errors.As(err, &open):
+		return " (use --force)"
+	case errors.As(err, &nf) && nf.Kind == "task":
+		return ": see `teambus task list --team " + nf.Team + "`"
+	}
+	return ""
 }
 
 // exitCode maps err to the exit codes of the specification. An error that
