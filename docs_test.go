@@ -2,7 +2,6 @@ package teambus_test
 
 import (
 	"bufio"
-	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -20,11 +19,6 @@ import (
 
 // readmeMaxLines is how long README.md may grow; the rest belongs in docs/.
 const readmeMaxLines = 300
-
-// pendingDocs are documents another change adds: a link to one is
-// accepted while the file is absent (it is checked like any other once
-// it exists).
-var pendingDocs = map[string]bool{"docs/spawn.md": true}
 
 // forbidden are citations of things outside the repository and words of
 // a development log, which docs and package comments must not contain.
@@ -114,10 +108,6 @@ func TestDocs_RelativeLinksResolve(t *testing.T) {
 			}
 			checked++
 			fi, err := os.Stat(path)
-			if errors.Is(err, fs.ErrNotExist) && pendingDocs[path] {
-				t.Logf("%s:%d: %s does not exist yet: accepted, it is added by another change", f, l.line, path)
-				continue
-			}
 			if err != nil {
 				t.Errorf("%s:%d: link %q: %v", f, l.line, target, err)
 				continue
