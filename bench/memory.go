@@ -12,8 +12,8 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	memberapi "github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/team"
+	memberapi "github.com/teambus/teambus/teamapi"
 )
 
 // Units of the scale rows, printed as "%g unit".

@@ -7,12 +7,12 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // ClientBackend is the Backend on the request/reply team service: every
-// call is a request of a member.Client (subjects tb.<verb> for a member
+// call is a request of a teamapi.Client (subjects tb.<verb> for a member
 // credential, tbsvc.<team>.<verb> for the operator). A member credential
 // has no JetStream, so this is the only backend it can use; the service
 // decides who calls from the server-set request info, and a call for
@@ -44,7 +44,7 @@ var _ Backend = ClientBackend{}
 // client returns the service client acting as member of teamID in session.
 // An empty member is the credential's member, or for the operator the lead
 // (reads only: the operator may read everything).
-func (b ClientBackend) client(teamID, memberID, session string) (*member.Client, error) {
+func (b ClientBackend) client(teamID, memberID, session string) (*teamapi.Client, error) {
 	if ct, cm, ok := b.Conn.MemberOf(); ok {
 		if teamID != ct {
 			return nil, teambus.Invalidf("the credential of %s in team %s reaches only team %s, not %s", cm, ct, ct, teamID)
@@ -55,10 +55,10 @@ func (b ClientBackend) client(teamID, memberID, session string) (*member.Client,
 	} else if memberID == "" {
 		memberID = teambus.Lead
 	}
-	return member.ForConn(b.Conn, teamID, memberID, session)
+	return teamapi.ForConn(b.Conn, teamID, memberID, session)
 }
 
-func (b ClientBackend) actor(a team.Actor) (*member.Client, error) {
+func (b ClientBackend) actor(a team.Actor) (*teamapi.Client, error) {
 	return b.client(a.Team, a.Member, a.Session)
 }
 
@@ -73,7 +73,7 @@ func (b ClientBackend) Send(ctx context.Context, a team.Actor, spec team.SendSpe
 	if err != nil {
 		return bus.SendResult{}, err
 	}
-	return cl.Send(ctx, member.SendRequest{To: spec.To, Type: string(spec.Type), ID: spec.ID, Body: spec.Body, Data: spec.Data})
+	return cl.Send(ctx, teamapi.SendRequest{To: spec.To, Type: string(spec.Type), ID: spec.ID, Body: spec.Body, Data: spec.Data})
 }
 
 // Lease implements Backend: a service inbox read in lease mode.
@@ -82,7 +82,7 @@ func (b ClientBackend) Lease(ctx context.Context, a team.Actor, opts bus.LeaseOp
 	if err != nil {
 		return nil, err
 	}
-	leased, err := cl.Inbox(ctx, member.InboxLease, opts.Max, opts.Wait)
+	leased, err := cl.Inbox(ctx, teamapi.InboxLease, opts.Max, opts.Wait)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func (b ClientBackend) Peek(ctx context.Context, a team.Actor, opts bus.InboxOpt
 	if err != nil {
 		return nil, err
 	}
-	read, err := cl.Inbox(ctx, member.InboxPeek, opts.Max, opts.Wait)
+	read, err := cl.Inbox(ctx, teamapi.InboxPeek, opts.Max, opts.Wait)
 	if err != nil {
 		return nil, err
 	}
@@ -114,11 +114,11 @@ func (b ClientBackend) Peek(ctx context.Context, a team.Actor, opts bus.InboxOpt
 
 // clientLease is mail leased through the service, held by its tokens.
 type clientLease struct {
-	cl   *member.Client
+	cl   *teamapi.Client
 	msgs []teambus.Message
 
 	mu   sync.Mutex
-	held []member.Leased // not yet acked or released
+	held []teamapi.Leased // not yet acked or released
 }
 
 func (l *clientLease) Messages() []teambus.Message { return l.msgs }
@@ -128,7 +128,7 @@ func (l *clientLease) Messages() []teambus.Message { return l.msgs }
 func (l *clientLease) Ack(ctx context.Context, seqs ...uint64) ([]uint64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var pick, rest []member.Leased
+	var pick, rest []teamapi.Leased
 	for _, m := range l.held {
 		if slices.Contains(seqs, m.Seq) {
 			pick = append(pick, m)
@@ -189,7 +189,7 @@ func (b ClientBackend) Replay(ctx context.Context, a team.Actor, f bus.ReplayFil
 	return cl.ReplayOwn(ctx, f, fn)
 }
 
-func (b ClientBackend) task(ctx context.Context, a team.Actor, req member.TaskRequest) (*teambus.Task, bool, error) {
+func (b ClientBackend) task(ctx context.Context, a team.Actor, req teamapi.TaskRequest) (*teambus.Task, bool, error) {
 	cl, err := b.actor(a)
 	if err != nil {
 		return nil, false, err
@@ -199,36 +199,36 @@ func (b ClientBackend) task(ctx context.Context, a team.Actor, req member.TaskRe
 
 // Next implements Backend.
 func (b ClientBackend) Next(ctx context.Context, a team.Actor) (*teambus.Task, error) {
-	t, _, err := b.task(ctx, a, member.TaskRequest{Op: member.TaskNext})
+	t, _, err := b.task(ctx, a, teamapi.TaskRequest{Op: teamapi.TaskNext})
 	return t, err
 }
 
 // Claim implements Backend.
 func (b ClientBackend) Claim(ctx context.Context, a team.Actor, id string) (*teambus.Task, error) {
-	t, _, err := b.task(ctx, a, member.TaskRequest{Op: member.TaskClaim, ID: id})
+	t, _, err := b.task(ctx, a, teamapi.TaskRequest{Op: teamapi.TaskClaim, ID: id})
 	return t, err
 }
 
 // Release implements Backend.
 func (b ClientBackend) Release(ctx context.Context, a team.Actor, id string) (*teambus.Task, error) {
-	t, _, err := b.task(ctx, a, member.TaskRequest{Op: member.TaskRelease, ID: id})
+	t, _, err := b.task(ctx, a, teamapi.TaskRequest{Op: teamapi.TaskRelease, ID: id})
 	return t, err
 }
 
 // Complete implements Backend.
 func (b ClientBackend) Complete(ctx context.Context, a team.Actor, id, commit string) (*teambus.Task, bool, error) {
-	return b.task(ctx, a, member.TaskRequest{Op: member.TaskComplete, ID: id, Commit: commit})
+	return b.task(ctx, a, teamapi.TaskRequest{Op: teamapi.TaskComplete, ID: id, Commit: commit})
 }
 
 // Fail implements Backend.
 func (b ClientBackend) Fail(ctx context.Context, a team.Actor, id, reason string) (*teambus.Task, error) {
-	t, _, err := b.task(ctx, a, member.TaskRequest{Op: member.TaskFail, ID: id, Reason: reason})
+	t, _, err := b.task(ctx, a, teamapi.TaskRequest{Op: teamapi.TaskFail, ID: id, Reason: reason})
 	return t, err
 }
 
 // Block implements Backend.
 func (b ClientBackend) Block(ctx context.Context, a team.Actor, id, on, reason string) (*teambus.Task, error) {
-	t, _, err := b.task(ctx, a, member.TaskRequest{Op: member.TaskBlock, ID: id, On: on, Reason: reason})
+	t, _, err := b.task(ctx, a, teamapi.TaskRequest{Op: teamapi.TaskBlock, ID: id, On: on, Reason: reason})
 	return t, err
 }
 
@@ -238,7 +238,7 @@ func (b ClientBackend) Checkpoint(ctx context.Context, a team.Actor, spec team.C
 	if err != nil {
 		return nil, err
 	}
-	return cl.Checkpoint(ctx, member.CheckpointRequest{Task: spec.Task, Done: spec.Done, Remaining: spec.Remaining, LastAction: spec.LastAction, Files: spec.Files, Data: spec.Data, Auto: spec.Auto})
+	return cl.Checkpoint(ctx, teamapi.CheckpointRequest{Task: spec.Task, Done: spec.Done, Remaining: spec.Remaining, LastAction: spec.LastAction, Files: spec.Files, Data: spec.Data, Auto: spec.Auto})
 }
 
 // Show implements Backend.
@@ -318,7 +318,7 @@ func (b ClientBackend) AddTask(ctx context.Context, teamID string, spec team.Tas
 
 // Reassign implements Backend: a task operation of the service.
 func (b ClientBackend) Reassign(ctx context.Context, a team.Actor, id, to string) (*teambus.Task, error) {
-	t, _, err := b.task(ctx, a, member.TaskRequest{Op: member.TaskReassign, ID: id, To: to})
+	t, _, err := b.task(ctx, a, teamapi.TaskRequest{Op: teamapi.TaskReassign, ID: id, To: to})
 	return t, err
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // need is what identity a tool needs.
@@ -407,7 +408,7 @@ func taskText(verb string, t *teambus.Task) string {
 func (s *Server) taskNext(ctx context.Context, _ *mcp.CallToolRequest, id Identity, _ Empty) (TaskNextOut, string, error) {
 	t, err := s.cfg.Backend.Next(ctx, id.Actor())
 	if err != nil {
-		if errors.Is(err, teambus.ErrState) || (errors.Is(err, teambus.ErrUnavailable) && strings.Contains(err.Error(), "no task available")) {
+		if errors.Is(err, teambus.ErrState) || errors.Is(err, teamapi.ErrNoTask) {
 			r := cleanLine(err.Error())
 			return TaskNextOut{Reason: r}, "no task: " + r, nil
 		}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	mapi "github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 func sendCommand() *cli.Command {
@@ -75,8 +75,8 @@ func send(c *cli.Context, a team.Actor) error {
 		// stores the message once.
 		spec.ID = team.NewMessageID()
 	}
-	return withMember(c, a, func(s *session, cl *mapi.Client) error {
-		res, err := cl.Send(s.ctx, mapi.SendRequest{To: spec.To, Type: string(spec.Type), ID: spec.ID, Body: spec.Body, Data: spec.Data})
+	return withMember(c, a, func(s *session, cl *teamapi.Client) error {
+		res, err := cl.Send(s.ctx, teamapi.SendRequest{To: spec.To, Type: string(spec.Type), ID: spec.ID, Body: spec.Body, Data: spec.Data})
 		if err != nil && teambus.ExitCode(err) == teambus.ExitTransient {
 			return fmt.Errorf("%w (retry with --id %s: it stores the message once)", err, spec.ID)
 		}
@@ -137,10 +137,10 @@ func inbox(c *cli.Context, a team.Actor) error {
 			return err
 		}
 	}
-	return withMember(c, a, func(s *session, cl *mapi.Client) error {
-		mode := mapi.InboxPeek
+	return withMember(c, a, func(s *session, cl *teamapi.Client) error {
+		mode := teamapi.InboxPeek
 		if c.Bool("ack") {
-			mode = mapi.InboxLease
+			mode = teamapi.InboxLease
 		}
 		leased, err := cl.Inbox(s.ctx, mode, c.Int("limit"), wait)
 		if err != nil {
@@ -273,7 +273,7 @@ func ack(c *cli.Context) error {
 		}
 		seqs = append(seqs, n)
 	}
-	return withMember(c, a, func(s *session, cl *mapi.Client) error {
+	return withMember(c, a, func(s *session, cl *teamapi.Client) error {
 		res, err := cl.Ack(s.ctx, seqs)
 		if err != nil {
 			return err
@@ -369,7 +369,7 @@ func replay(c *cli.Context, teamID string) error {
 		if ct != teamID {
 			return teambus.Invalidf("the credential of %s in team %s reaches only team %s, not %s", cm, ct, ct, teamID)
 		}
-		cl, err := mapi.ForConn(conn, ct, cm, c.String("session"))
+		cl, err := teamapi.ForConn(conn, ct, cm, c.String("session"))
 		if err != nil {
 			return err
 		}
@@ -431,8 +431,8 @@ func checkpoint(c *cli.Context, a team.Actor) error {
 		}
 		spec.Data = json.RawMessage(d)
 	}
-	return withMember(c, a, func(s *session, cl *mapi.Client) error {
-		t, err := cl.Checkpoint(s.ctx, mapi.CheckpointRequest{Task: spec.Task, Done: spec.Done, Remaining: spec.Remaining, LastAction: spec.LastAction, Files: spec.Files, Data: spec.Data})
+	return withMember(c, a, func(s *session, cl *teamapi.Client) error {
+		t, err := cl.Checkpoint(s.ctx, teamapi.CheckpointRequest{Task: spec.Task, Done: spec.Done, Remaining: spec.Remaining, LastAction: spec.LastAction, Files: spec.Files, Data: spec.Data})
 		if err != nil {
 			return err
 		}

@@ -25,9 +25,9 @@ import (
 	"github.com/teambus/teambus/agent/initclaude"
 	"github.com/teambus/teambus/agent/mcpserver"
 	"github.com/teambus/teambus/bus"
-	mapi "github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/proc"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // mcpCommand is `teambus mcp` (spec §12.6): a stdio MCP server that makes
@@ -133,7 +133,7 @@ func mcpBackend(ctx context.Context, conn *bus.Conn, svc *team.Service, d time.D
 	if _, _, ok := conn.MemberOf(); ok {
 		return mcpserver.ClientBackend{Conn: conn}, nil
 	}
-	ping, err := micro.ControlSubject(micro.PingVerb, bus.ServiceName, "")
+	ping, err := micro.ControlSubject(micro.PingVerb, teamapi.ServiceName, "")
 	if err != nil {
 		return nil, fmt.Errorf("team service ping subject: %w", err)
 	}
@@ -310,7 +310,7 @@ func mcpJoinMember(ctx context.Context, conn *bus.Conn, b mcpserver.Backend, id 
 	if sb, ok := b.(mcpserver.ServiceBackend); ok {
 		return sb.Svc.Join(ctx, id.Team, id.Member, id.Session)
 	}
-	cl, err := mapi.ForConn(conn, id.Team, id.Member, id.Session)
+	cl, err := teamapi.ForConn(conn, id.Team, id.Member, id.Session)
 	if err != nil {
 		return nil, err
 	}

@@ -12,9 +12,9 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/lead"
-	mapi "github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/relay"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 	"github.com/teambus/teambus/teammate"
 )
 
@@ -197,7 +197,7 @@ func join(c *cli.Context, teamID string) error {
 	if err != nil {
 		return err
 	}
-	return withMember(c, team.Actor{Team: teamID, Member: member, Session: sess}, func(s *session, cl *mapi.Client) error {
+	return withMember(c, team.Actor{Team: teamID, Member: member, Session: sess}, func(s *session, cl *teamapi.Client) error {
 		m, err := cl.Join(s.ctx)
 		if err != nil {
 			return err

@@ -1,4 +1,4 @@
-package member
+package teamapi
 
 import (
 	"context"
@@ -25,7 +25,7 @@ const DefaultTimeout = 10 * time.Second
 type Client struct {
 	tr       Transport
 	team     string
-	who      Who
+	who      Actor
 	operator bool
 }
 
@@ -80,7 +80,7 @@ func NewWith(tr Transport, cfg Config) (*Client, error) {
 			return nil, err
 		}
 	}
-	return &Client{tr: tr, team: cfg.Team, who: Who{Member: cfg.Member, Session: cfg.Session}, operator: cfg.Operator}, nil
+	return &Client{tr: tr, team: cfg.Team, who: Actor{Team: cfg.Team, Member: cfg.Member, Session: cfg.Session}, operator: cfg.Operator}, nil
 }
 
 // ForConn returns the client of the member on c: a member credential's
@@ -99,9 +99,9 @@ func ForConn(c *bus.Conn, team, member, session string) (*Client, error) {
 // Subject is where the client sends verb.
 func (c *Client) Subject(verb string) string {
 	if c.operator {
-		return bus.ServiceSubject(c.team, verb)
+		return ServiceSubject(c.team, verb)
 	}
-	return bus.MemberServiceSubject(verb)
+	return MemberServiceSubject(verb)
 }
 
 // Call sends req to verb and decodes the answer into resp. A refused
@@ -169,7 +169,10 @@ func (c *Client) request(ctx context.Context, verb string, b []byte, resp any) e
 		if err := json.Unmarshal(data, &er); err != nil {
 			return teambus.Unavailablef("team service %s in team %s: undecodable error %q", verb, c.team, code)
 		}
-		return er.Error.Err()
+		if er.Error.Code == "" {
+			er.Error.Code = Code(code)
+		}
+		return &er.Error
 	}
 	if resp == nil {
 		return nil
@@ -186,7 +189,7 @@ func (c *Client) request(ctx context.Context, verb string, b []byte, resp any) e
 // service's to check. A message without an id gets a random one here, so
 // a request sent again stores it once.
 func (c *Client) Send(ctx context.Context, req SendRequest) (bus.SendResult, error) {
-	req.Who = c.who
+	req.Actor = c.who
 	var res bus.SendResult
 	// JSON would replace invalid UTF-8 on the way: refuse it here, where
 	// the bytes are still the user's.
@@ -297,7 +300,7 @@ func (c *Client) SendBatch(ctx context.Context, msgs []BatchMessage, check bool)
 		return nil, err
 	}
 	var res SendBatchReply
-	err := c.Call(ctx, VerbSendBatch, SendBatchRequest{Who: c.who, Messages: msgs, Check: check}, &res)
+	err := c.Call(ctx, VerbSendBatch, SendBatchRequest{Actor: c.who, Messages: msgs, Check: check}, &res)
 	if err == nil && !check && len(res.Results) != len(msgs) {
 		return res.Results, teambus.Unavailablef("team service %s: %d results for %d messages", VerbSendBatch, len(res.Results), len(msgs))
 	}
@@ -319,28 +322,28 @@ func (c *Client) Inbox(ctx context.Context, mode string, max int, wait time.Dura
 		}
 	}
 	var res InboxReply
-	err := c.Call(ctx, VerbInbox, InboxRequest{Who: c.who, Mode: mode, Max: max, WaitMS: waitMS(wait)}, &res)
+	err := c.Call(ctx, VerbInbox, InboxRequest{Actor: c.who, Mode: mode, Max: max, WaitMS: waitMS(wait)}, &res)
 	return res.Messages, err
 }
 
 // Ack acknowledges the caller's mail by sequence.
 func (c *Client) Ack(ctx context.Context, seqs []uint64) (bus.AckResult, error) {
 	var res bus.AckResult
-	err := c.Call(ctx, VerbAck, AckRequest{Who: c.who, Seqs: seqs}, &res)
+	err := c.Call(ctx, VerbAck, AckRequest{Actor: c.who, Seqs: seqs}, &res)
 	return res, err
 }
 
 // AckLeased acknowledges leased mail by its tokens.
 func (c *Client) AckLeased(ctx context.Context, msgs []Leased) (bus.AckResult, error) {
 	var res bus.AckResult
-	err := c.Call(ctx, VerbAck, AckRequest{Who: c.who, Tokens: tokens(msgs)}, &res)
+	err := c.Call(ctx, VerbAck, AckRequest{Actor: c.who, Tokens: tokens(msgs)}, &res)
 	return res, err
 }
 
 // Release returns leased mail for redelivery now.
 func (c *Client) Release(ctx context.Context, msgs []Leased) (int, error) {
 	var res ReleaseReply
-	err := c.Call(ctx, VerbRelease, ReleaseRequest{Who: c.who, Tokens: tokens(msgs)}, &res)
+	err := c.Call(ctx, VerbRelease, ReleaseRequest{Actor: c.who, Tokens: tokens(msgs)}, &res)
 	return res.Released, err
 }
 
@@ -354,7 +357,7 @@ func tokens(msgs []Leased) []Token {
 
 // Task runs one task operation of the caller.
 func (c *Client) Task(ctx context.Context, req TaskRequest) (*teambus.Task, bool, error) {
-	req.Who = c.who
+	req.Actor = c.who
 	var res TaskReply
 	if err := c.Call(ctx, VerbTask, req, &res); err != nil {
 		return nil, false, err
@@ -367,7 +370,7 @@ func (c *Client) Task(ctx context.Context, req TaskRequest) (*teambus.Task, bool
 
 // Checkpoint records progress on the caller's task.
 func (c *Client) Checkpoint(ctx context.Context, req CheckpointRequest) (*teambus.Task, error) {
-	req.Who = c.who
+	req.Actor = c.who
 	var res TaskReply
 	if err := c.Call(ctx, VerbCheckpoint, req, &res); err != nil {
 		return nil, err
@@ -380,7 +383,7 @@ func (c *Client) Checkpoint(ctx context.Context, req CheckpointRequest) (*teambu
 
 // Heartbeat renews the caller's heartbeat and returns its revision.
 func (c *Client) Heartbeat(ctx context.Context, req HeartbeatRequest) (uint64, error) {
-	req.Who = c.who
+	req.Actor = c.who
 	var res HeartbeatReply
 	err := c.Call(ctx, VerbHeartbeat, req, &res)
 	return res.Rev, err
@@ -389,7 +392,7 @@ func (c *Client) Heartbeat(ctx context.Context, req HeartbeatRequest) (uint64, e
 // Join registers the caller's session as its new incarnation.
 func (c *Client) Join(ctx context.Context) (*teambus.Member, error) {
 	var m teambus.Member
-	if err := c.Call(ctx, VerbJoin, JoinRequest{Who: c.who}, &m); err != nil {
+	if err := c.Call(ctx, VerbJoin, JoinRequest{Actor: c.who}, &m); err != nil {
 		return nil, err
 	}
 	return &m, nil
@@ -398,18 +401,18 @@ func (c *Client) Join(ctx context.Context) (*teambus.Member, error) {
 // Brief returns the respawn prompt of member as the service's JSON (a
 // team.Brief), decoded into out.
 func (c *Client) Brief(ctx context.Context, member string, mail int, out any) error {
-	return c.Call(ctx, VerbBrief, BriefRequest{Who: c.who, Of: member, Mail: mail}, out)
+	return c.Call(ctx, VerbBrief, BriefRequest{Actor: c.who, Of: member, Mail: mail}, out)
 }
 
 // Replay returns one page of the caller's own mail from since on.
 func (c *Client) Replay(ctx context.Context, since uint64, limit int) (ReplayReply, error) {
 	var res ReplayReply
-	err := c.Call(ctx, VerbReplay, ReplayRequest{Who: c.who, SinceSeq: since, Limit: limit}, &res)
+	err := c.Call(ctx, VerbReplay, ReplayRequest{Actor: c.who, SinceSeq: since, Limit: limit}, &res)
 	return res, err
 }
 
 // Show returns the caller's team as the service's JSON (a team.View),
 // decoded into out.
 func (c *Client) Show(ctx context.Context, out any) error {
-	return c.Call(ctx, VerbShow, ShowRequest{Who: c.who}, out)
+	return c.Call(ctx, VerbShow, ShowRequest{Actor: c.who}, out)
 }
