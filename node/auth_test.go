@@ -370,28 +370,28 @@ func TestMemberCreds_Works(t *testing.T) {
 	if res, err := cl.Send(ctx, teamapi.SendRequest{To: "tm2", ID: "k-tm2", Body: "hello tm2"}); err != nil || !res.Duplicate {
 		t.Fatalf("resend = %+v, %v; want a duplicate", res, err)
 	}
-	msgs, err := cl.Inbox(ctx, teamapi.InboxPeek, 0, 0)
+	msgs, err := cl.Read(ctx, teamapi.InboxPeek, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(msgs) != 1 || msgs[0].Body != "secret for alpha/tm1" || msgs[0].Token != "" {
 		t.Fatalf("inbox = %+v, want the lead's one message", msgs)
 	}
-	res, err := cl.Ack(ctx, []uint64{msgs[0].Seq})
+	res, err := cl.AckSeqs(ctx, []uint64{msgs[0].Seq})
 	if err != nil || len(res.Acked) != 1 {
 		t.Fatalf("ack = %+v, %v", res, err)
 	}
-	if res, err := cl.Ack(ctx, []uint64{msgs[0].Seq}); err != nil || len(res.Already) != 1 {
+	if res, err := cl.AckSeqs(ctx, []uint64{msgs[0].Seq}); err != nil || len(res.Already) != 1 {
 		t.Fatalf("second ack = %+v, %v; want already", res, err)
 	}
-	if msgs, err := cl.Inbox(ctx, teamapi.InboxPeek, 0, 0); err != nil || len(msgs) != 0 {
+	if msgs, err := cl.Read(ctx, teamapi.InboxPeek, 0, 0); err != nil || len(msgs) != 0 {
 		t.Fatalf("inbox after ack = %+v, %v", msgs, err)
 	}
 	// A lease holds the mail until it is acked by token.
 	if _, err := e.admin.Send(ctx, team.Actor{Team: "alpha", Member: teambus.Lead}, team.SendSpec{To: "tm1", Body: "leased"}); err != nil {
 		t.Fatal(err)
 	}
-	leased, err := cl.Inbox(ctx, teamapi.InboxLease, 0, time.Second)
+	leased, err := cl.Read(ctx, teamapi.InboxLease, 0, time.Second)
 	if err != nil || len(leased) != 1 || leased[0].Token == "" {
 		t.Fatalf("lease = %+v, %v", leased, err)
 	}
@@ -403,26 +403,26 @@ func TestMemberCreds_Works(t *testing.T) {
 	if res, err := cl.AckLeased(ctx, leased); err != nil || len(res.Acked) != 1 {
 		t.Fatalf("ack by token = %+v, %v", res, err)
 	}
-	if _, _, err := cl.Task(ctx, teamapi.TaskRequest{Op: teamapi.TaskClaim, ID: "t1"}); err != nil {
+	if _, _, err := cl.Do(ctx, teamapi.TaskRequest{Op: teamapi.TaskClaim, ID: "t1"}); err != nil {
 		t.Fatalf("claim: %v", err)
 	}
-	if _, err := cl.Checkpoint(ctx, teamapi.CheckpointRequest{Task: "t1", Done: []string{"read"}, Remaining: []string{"write"}}); err != nil {
+	if _, err := cl.Record(ctx, teamapi.CheckpointRequest{Task: "t1", Done: []string{"read"}, Remaining: []string{"write"}}); err != nil {
 		t.Fatalf("checkpoint: %v", err)
 	}
-	if _, _, err := cl.Task(ctx, teamapi.TaskRequest{Op: teamapi.TaskComplete, ID: "t1"}); err != nil {
+	if _, _, err := cl.Do(ctx, teamapi.TaskRequest{Op: teamapi.TaskComplete, ID: "t1"}); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
-	if _, err := cl.Heartbeat(ctx, teamapi.HeartbeatRequest{Status: teambus.MemberIdle}); err != nil {
+	if _, err := cl.Beat(ctx, teamapi.HeartbeatRequest{Status: teambus.MemberIdle}); err != nil {
 		t.Fatalf("heartbeat: %v", err)
 	}
 	var b team.Brief
-	if err := cl.Brief(ctx, "tm1", 5, &b); err != nil || b.Member != "tm1" {
+	if err := cl.BriefInto(ctx, "tm1", 5, &b); err != nil || b.Member != "tm1" {
 		t.Fatalf("brief = %+v, %v", b, err)
 	}
-	if err := cl.Brief(ctx, "tm2", 5, &b); !errors.Is(err, teambus.ErrInvalid) {
+	if err := cl.BriefInto(ctx, "tm2", 5, &b); !errors.Is(err, teambus.ErrInvalid) {
 		t.Fatalf("brief of a teammate = %v, want refused", err)
 	}
-	page, err := cl.Replay(ctx, 0, 0)
+	page, err := cl.ReplayPage(ctx, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

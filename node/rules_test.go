@@ -69,10 +69,10 @@ func TestService_FencedIncarnation(t *testing.T) {
 		t.Fatal(err)
 	}
 	op := e.operator(t, "alpha", "tm1", "s1")
-	if _, err := op.Join(ctx); err != nil {
+	if _, err := op.JoinSession(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.operator(t, "alpha", "tm1", "s2").Join(ctx); err != nil {
+	if _, err := e.operator(t, "alpha", "tm1", "s2").JoinSession(ctx); err != nil {
 		t.Fatal(err)
 	}
 	old, err := teamapi.ForConn(e.conn, "alpha", "tm1", "s1")
@@ -82,14 +82,14 @@ func TestService_FencedIncarnation(t *testing.T) {
 	calls := map[string]func() error{
 		"send": func() error { _, err := old.Send(ctx, teamapi.SendRequest{Body: "x"}); return err },
 		"claim": func() error {
-			_, _, err := old.Task(ctx, teamapi.TaskRequest{Op: teamapi.TaskClaim, ID: "t1"})
+			_, _, err := old.Do(ctx, teamapi.TaskRequest{Op: teamapi.TaskClaim, ID: "t1"})
 			return err
 		},
-		"checkpoint": func() error { _, err := old.Checkpoint(ctx, teamapi.CheckpointRequest{Task: "t1"}); return err },
-		"heartbeat":  func() error { _, err := old.Heartbeat(ctx, teamapi.HeartbeatRequest{}); return err },
-		"lease":      func() error { _, err := old.Inbox(ctx, teamapi.InboxLease, 0, 0); return err },
-		"ack":        func() error { _, err := old.Ack(ctx, []uint64{1}); return err },
-		"replay":     func() error { _, err := old.Replay(ctx, 0, 0); return err },
+		"checkpoint": func() error { _, err := old.Record(ctx, teamapi.CheckpointRequest{Task: "t1"}); return err },
+		"heartbeat":  func() error { _, err := old.Beat(ctx, teamapi.HeartbeatRequest{}); return err },
+		"lease":      func() error { _, err := old.Read(ctx, teamapi.InboxLease, 0, 0); return err },
+		"ack":        func() error { _, err := old.AckSeqs(ctx, []uint64{1}); return err },
+		"replay":     func() error { _, err := old.ReplayPage(ctx, 0, 0); return err },
 	}
 	for name, call := range calls {
 		if err := call(); !errors.Is(err, teambus.ErrFenced) || teambus.ExitCode(err) != teambus.ExitConflict {
@@ -101,7 +101,7 @@ func TestService_FencedIncarnation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := cur.Task(ctx, teamapi.TaskRequest{Op: teamapi.TaskClaim, ID: "t1"}); err != nil {
+	if _, _, err := cur.Do(ctx, teamapi.TaskRequest{Op: teamapi.TaskClaim, ID: "t1"}); err != nil {
 		t.Fatalf("claim from the current session: %v", err)
 	}
 }
@@ -116,7 +116,7 @@ func TestService_OperatorActsForAMember(t *testing.T) {
 	if _, err := op.Send(ctx, teamapi.SendRequest{To: "tm1", Body: "from tm2"}); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := e.tm1.Inbox(ctx, teamapi.InboxPeek, 0, 0)
+	msgs, err := e.tm1.Read(ctx, teamapi.InboxPeek, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,17 +157,17 @@ func TestService_RefusedWritesNothing(t *testing.T) {
 		},
 		func() error { _, err := e.tm1.Send(ctx, teamapi.SendRequest{To: "ghost", Body: "x"}); return err },
 		func() error { _, err := e.tm1.Send(ctx, teamapi.SendRequest{To: "tm1", Body: "x"}); return err },
-		func() error { var v any; return e.tm1.Brief(ctx, "tm2", 1, &v) },
+		func() error { var v any; return e.tm1.BriefInto(ctx, "tm2", 1, &v) },
 		func() error {
 			_, err := e.tm1.AckLeased(ctx, []teamapi.Leased{{Message: teambus.Message{Seq: 1}, Token: "$JS.ACK.TBM_beta.in_tm1.1.1.1.1.0"}})
 			return err
 		},
 		func() error {
-			_, err := e.tm1.Release(ctx, []teamapi.Leased{{Message: teambus.Message{Seq: 1}, Token: "$JS.API.STREAM.PURGE.TBM_alpha"}})
+			_, err := e.tm1.ReleaseLeased(ctx, []teamapi.Leased{{Message: teambus.Message{Seq: 1}, Token: "$JS.API.STREAM.PURGE.TBM_alpha"}})
 			return err
 		},
 		func() error {
-			_, _, err := e.tm1.Task(ctx, teamapi.TaskRequest{Op: teamapi.TaskReopen, ID: "nope"})
+			_, _, err := e.tm1.Do(ctx, teamapi.TaskRequest{Op: teamapi.TaskReopen, ID: "nope"})
 			return err
 		},
 		func() error {

@@ -35,10 +35,10 @@ func TestService_SendBatch_MemberCredential(t *testing.T) {
 		{ID: "k2", Type: string(teambus.MsgQuestion), Body: "two", Data: json.RawMessage(`{"n":2}`), Line: 2},
 		{To: teambus.All, ID: "k3", Body: "three", Line: 4},
 	}
-	if res, err := e.tm1.SendBatch(ctx, msgs, true); err != nil || len(res) != 0 || stored() != 0 {
+	if res, err := e.tm1.SendMessages(ctx, msgs, true); err != nil || len(res) != 0 || stored() != 0 {
 		t.Fatalf("check = %+v, %v; %d stored, want none", res, err, stored())
 	}
-	res, err := e.tm1.SendBatch(ctx, msgs, false)
+	res, err := e.tm1.SendMessages(ctx, msgs, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestService_SendBatch_MemberCredential(t *testing.T) {
 		string(got[1].Data) != `{"n":2}` || got[2].To != teambus.All || got[2].Body != "three" {
 		t.Fatalf("stored = %+v", got)
 	}
-	again, err := e.tm1.SendBatch(ctx, msgs, false)
+	again, err := e.tm1.SendMessages(ctx, msgs, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestService_SendBatch_MemberCredential(t *testing.T) {
 		{"empty body", []teamapi.BatchMessage{{Body: "x", ID: "r1"}, {Body: " ", Line: 4}}, "line 4: message body is only white space"},
 	}
 	for _, tt := range refused {
-		_, err := e.tm1.SendBatch(ctx, tt.msgs, false)
+		_, err := e.tm1.SendMessages(ctx, tt.msgs, false)
 		if !errors.Is(err, teambus.ErrInvalid) && !errors.Is(err, teambus.ErrNotFound) || teambus.ExitCode(err) != teambus.ExitPermanent {
 			t.Errorf("%s: %v, want refused (exit 2)", tt.name, err)
 			continue

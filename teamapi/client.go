@@ -271,7 +271,7 @@ func (c *Client) teamMaxBody(ctx context.Context) int64 {
 			MaxBody int64 `json:"max_body"`
 		} `json:"team"`
 	}
-	if err := c.Show(ctx, &v); err != nil || v.Team == nil {
+	if err := c.ShowInto(ctx, &v); err != nil || v.Team == nil {
 		return 0
 	}
 	if v.Team.MaxBody <= 0 {
@@ -280,13 +280,13 @@ func (c *Client) teamMaxBody(ctx context.Context) int64 {
 	return v.Team.MaxBody
 }
 
-// SendBatch stores msgs from the caller in one request, in order, and
+// SendMessages stores msgs from the caller in one request, in order, and
 // returns a result for each; with check it only checks them (nothing is
 // stored, no results). The service takes at most team.MaxSendBatch
 // messages a request, and the request must fit the connection's
 // MaxPayload: a longer list is split by the caller, checked whole first
 // (CheckFit, then with check).
-func (c *Client) SendBatch(ctx context.Context, msgs []BatchMessage, check bool) ([]bus.SendResult, error) {
+func (c *Client) SendMessages(ctx context.Context, msgs []BatchMessage, check bool) ([]bus.SendResult, error) {
 	for i, m := range msgs {
 		// As Send: invalid UTF-8 is refused while the bytes are the user's.
 		if err := teambus.ValidateBody(m.Body); err != nil {
@@ -310,24 +310,15 @@ func (c *Client) SendBatch(ctx context.Context, msgs []BatchMessage, check bool)
 // MaxPayload is the largest request the connection can send.
 func (c *Client) MaxPayload() int64 { return c.tr.MaxPayload() }
 
-// Inbox reads the caller's inbox in mode (InboxPeek, InboxLease,
+// Read reads the caller's inbox in mode (InboxPeek, InboxLease,
 // InboxAck), up to max messages, waiting up to wait for the first.
-func (c *Client) Inbox(ctx context.Context, mode string, max int, wait time.Duration) ([]Leased, error) {
-	if wait > 0 {
-		// The service waits; the request must outlast it.
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) < wait+5*time.Second {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, wait+5*time.Second)
-			defer cancel()
-		}
-	}
-	var res InboxReply
-	err := c.Call(ctx, VerbInbox, InboxRequest{Actor: c.who, Mode: mode, Max: max, WaitMS: waitMS(wait)}, &res)
+func (c *Client) Read(ctx context.Context, mode string, max int, wait time.Duration) ([]Leased, error) {
+	res, err := c.Inbox(ctx, InboxRequest{Mode: mode, Max: max, WaitMS: waitMS(wait)})
 	return res.Messages, err
 }
 
-// Ack acknowledges the caller's mail by sequence.
-func (c *Client) Ack(ctx context.Context, seqs []uint64) (bus.AckResult, error) {
+// AckSeqs acknowledges the caller's mail by sequence.
+func (c *Client) AckSeqs(ctx context.Context, seqs []uint64) (bus.AckResult, error) {
 	var res bus.AckResult
 	err := c.Call(ctx, VerbAck, AckRequest{Actor: c.who, Seqs: seqs}, &res)
 	return res, err
@@ -340,8 +331,8 @@ func (c *Client) AckLeased(ctx context.Context, msgs []Leased) (bus.AckResult, e
 	return res, err
 }
 
-// Release returns leased mail for redelivery now.
-func (c *Client) Release(ctx context.Context, msgs []Leased) (int, error) {
+// ReleaseLeased returns leased mail for redelivery now.
+func (c *Client) ReleaseLeased(ctx context.Context, msgs []Leased) (int, error) {
 	var res ReleaseReply
 	err := c.Call(ctx, VerbRelease, ReleaseRequest{Actor: c.who, Tokens: tokens(msgs)}, &res)
 	return res.Released, err
@@ -355,8 +346,8 @@ func tokens(msgs []Leased) []Token {
 	return out
 }
 
-// Task runs one task operation of the caller.
-func (c *Client) Task(ctx context.Context, req TaskRequest) (*teambus.Task, bool, error) {
+// Do runs one task operation of the caller.
+func (c *Client) Do(ctx context.Context, req TaskRequest) (*teambus.Task, bool, error) {
 	req.Actor = c.who
 	var res TaskReply
 	if err := c.Call(ctx, VerbTask, req, &res); err != nil {
@@ -368,8 +359,8 @@ func (c *Client) Task(ctx context.Context, req TaskRequest) (*teambus.Task, bool
 	return res.Task, res.Changed, nil
 }
 
-// Checkpoint records progress on the caller's task.
-func (c *Client) Checkpoint(ctx context.Context, req CheckpointRequest) (*teambus.Task, error) {
+// Record records progress on the caller's task.
+func (c *Client) Record(ctx context.Context, req CheckpointRequest) (*teambus.Task, error) {
 	req.Actor = c.who
 	var res TaskReply
 	if err := c.Call(ctx, VerbCheckpoint, req, &res); err != nil {
@@ -381,16 +372,16 @@ func (c *Client) Checkpoint(ctx context.Context, req CheckpointRequest) (*teambu
 	return res.Task, nil
 }
 
-// Heartbeat renews the caller's heartbeat and returns its revision.
-func (c *Client) Heartbeat(ctx context.Context, req HeartbeatRequest) (uint64, error) {
+// Beat renews the caller's heartbeat and returns its revision.
+func (c *Client) Beat(ctx context.Context, req HeartbeatRequest) (uint64, error) {
 	req.Actor = c.who
 	var res HeartbeatReply
 	err := c.Call(ctx, VerbHeartbeat, req, &res)
 	return res.Rev, err
 }
 
-// Join registers the caller's session as its new incarnation.
-func (c *Client) Join(ctx context.Context) (*teambus.Member, error) {
+// JoinSession registers the caller's session as its new incarnation.
+func (c *Client) JoinSession(ctx context.Context) (*teambus.Member, error) {
 	var m teambus.Member
 	if err := c.Call(ctx, VerbJoin, JoinRequest{Actor: c.who}, &m); err != nil {
 		return nil, err
@@ -398,21 +389,123 @@ func (c *Client) Join(ctx context.Context) (*teambus.Member, error) {
 	return &m, nil
 }
 
-// Brief returns the respawn prompt of member as the service's JSON (a
+// BriefInto returns the respawn prompt of member as the service's JSON (a
 // team.Brief), decoded into out.
-func (c *Client) Brief(ctx context.Context, member string, mail int, out any) error {
+func (c *Client) BriefInto(ctx context.Context, member string, mail int, out any) error {
 	return c.Call(ctx, VerbBrief, BriefRequest{Actor: c.who, Of: member, Mail: mail}, out)
 }
 
-// Replay returns one page of the caller's own mail from since on.
-func (c *Client) Replay(ctx context.Context, since uint64, limit int) (ReplayReply, error) {
+// ReplayPage returns one page of the caller's own mail from since on.
+func (c *Client) ReplayPage(ctx context.Context, since uint64, limit int) (ReplayReply, error) {
 	var res ReplayReply
 	err := c.Call(ctx, VerbReplay, ReplayRequest{Actor: c.who, SinceSeq: since, Limit: limit}, &res)
 	return res, err
 }
 
-// Show returns the caller's team as the service's JSON (a team.View),
+// ShowInto returns the caller's team as the service's JSON (a team.View),
 // decoded into out.
-func (c *Client) Show(ctx context.Context, out any) error {
+func (c *Client) ShowInto(ctx context.Context, out any) error {
 	return c.Call(ctx, VerbShow, ShowRequest{Actor: c.who}, out)
+}
+
+// The member API over the transport: each call sends its request as it
+// is, acting as the request's actor (the client's own when the request
+// names none; over the wire the service decides who calls).
+
+var _ API = (*Client)(nil)
+
+// actor is the actor a request acts as: the client's unless it names one.
+func (c *Client) actor(a Actor) Actor {
+	if a.Member == "" {
+		return c.who
+	}
+	a.Team = c.team
+	return a
+}
+
+func callAPI[Rep any](ctx context.Context, c *Client, verb string, req any) (Rep, error) {
+	var rep Rep
+	err := c.Call(ctx, verb, req, &rep)
+	return rep, err
+}
+
+// SendBatch implements API.
+func (c *Client) SendBatch(ctx context.Context, req SendBatchRequest) (SendBatchReply, error) {
+	req.Actor = c.actor(req.Actor)
+	return callAPI[SendBatchReply](ctx, c, VerbSendBatch, req)
+}
+
+// Inbox implements API. The request outlasts the wait.
+func (c *Client) Inbox(ctx context.Context, req InboxRequest) (InboxReply, error) {
+	req.Actor = c.actor(req.Actor)
+	if wait := req.Wait(); wait > 0 {
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) < wait+5*time.Second {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, wait+5*time.Second)
+			defer cancel()
+		}
+	}
+	return callAPI[InboxReply](ctx, c, VerbInbox, req)
+}
+
+// Ack implements API.
+func (c *Client) Ack(ctx context.Context, req AckRequest) (AckReply, error) {
+	req.Actor = c.actor(req.Actor)
+	return callAPI[AckReply](ctx, c, VerbAck, req)
+}
+
+// Release implements API.
+func (c *Client) Release(ctx context.Context, req ReleaseRequest) (ReleaseReply, error) {
+	req.Actor = c.actor(req.Actor)
+	return callAPI[ReleaseReply](ctx, c, VerbRelease, req)
+}
+
+// Task implements API.
+func (c *Client) Task(ctx context.Context, req TaskRequest) (TaskReply, error) {
+	req.Actor = c.actor(req.Actor)
+	rep, err := callAPI[TaskReply](ctx, c, VerbTask, req)
+	if err == nil && rep.Task == nil {
+		err = teambus.Unavailablef("team service task %s: no task in the answer", req.Op)
+	}
+	return rep, err
+}
+
+// Checkpoint implements API.
+func (c *Client) Checkpoint(ctx context.Context, req CheckpointRequest) (TaskReply, error) {
+	req.Actor = c.actor(req.Actor)
+	rep, err := callAPI[TaskReply](ctx, c, VerbCheckpoint, req)
+	if err == nil && rep.Task == nil {
+		err = teambus.Unavailablef("team service checkpoint: no task in the answer")
+	}
+	return rep, err
+}
+
+// Heartbeat implements API.
+func (c *Client) Heartbeat(ctx context.Context, req HeartbeatRequest) (HeartbeatReply, error) {
+	req.Actor = c.actor(req.Actor)
+	return callAPI[HeartbeatReply](ctx, c, VerbHeartbeat, req)
+}
+
+// Join implements API.
+func (c *Client) Join(ctx context.Context, req JoinRequest) (*teambus.Member, error) {
+	req.Actor = c.actor(req.Actor)
+	return callAPI[*teambus.Member](ctx, c, VerbJoin, req)
+}
+
+// Brief implements API: the brief as the service's JSON.
+func (c *Client) Brief(ctx context.Context, req BriefRequest) (any, error) {
+	req.Actor = c.actor(req.Actor)
+	return callAPI[json.RawMessage](ctx, c, VerbBrief, req)
+}
+
+// Replay implements API.
+func (c *Client) Replay(ctx context.Context, req ReplayRequest) (ReplayReply, error) {
+	req.Actor = c.actor(req.Actor)
+	return callAPI[ReplayReply](ctx, c, VerbReplay, req)
+}
+
+// Show implements API: the team view as the service's JSON.
+func (c *Client) Show(ctx context.Context, req ShowRequest) (any, error) {
+	req.Actor = c.actor(req.Actor)
+	return callAPI[json.RawMessage](ctx, c, VerbShow, req)
 }

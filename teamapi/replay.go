@@ -15,7 +15,7 @@ func (c *Client) ReplayOwn(ctx context.Context, f bus.ReplayFilter, fn func(team
 		return err
 	}
 	if f.Follow {
-		return teambus.Invalidf("replay --follow reads the team's mailbox as it grows: it needs the operator's credential (the node token), not the credential of %s in team %s", c.who.Member, c.team)
+		return teambus.Invalidf("following the mailbox as it grows needs the operator's credential (the node token), not the credential of %s in team %s", c.who.Member, c.team)
 	}
 	// Without a filter of its own a page need hold no more than the limit.
 	pageMax := ReplayMax
@@ -24,7 +24,7 @@ func (c *Client) ReplayOwn(ctx context.Context, f bus.ReplayFilter, fn func(team
 	}
 	since, n := f.SinceSeq, 0
 	for {
-		page, err := c.Replay(ctx, since, pageMax)
+		page, err := c.ReplayPage(ctx, since, pageMax)
 		if err != nil {
 			return err
 		}

@@ -101,7 +101,7 @@ func (b ServiceBackend) Ack(ctx context.Context, a team.Actor, seqs []uint64) (b
 
 // Replay implements Backend.
 func (b ServiceBackend) Replay(ctx context.Context, a team.Actor, f bus.ReplayFilter, fn func(teambus.Message) error) error {
-	return b.Svc.Mailbox(a.Team).Replay(ctx, f, fn)
+	return b.Svc.ReplayMailbox(ctx, a.Team, f, fn)
 }
 
 // Next implements Backend.
@@ -146,19 +146,19 @@ func (b ServiceBackend) Show(ctx context.Context, teamID string) (*team.View, er
 
 // Task implements Backend.
 func (b ServiceBackend) Task(ctx context.Context, teamID, id string) (*teambus.Task, error) {
-	t, _, err := b.Svc.Store().Task(ctx, teamID, id)
+	t, err := b.Svc.TaskRecord(ctx, teamID, id)
 	return t, err
 }
 
 // Member implements Backend.
 func (b ServiceBackend) Member(ctx context.Context, teamID, member string) (*teambus.Member, error) {
-	m, _, err := b.Svc.Store().Member(ctx, teamID, member)
+	m, err := b.Svc.MemberRecord(ctx, teamID, member)
 	return m, err
 }
 
 // Team implements Backend.
 func (b ServiceBackend) Team(ctx context.Context, teamID string) (*teambus.Team, error) {
-	t, _, err := b.Svc.Store().Team(ctx, teamID)
+	t, err := b.Svc.TeamRecord(ctx, teamID)
 	return t, err
 }
 

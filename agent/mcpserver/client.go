@@ -82,7 +82,7 @@ func (b ClientBackend) Lease(ctx context.Context, a team.Actor, opts bus.LeaseOp
 	if err != nil {
 		return nil, err
 	}
-	leased, err := cl.Inbox(ctx, teamapi.InboxLease, opts.Max, opts.Wait)
+	leased, err := cl.Read(ctx, teamapi.InboxLease, opts.Max, opts.Wait)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func (b ClientBackend) Peek(ctx context.Context, a team.Actor, opts bus.InboxOpt
 	if err != nil {
 		return nil, err
 	}
-	read, err := cl.Inbox(ctx, teamapi.InboxPeek, opts.Max, opts.Wait)
+	read, err := cl.Read(ctx, teamapi.InboxPeek, opts.Max, opts.Wait)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +159,7 @@ func (l *clientLease) Release(ctx context.Context) error {
 	if len(l.held) == 0 {
 		return nil
 	}
-	if _, err := l.cl.Release(ctx, l.held); err != nil {
+	if _, err := l.cl.ReleaseLeased(ctx, l.held); err != nil {
 		return err
 	}
 	l.held = nil
@@ -172,7 +172,7 @@ func (b ClientBackend) Ack(ctx context.Context, a team.Actor, seqs []uint64) (bu
 	if err != nil {
 		return bus.AckResult{}, err
 	}
-	return cl.Ack(ctx, seqs)
+	return cl.AckSeqs(ctx, seqs)
 }
 
 // Replay implements Backend. With Direct it reads the team's mailbox;
@@ -180,7 +180,7 @@ func (b ClientBackend) Ack(ctx context.Context, a team.Actor, seqs []uint64) (bu
 // f here.
 func (b ClientBackend) Replay(ctx context.Context, a team.Actor, f bus.ReplayFilter, fn func(teambus.Message) error) error {
 	if b.Direct != nil {
-		return b.Direct.Mailbox(a.Team).Replay(ctx, f, fn)
+		return b.Direct.ReplayMailbox(ctx, a.Team, f, fn)
 	}
 	cl, err := b.actor(a)
 	if err != nil {
@@ -194,7 +194,7 @@ func (b ClientBackend) task(ctx context.Context, a team.Actor, req teamapi.TaskR
 	if err != nil {
 		return nil, false, err
 	}
-	return cl.Task(ctx, req)
+	return cl.Do(ctx, req)
 }
 
 // Next implements Backend.
@@ -238,7 +238,7 @@ func (b ClientBackend) Checkpoint(ctx context.Context, a team.Actor, spec team.C
 	if err != nil {
 		return nil, err
 	}
-	return cl.Checkpoint(ctx, teamapi.CheckpointRequest{Task: spec.Task, Done: spec.Done, Remaining: spec.Remaining, LastAction: spec.LastAction, Files: spec.Files, Data: spec.Data, Auto: spec.Auto})
+	return cl.Record(ctx, teamapi.CheckpointRequest{Task: spec.Task, Done: spec.Done, Remaining: spec.Remaining, LastAction: spec.LastAction, Files: spec.Files, Data: spec.Data, Auto: spec.Auto})
 }
 
 // Show implements Backend.
@@ -248,7 +248,7 @@ func (b ClientBackend) Show(ctx context.Context, teamID string) (*team.View, err
 		return nil, err
 	}
 	var v team.View
-	if err := cl.Show(ctx, &v); err != nil {
+	if err := cl.ShowInto(ctx, &v); err != nil {
 		return nil, err
 	}
 	if v.Team == nil {
@@ -302,7 +302,7 @@ func (b ClientBackend) Brief(ctx context.Context, teamID, memberID string) (*tea
 		return nil, err
 	}
 	var br team.Brief
-	if err := cl.Brief(ctx, memberID, 10, &br); err != nil {
+	if err := cl.BriefInto(ctx, memberID, 10, &br); err != nil {
 		return nil, err
 	}
 	return &br, nil

@@ -314,7 +314,7 @@ func mcpJoinMember(ctx context.Context, conn *bus.Conn, b mcpserver.Backend, id 
 	if err != nil {
 		return nil, err
 	}
-	return cl.Join(ctx)
+	return cl.JoinSession(ctx)
 }
 
 // startTeammate starts `teambus teammate` for the incarnation, detached:

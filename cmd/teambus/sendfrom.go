@@ -78,7 +78,7 @@ func sendFrom(c *cli.Context) error {
 				return nil, err
 			}
 			defer cancel()
-			return cl.SendBatch(ctx, chunk, check)
+			return cl.SendMessages(ctx, chunk, check)
 		}
 		if len(chunks) > 1 {
 			for _, chunk := range chunks {

@@ -210,7 +210,7 @@ func (s *session) memberView(teamID string) (v *team.View, ok bool, err error) {
 		return nil, true, err
 	}
 	v = &team.View{}
-	if err := cl.Show(s.ctx, v); err != nil {
+	if err := cl.ShowInto(s.ctx, v); err != nil {
 		return nil, true, err
 	}
 	return v, true, nil

@@ -198,7 +198,7 @@ func join(c *cli.Context, teamID string) error {
 		return err
 	}
 	return withMember(c, team.Actor{Team: teamID, Member: member, Session: sess}, func(s *session, cl *teamapi.Client) error {
-		m, err := cl.Join(s.ctx)
+		m, err := cl.JoinSession(s.ctx)
 		if err != nil {
 			return err
 		}
@@ -240,7 +240,7 @@ func brief(c *cli.Context, teamID string) error {
 			return err
 		}
 		var b team.Brief
-		if err := cl.Brief(s.ctx, member, c.Int("mail"), &b); err != nil {
+		if err := cl.BriefInto(s.ctx, member, c.Int("mail"), &b); err != nil {
 			return err
 		}
 		if c.Bool("json") {

@@ -21,7 +21,7 @@ func teamTasks(s *session, teamID string) ([]*teambus.Task, error) {
 		}
 		return v.Tasks, nil
 	}
-	snap, err := s.svc.Store().Snapshot(s.ctx, teamID)
+	snap, err := s.svc.Snapshot(s.ctx, teamID)
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +38,7 @@ func taskOp(s *session, a team.Actor, req teamapi.TaskRequest) (*teambus.Task, b
 	if err != nil {
 		return nil, false, err
 	}
-	return cl.Task(s.ctx, req)
+	return cl.Do(s.ctx, req)
 }
 
 // taskCommand is `teambus task`.
@@ -259,7 +259,7 @@ func taskShow(c *cli.Context, teamID string) error {
 			if t == nil {
 				return teambus.NotFoundf("task %s not found in team %s: see `teambus task list`", id, teamID)
 			}
-		} else if t, _, err = s.svc.Store().Task(s.ctx, teamID, id); err != nil {
+		} else if t, err = s.svc.TaskRecord(s.ctx, teamID, id); err != nil {
 			return err
 		}
 		if c.Bool("json") {
