@@ -319,22 +319,19 @@ func (c *Client) Read(ctx context.Context, mode string, max int, wait time.Durat
 
 // AckSeqs acknowledges the caller's mail by sequence.
 func (c *Client) AckSeqs(ctx context.Context, seqs []uint64) (bus.AckResult, error) {
-	var res bus.AckResult
-	err := c.Call(ctx, VerbAck, AckRequest{Actor: c.who, Seqs: seqs}, &res)
-	return res, err
+	res, err := c.Ack(ctx, AckRequest{Seqs: seqs})
+	return bus.AckResult{Acked: res.Acked, Already: res.Already}, err
 }
 
 // AckLeased acknowledges leased mail by its tokens.
 func (c *Client) AckLeased(ctx context.Context, msgs []Leased) (bus.AckResult, error) {
-	var res bus.AckResult
-	err := c.Call(ctx, VerbAck, AckRequest{Actor: c.who, Tokens: tokens(msgs)}, &res)
-	return res, err
+	res, err := c.Ack(ctx, AckRequest{Tokens: tokens(msgs)})
+	return bus.AckResult{Acked: res.Acked, Already: res.Already}, err
 }
 
 // ReleaseLeased returns leased mail for redelivery now.
 func (c *Client) ReleaseLeased(ctx context.Context, msgs []Leased) (int, error) {
-	var res ReleaseReply
-	err := c.Call(ctx, VerbRelease, ReleaseRequest{Actor: c.who, Tokens: tokens(msgs)}, &res)
+	res, err := c.Release(ctx, ReleaseRequest{Tokens: tokens(msgs)})
 	return res.Released, err
 }
 
@@ -349,44 +346,27 @@ func tokens(msgs []Leased) []Token {
 // Do runs one task operation of the caller.
 func (c *Client) Do(ctx context.Context, req TaskRequest) (*teambus.Task, bool, error) {
 	req.Actor = c.who
-	var res TaskReply
-	if err := c.Call(ctx, VerbTask, req, &res); err != nil {
-		return nil, false, err
-	}
-	if res.Task == nil {
-		return nil, false, teambus.Unavailablef("team service task %s: no task in the answer", req.Op)
-	}
-	return res.Task, res.Changed, nil
+	res, err := c.Task(ctx, req)
+	return res.Task, res.Changed, err
 }
 
 // Record records progress on the caller's task.
 func (c *Client) Record(ctx context.Context, req CheckpointRequest) (*teambus.Task, error) {
 	req.Actor = c.who
-	var res TaskReply
-	if err := c.Call(ctx, VerbCheckpoint, req, &res); err != nil {
-		return nil, err
-	}
-	if res.Task == nil {
-		return nil, teambus.Unavailablef("team service checkpoint: no task in the answer")
-	}
-	return res.Task, nil
+	res, err := c.Checkpoint(ctx, req)
+	return res.Task, err
 }
 
 // Beat renews the caller's heartbeat and returns its revision.
 func (c *Client) Beat(ctx context.Context, req HeartbeatRequest) (uint64, error) {
 	req.Actor = c.who
-	var res HeartbeatReply
-	err := c.Call(ctx, VerbHeartbeat, req, &res)
+	res, err := c.Heartbeat(ctx, req)
 	return res.Rev, err
 }
 
 // JoinSession registers the caller's session as its new incarnation.
 func (c *Client) JoinSession(ctx context.Context) (*teambus.Member, error) {
-	var m teambus.Member
-	if err := c.Call(ctx, VerbJoin, JoinRequest{Actor: c.who}, &m); err != nil {
-		return nil, err
-	}
-	return &m, nil
+	return c.Join(ctx, JoinRequest{Actor: c.who})
 }
 
 // BriefInto returns the respawn prompt of member as the service's JSON (a
@@ -397,9 +377,7 @@ func (c *Client) BriefInto(ctx context.Context, member string, mail int, out any
 
 // ReplayPage returns one page of the caller's own mail from since on.
 func (c *Client) ReplayPage(ctx context.Context, since uint64, limit int) (ReplayReply, error) {
-	var res ReplayReply
-	err := c.Call(ctx, VerbReplay, ReplayRequest{Actor: c.who, SinceSeq: since, Limit: limit}, &res)
-	return res, err
+	return c.Replay(ctx, ReplayRequest{Actor: c.who, SinceSeq: since, Limit: limit})
 }
 
 // ShowInto returns the caller's team as the service's JSON (a team.View),
