@@ -51,7 +51,7 @@ func TestAPI_LocalAndRemoteAlike(t *testing.T) {
 			t.Errorf("%s: claim of no task = %v, want not found", name, err)
 		}
 		var te *teamapi.Error
-		if _, err := api.Brief(ctx, teamapi.BriefRequest{Actor: tm1, Of: "tm2"}); (!errors.Is(err, teamapi.ErrRefused) || !errors.As(err, &te) || te.Code != teamapi.CodeRefused) {
+		if _, err := api.Brief(ctx, teamapi.BriefRequest{Actor: tm1, Of: "tm2"}); !errors.Is(err, teamapi.ErrRefused) || !errors.As(err, &te) || te.Code != teamapi.CodeRefused {
 			t.Errorf("%s: brief of another = %v, want refused", name, err)
 		}
 	}
