@@ -189,8 +189,11 @@ func (c *Client) request(ctx context.Context, verb string, b []byte, resp any) e
 // service's to check. A message without an id gets a random one here, so
 // a request sent again stores it once.
 func (c *Client) Send(ctx context.Context, req SendRequest) (bus.SendResult, error) {
-	req.Actor = c.who
+	req.Actor = c.actor(req.Actor)
 	var res bus.SendResult
+	if req.Team != c.team {
+		return res, teambus.Invalidf("a client of team %s can not call for team %s", c.team, req.Team)
+	}
 	// JSON would replace invalid UTF-8 on the way: refuse it here, where
 	// the bytes are still the user's.
 	if err := teambus.ValidateBody(req.Body); err != nil {
@@ -392,17 +395,24 @@ func (c *Client) ShowInto(ctx context.Context, out any) error {
 
 var _ API = (*Client)(nil)
 
-// actor is the actor a request acts as: the client's unless it names one.
+// actor is the actor a request acts as: the client's unless it names a
+// member. A request for another team than the client's is not sent: the
+// subject, not the request, decides the team.
 func (c *Client) actor(a Actor) Actor {
 	if a.Member == "" {
 		return c.who
 	}
-	a.Team = c.team
+	if a.Team == "" {
+		a.Team = c.team
+	}
 	return a
 }
 
-func callAPI[Rep any](ctx context.Context, c *Client, verb string, req any) (Rep, error) {
+func callAPI[Rep any](ctx context.Context, c *Client, verb string, a Actor, req any) (Rep, error) {
 	var rep Rep
+	if a.Team != c.team {
+		return rep, teambus.Invalidf("a client of team %s can not call for team %s", c.team, a.Team)
+	}
 	err := c.Call(ctx, verb, req, &rep)
 	return rep, err
 }
@@ -410,7 +420,7 @@ func callAPI[Rep any](ctx context.Context, c *Client, verb string, req any) (Rep
 // SendBatch implements API.
 func (c *Client) SendBatch(ctx context.Context, req SendBatchRequest) (SendBatchReply, error) {
 	req.Actor = c.actor(req.Actor)
-	return callAPI[SendBatchReply](ctx, c, VerbSendBatch, req)
+	return callAPI[SendBatchReply](ctx, c, VerbSendBatch, req.Actor, req)
 }
 
 // Inbox implements API. The request outlasts the wait.
@@ -423,25 +433,25 @@ func (c *Client) Inbox(ctx context.Context, req InboxRequest) (InboxReply, error
 			defer cancel()
 		}
 	}
-	return callAPI[InboxReply](ctx, c, VerbInbox, req)
+	return callAPI[InboxReply](ctx, c, VerbInbox, req.Actor, req)
 }
 
 // Ack implements API.
 func (c *Client) Ack(ctx context.Context, req AckRequest) (AckReply, error) {
 	req.Actor = c.actor(req.Actor)
-	return callAPI[AckReply](ctx, c, VerbAck, req)
+	return callAPI[AckReply](ctx, c, VerbAck, req.Actor, req)
 }
 
 // Release implements API.
 func (c *Client) Release(ctx context.Context, req ReleaseRequest) (ReleaseReply, error) {
 	req.Actor = c.actor(req.Actor)
-	return callAPI[ReleaseReply](ctx, c, VerbRelease, req)
+	return callAPI[ReleaseReply](ctx, c, VerbRelease, req.Actor, req)
 }
 
 // Task implements API.
 func (c *Client) Task(ctx context.Context, req TaskRequest) (TaskReply, error) {
 	req.Actor = c.actor(req.Actor)
-	rep, err := callAPI[TaskReply](ctx, c, VerbTask, req)
+	rep, err := callAPI[TaskReply](ctx, c, VerbTask, req.Actor, req)
 	if err == nil && rep.Task == nil {
 		err = teambus.Unavailablef("team service task %s: no task in the answer", req.Op)
 	}
@@ -451,7 +461,7 @@ func (c *Client) Task(ctx context.Context, req TaskRequest) (TaskReply, error) {
 // Checkpoint implements API.
 func (c *Client) Checkpoint(ctx context.Context, req CheckpointRequest) (TaskReply, error) {
 	req.Actor = c.actor(req.Actor)
-	rep, err := callAPI[TaskReply](ctx, c, VerbCheckpoint, req)
+	rep, err := callAPI[TaskReply](ctx, c, VerbCheckpoint, req.Actor, req)
 	if err == nil && rep.Task == nil {
 		err = teambus.Unavailablef("team service checkpoint: no task in the answer")
 	}
@@ -461,29 +471,29 @@ func (c *Client) Checkpoint(ctx context.Context, req CheckpointRequest) (TaskRep
 // Heartbeat implements API.
 func (c *Client) Heartbeat(ctx context.Context, req HeartbeatRequest) (HeartbeatReply, error) {
 	req.Actor = c.actor(req.Actor)
-	return callAPI[HeartbeatReply](ctx, c, VerbHeartbeat, req)
+	return callAPI[HeartbeatReply](ctx, c, VerbHeartbeat, req.Actor, req)
 }
 
 // Join implements API.
 func (c *Client) Join(ctx context.Context, req JoinRequest) (*teambus.Member, error) {
 	req.Actor = c.actor(req.Actor)
-	return callAPI[*teambus.Member](ctx, c, VerbJoin, req)
+	return callAPI[*teambus.Member](ctx, c, VerbJoin, req.Actor, req)
 }
 
 // Brief implements API: the brief as the service's JSON.
 func (c *Client) Brief(ctx context.Context, req BriefRequest) (any, error) {
 	req.Actor = c.actor(req.Actor)
-	return callAPI[json.RawMessage](ctx, c, VerbBrief, req)
+	return callAPI[json.RawMessage](ctx, c, VerbBrief, req.Actor, req)
 }
 
 // Replay implements API.
 func (c *Client) Replay(ctx context.Context, req ReplayRequest) (ReplayReply, error) {
 	req.Actor = c.actor(req.Actor)
-	return callAPI[ReplayReply](ctx, c, VerbReplay, req)
+	return callAPI[ReplayReply](ctx, c, VerbReplay, req.Actor, req)
 }
 
 // Show implements API: the team view as the service's JSON.
 func (c *Client) Show(ctx context.Context, req ShowRequest) (any, error) {
 	req.Actor = c.actor(req.Actor)
-	return callAPI[json.RawMessage](ctx, c, VerbShow, req)
+	return callAPI[json.RawMessage](ctx, c, VerbShow, req.Actor, req)
 }
