@@ -140,8 +140,15 @@ func (x API) Inbox(ctx context.Context, r teamapi.InboxRequest) (teamapi.InboxRe
 // checkActor checks the actor's incarnation, as every write does: an
 // unknown member is not found, an old session is fenced.
 func (s *Service) checkActor(ctx context.Context, a Actor) error {
-	_, _, err := s.incarnation(ctx, a)
-	return err
+	if a.IsLead() {
+		_, _, err := s.incarnation(ctx, a)
+		return err
+	}
+	m, _, err := s.store.Member(ctx, a.Team, a.Member)
+	if err != nil {
+		return err
+	}
+	return m.Fenced(a.Session)
 }
 
 // incarnation returns the actor's team and its member record (nil for
