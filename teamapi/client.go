@@ -21,7 +21,8 @@ const DefaultTimeout = 10 * time.Second
 // Client makes the member API calls of one caller over a NATS connection.
 // With a member credential the requests go to tb.<verb> in the member's
 // account and the service acts as the member the credential names; with
-// the operator's token they go to tbsvc.<team>.<verb> and name Who.Member.
+// the operator's token they go to tbsvc.<team>.<verb> and name the
+// member in the request's Actor.
 type Client struct {
 	tr       Transport
 	team     string
