@@ -73,6 +73,11 @@ func New(nc *nats.Conn, cfg Config) (*Client, error) {
 
 // NewWith returns a client whose requests tr carries. It does no I/O.
 func NewWith(tr Transport, cfg Config) (*Client, error) {
+	if cfg.Operator && cfg.Team == "" && cfg.Member == "" {
+		// The operator's client of every team: each request names its
+		// actor, team included.
+		return &Client{tr: tr, operator: true}, nil
+	}
 	if err := teambus.ValidateID("team", cfg.Team); err != nil {
 		return nil, err
 	}
@@ -116,14 +121,14 @@ func (c *Client) Call(ctx context.Context, verb string, req, resp any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s request: %w", verb, err)
 	}
-	return c.call(ctx, verb, b, resp)
+	return c.call(ctx, c.team, verb, b, resp)
 }
 
 // retryGap is the pause before a request that met an election is sent
 // again.
 const retryGap = 250 * time.Millisecond
 
-func (c *Client) call(ctx context.Context, verb string, b []byte, resp any) error {
+func (c *Client) call(ctx context.Context, team, verb string, b []byte, resp any) error {
 	if max := c.tr.MaxPayload(); max > 0 && int64(len(b)) > max {
 		return teambus.Invalidf("the %s request is %d bytes, more than the bus carries (%d): nothing sent", verb, len(b), max)
 	}
@@ -133,7 +138,7 @@ func (c *Client) call(ctx context.Context, verb string, b []byte, resp any) erro
 		defer cancel()
 	}
 	for {
-		err := c.request(ctx, verb, b, resp)
+		err := c.request(ctx, team, verb, b, resp)
 		if !errors.Is(err, bus.ErrNoLeader) {
 			return err
 		}
@@ -152,8 +157,12 @@ func (c *Client) call(ctx context.Context, verb string, b []byte, resp any) erro
 }
 
 // request sends one request and decodes its answer.
-func (c *Client) request(ctx context.Context, verb string, b []byte, resp any) error {
-	code, data, err := c.tr.Request(ctx, c.Subject(verb), verb, b)
+func (c *Client) request(ctx context.Context, team, verb string, b []byte, resp any) error {
+	subject := MemberServiceSubject(verb)
+	if c.operator {
+		subject = ServiceSubject(team, verb)
+	}
+	code, data, err := c.tr.Request(ctx, subject, verb, b)
 	if err != nil {
 		switch {
 		case errors.Is(err, nats.ErrNoResponders):
@@ -161,14 +170,14 @@ func (c *Client) request(ctx context.Context, verb string, b []byte, resp any) e
 		case errors.Is(err, nats.ErrMaxPayload):
 			return teambus.Invalidf("the %s request is %d bytes, more than the bus carries: nothing sent", verb, len(b))
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-			return teambus.Unavailablef("team service %s in team %s: no answer in time: %w", verb, c.team, err)
+			return teambus.Unavailablef("team service %s in team %s: no answer in time: %w", verb, team, err)
 		}
-		return teambus.Unavailablef("team service %s in team %s: %w", verb, c.team, err)
+		return teambus.Unavailablef("team service %s in team %s: %w", verb, team, err)
 	}
 	if code != "" {
 		var er ErrorReply
 		if err := json.Unmarshal(data, &er); err != nil {
-			return teambus.Unavailablef("team service %s in team %s: undecodable error %q", verb, c.team, code)
+			return teambus.Unavailablef("team service %s in team %s: undecodable error %q", verb, team, code)
 		}
 		if er.Error.Code == "" {
 			er.Error.Code = Code(code)
@@ -179,7 +188,7 @@ func (c *Client) request(ctx context.Context, verb string, b []byte, resp any) e
 		return nil
 	}
 	if err := json.Unmarshal(data, resp); err != nil {
-		return teambus.Unavailablef("team service %s in team %s: undecodable answer: %w", verb, c.team, err)
+		return teambus.Unavailablef("team service %s in team %s: undecodable answer: %w", verb, team, err)
 	}
 	return nil
 }
@@ -192,8 +201,8 @@ func (c *Client) request(ctx context.Context, verb string, b []byte, resp any) e
 func (c *Client) Send(ctx context.Context, req SendRequest) (bus.SendResult, error) {
 	req.Actor = c.actor(req.Actor)
 	var res bus.SendResult
-	if req.Team != c.team {
-		return res, teambus.Invalidf("a client of team %s can not call for team %s", c.team, req.Team)
+	if err := c.reaches(req.Actor); err != nil {
+		return res, err
 	}
 	// JSON would replace invalid UTF-8 on the way: refuse it here, where
 	// the bytes are still the user's.
@@ -207,10 +216,10 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (bus.SendResult, err
 	if err != nil {
 		return res, fmt.Errorf("encode %s request: %w", VerbSend, err)
 	}
-	if err := c.checkFit(ctx, int64(len(b)), len(req.Body), ""); err != nil {
+	if err := c.checkFit(ctx, req.Actor, int64(len(b)), len(req.Body), ""); err != nil {
 		return res, err
 	}
-	err = c.call(ctx, VerbSend, b, &res)
+	err = c.call(ctx, req.Team, VerbSend, b, &res)
 	return res, err
 }
 
@@ -242,7 +251,7 @@ func (c *Client) CheckFit(ctx context.Context, msgs []BatchMessage) error {
 		if m.Line > 0 {
 			where = fmt.Sprintf("line %d: ", m.Line)
 		}
-		if err := c.checkFit(ctx, int64(len(b))+BatchEnvelope, len(m.Body), where); err != nil {
+		if err := c.checkFit(ctx, c.who, int64(len(b))+BatchEnvelope, len(m.Body), where); err != nil {
 			return err
 		}
 	}
@@ -253,13 +262,13 @@ func (c *Client) CheckFit(ctx context.Context, msgs []BatchMessage) error {
 // the connection can not carry. The limit it names is the smaller of the
 // team's (asked from the service, which is no send) and what a request
 // carries.
-func (c *Client) checkFit(ctx context.Context, size int64, body int, where string) error {
+func (c *Client) checkFit(ctx context.Context, a Actor, size int64, body int, where string) error {
 	carried := c.tr.MaxPayload()
 	if carried <= 0 || size <= carried {
 		return nil
 	}
 	limit := max(0, carried-(size-int64(body)))
-	if tm := c.teamMaxBody(ctx); tm > 0 && tm < limit {
+	if tm := c.teamMaxBody(ctx, a); tm > 0 && tm < limit {
 		limit = tm
 	}
 	return teambus.Invalidf("%smessage body is %d bytes, at most %d: nothing sent; put large content in a file and send its path", where, body, limit)
@@ -267,7 +276,7 @@ func (c *Client) checkFit(ctx context.Context, size int64, body int, where strin
 
 // teamMaxBody is the team's body limit, or 0 when the service does not
 // say in a moment.
-func (c *Client) teamMaxBody(ctx context.Context) int64 {
+func (c *Client) teamMaxBody(ctx context.Context, a Actor) int64 {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var v struct {
@@ -275,7 +284,11 @@ func (c *Client) teamMaxBody(ctx context.Context) int64 {
 			MaxBody int64 `json:"max_body"`
 		} `json:"team"`
 	}
-	if err := c.ShowInto(ctx, &v); err != nil || v.Team == nil {
+	raw, err := c.Show(ctx, ShowRequest{Actor: a})
+	if err != nil {
+		return 0
+	}
+	if b, ok := raw.(json.RawMessage); !ok || json.Unmarshal(b, &v) != nil || v.Team == nil {
 		return 0
 	}
 	if v.Team.MaxBody <= 0 {
@@ -411,11 +424,31 @@ func (c *Client) actor(a Actor) Actor {
 
 func callAPI[Rep any](ctx context.Context, c *Client, verb string, a Actor, req any) (Rep, error) {
 	var rep Rep
-	if a.Team != c.team {
-		return rep, teambus.Invalidf("a client of team %s can not call for team %s", c.team, a.Team)
+	if err := c.reaches(a); err != nil {
+		return rep, err
 	}
-	err := c.Call(ctx, verb, req, &rep)
+	b, err := json.Marshal(req)
+	if err != nil {
+		return rep, fmt.Errorf("encode %s request: %w", verb, err)
+	}
+	err = c.call(ctx, a.Team, verb, b, &rep)
 	return rep, err
+}
+
+// reaches refuses, before it is sent, a request the client can not make:
+// one without a team, or, on a member's credential, for another team or
+// member than the credential's (the service would refuse it).
+func (c *Client) reaches(a Actor) error {
+	if a.Team == "" || a.Member == "" {
+		return teambus.Invalidf("no team or member given")
+	}
+	if c.operator {
+		return nil
+	}
+	if a.Team != c.team {
+		return teambus.Invalidf("the credential of %s in team %s reaches only team %s, not %s", c.who.Member, c.team, c.team, a.Team)
+	}
+	return nil
 }
 
 // SendBatch implements API.

@@ -373,7 +373,7 @@ func replay(c *cli.Context, teamID string) error {
 		if err != nil {
 			return err
 		}
-		if err := cl.ReplayOwn(ctx, f, emit); err != nil && f.Follow {
+		if err := teamapi.ReplayOwn(ctx, cl, teamapi.Actor{Team: ct, Member: cm, Session: c.String("session")}, f, emit); err != nil && f.Follow {
 			return fmt.Errorf("replay --follow: %w", err)
 		} else if err != nil {
 			return err
