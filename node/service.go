@@ -61,7 +61,6 @@ func (c Config) Validate() error {
 type Service struct {
 	cfg  Config
 	log  *slog.Logger
-	svc  *team.Service
 	api  team.API
 	nc   *nats.Conn
 	ms   micro.Service
@@ -106,8 +105,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("team service: jetstream: %w", err)
 	}
 	sctx, stop := context.WithCancel(context.Background())
-	svc := team.New(js, cfg.Team)
-	s := &Service{cfg: cfg, log: cfg.Logger, svc: svc, api: svc.API(), nc: nc, sem: make(chan struct{}, cfg.Concurrency), ctx: sctx, stop: stop}
+	s := &Service{cfg: cfg, log: cfg.Logger, api: team.New(js, cfg.Team).API(), nc: nc, sem: make(chan struct{}, cfg.Concurrency), ctx: sctx, stop: stop}
 	ms, err := micro.AddService(nc, micro.Config{
 		Name:        cfg.Name,
 		Version:     "1.0.0",
@@ -128,9 +126,6 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Service, error) {
 	}
 	return s, nil
 }
-
-// Team is the team.Service the verbs run on.
-func (s *Service) Team() *team.Service { return s.svc }
 
 // Stats are the micro service's statistics.
 func (s *Service) Stats() micro.Stats { return s.ms.Stats() }
