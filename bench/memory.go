@@ -12,8 +12,8 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	memberapi "github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/team"
+	memberapi "github.com/teambus/teambus/teamapi"
 )
 
 // Units of the scale rows, printed as "%g unit".
@@ -307,14 +307,14 @@ func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
 		// its own session (team000's m0 shut down after the sidecar rows).
 		cl, err := memberapi.ForConn(c, teamID, member, fmt.Sprintf("bench-%s-%s", teamID, member))
 		if err == nil {
-			_, err = cl.Join(ctx)
+			_, err = cl.JoinSession(ctx)
 		}
 		if err != nil {
 			c.Close()
 			return fmt.Errorf("member %s of %s: %w", member, teamID, err)
 		}
 		viaService[i] = beatFunc{close: c.Close, beat: func(ctx context.Context, rev uint64) (uint64, error) {
-			return cl.Heartbeat(ctx, memberapi.HeartbeatRequest{Status: teambus.MemberInProgress, Rev: rev})
+			return cl.Beat(ctx, memberapi.HeartbeatRequest{Status: teambus.MemberInProgress, Rev: rev})
 		}}
 		return nil
 	}); err != nil {

@@ -15,10 +15,10 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/kv"
-	"github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/relay"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // Row keys that targets and ratios refer to.
@@ -230,14 +230,14 @@ func (r *run) sendMeters(ctx context.Context, mode string) (*node.Node, *bus.Con
 		{group: "teambus", key: keyReqSend + sfx, name: "send one at a time through the team service (member credential, one request" + label + ")",
 			run: func(ctx context.Context, d time.Duration) (sample, error) {
 				return loop(ctx, d, 1, 0, func(int) error {
-					_, err := cl.Send(ctx, member.SendRequest{To: "tm2", ID: fmt.Sprintf("req-%d", seq.Add(1)), Body: body(size)})
+					_, err := cl.Send(ctx, teamapi.SendRequest{To: "tm2", ID: fmt.Sprintf("req-%d", seq.Add(1)), Body: body(size)})
 					return err
 				})
 			}},
 		{group: "teambus", key: keyReqAsync + sfx, name: fmt.Sprintf("pipelined send through the team service (member credential, %d requests in flight%s)", serviceWindow, label),
 			run: func(ctx context.Context, d time.Duration) (sample, error) {
 				return concurrent(ctx, d, serviceWindow, func() error {
-					_, err := cl.Send(ctx, member.SendRequest{To: "tm2", ID: fmt.Sprintf("reqp-%d", seq.Add(1)), Body: body(size)})
+					_, err := cl.Send(ctx, teamapi.SendRequest{To: "tm2", ID: fmt.Sprintf("reqp-%d", seq.Add(1)), Body: body(size)})
 					return err
 				})
 			}},
@@ -270,7 +270,7 @@ const serviceWindow = 256
 // memberClient issues a credential for the actor, connects with it over
 // TCP and returns its team service client; the connection closes with
 // conn's node.
-func memberClient(ctx context.Context, conn *bus.Conn, nd *node.Node, a team.Actor) (*member.Client, error) {
+func memberClient(ctx context.Context, conn *bus.Conn, nd *node.Node, a team.Actor) (*teamapi.Client, error) {
 	cr, err := bus.IssueCreds(ctx, conn, a.Team, a.Member, []string{nd.URL()})
 	if err != nil {
 		return nil, err
@@ -283,7 +283,7 @@ func memberClient(ctx context.Context, conn *bus.Conn, nd *node.Node, a team.Act
 		<-nd.Done()
 		mc.Close()
 	}()
-	return member.ForConn(mc, a.Team, a.Member, a.Session)
+	return teamapi.ForConn(mc, a.Team, a.Member, a.Session)
 }
 
 // concurrent runs op from n goroutines for d and returns how many

@@ -21,10 +21,10 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // The attacker suite (issue 10). A real node holds two teams, alpha (lead,
@@ -532,7 +532,7 @@ func heldBy(s *streamSnap, subject, member string) bool {
 // verbs are the team service's verbs (issue 10), all of them, so a new
 // verb is attacked too: the member publishes tb.<verb>, the service sees
 // tbsvc.<team>.<verb>.
-var verbs = member.Verbs
+var verbs = teamapi.VerbNames()
 
 // names is what the attacker can name: every stream and durable consumer
 // (the operator lists them first), and fixed subjects.

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // AdminUser is the user name the holder of the node token is registered
@@ -27,7 +28,7 @@ const authLookupTimeout = 3 * time.Second
 // exportService exports the team service subjects from the data account,
 // before any member account imports them.
 func exportService(s *server.Server) error {
-	return s.GlobalAccount().AddServiceExportWithResponse(bus.ServicePrefix+".>", server.Singleton, nil)
+	return s.GlobalAccount().AddServiceExportWithResponse(teamapi.ServicePrefix+".>", server.Singleton, nil)
 }
 
 // MemberPermissions are what a member's credential may do, and nothing
@@ -41,7 +42,7 @@ func exportService(s *server.Server) error {
 func MemberPermissions(team, member string) *server.Permissions {
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{
-			Allow: []string{bus.MemberServicePrefix + ".>"},
+			Allow: []string{teamapi.MemberServicePrefix + ".>"},
 			Deny:  []string{"$SYS.>", "$JS.>", "$KV.>", "$SRV.>", "_INBOX.>", "_R_.>"},
 		},
 		Subscribe: &server.SubjectPermission{
@@ -131,7 +132,7 @@ func (a *authenticator) memberAccount(team string) (*server.Account, error) {
 	if a.s == nil {
 		return nil, errors.New("node not started")
 	}
-	acc, _ := a.s.LookupOrRegisterAccount(bus.MemberAccount(team))
+	acc, _ := a.s.LookupOrRegisterAccount(teamapi.MemberAccount(team))
 	if a.imported[team] {
 		return acc, nil
 	}
@@ -141,8 +142,8 @@ func (a *authenticator) memberAccount(team string) (*server.Account, error) {
 		}
 	}
 	g := a.s.GlobalAccount()
-	to := bus.ServiceSubject(team, ">")
-	if err := acc.AddServiceImport(g, bus.MemberServicePrefix+".>", to); err != nil {
+	to := teamapi.ServiceSubject(team, ">")
+	if err := acc.AddServiceImport(g, teamapi.MemberServicePrefix+".>", to); err != nil {
 		return nil, fmt.Errorf("import team service into %s: %w", acc.Name, err)
 	}
 	if err := acc.SetServiceImportSharing(g, to, true); err != nil {

@@ -18,10 +18,10 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
-	"github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // secEnv is a node with two teams: alpha (tm1, tm2) and beta (tm1), some
@@ -212,7 +212,7 @@ func TestMemberCreds_DeniedMatrix(t *testing.T) {
 		{"reply into the shared inbox", "_INBOX.x", nil},
 	}
 	// The probe tells denial from silence: the team service answers it.
-	if m, err := p.nc.Request(bus.MemberServiceSubject(member.VerbInbox), []byte(`{}`), 3*time.Second); err != nil || m.Header.Get(member.ErrorCodeHeader) != "" {
+	if m, err := p.nc.Request(teamapi.MemberServiceSubject(teamapi.VerbInbox), []byte(`{}`), 3*time.Second); err != nil || m.Header.Get(teamapi.ErrorCodeHeader) != "" {
 		t.Fatalf("own inbox through the service = %v, %v", m, err)
 	}
 	// Subjects below tb. are the member's to publish, and reach only its
@@ -238,8 +238,8 @@ func TestMemberCreds_DeniedMatrix(t *testing.T) {
 	// where nothing acts on it.
 	for _, reply := range []string{"$JS.API.STREAM.DELETE.TBM_alpha", "$JS.API.STREAM.PURGE.TBM_beta", "$JS.API.STREAM.DELETE.KV_TBS_alpha",
 		"$JS.API.STREAM.PURGE.KV_TB_AUTH", "tb.beta.mbx.lead.info.tm1", "tbsvc.beta.send", "tb.send", "$KV.TBS_alpha.task.t1"} {
-		for _, verb := range []string{member.VerbSend, member.VerbInbox, member.VerbHeartbeat} {
-			if err := p.nc.PublishRequest(bus.MemberServiceSubject(verb), reply, []byte(`{"to":"tm2","body":"injected"}`)); err != nil {
+		for _, verb := range []string{teamapi.VerbSend, teamapi.VerbInbox, teamapi.VerbHeartbeat} {
+			if err := p.nc.PublishRequest(teamapi.MemberServiceSubject(verb), reply, []byte(`{"to":"tm2","body":"injected"}`)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -357,45 +357,45 @@ func TestMemberCreds_Works(t *testing.T) {
 	if m.Creds() == nil || m.Creds().Member != "tm1" {
 		t.Fatalf("Creds() = %+v", m.Creds())
 	}
-	cl, err := member.ForConn(m, "alpha", "tm1", "")
+	cl, err := teamapi.ForConn(m, "alpha", "tm1", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := testCtx(t)
 	for _, to := range []string{teambus.Lead, "tm2", teambus.All} {
-		if _, err := cl.Send(ctx, member.SendRequest{To: to, ID: "k-" + to, Body: "hello " + to}); err != nil {
+		if _, err := cl.Send(ctx, teamapi.SendRequest{To: to, ID: "k-" + to, Body: "hello " + to}); err != nil {
 			t.Fatalf("send to %s: %v", to, err)
 		}
 	}
-	if res, err := cl.Send(ctx, member.SendRequest{To: "tm2", ID: "k-tm2", Body: "hello tm2"}); err != nil || !res.Duplicate {
+	if res, err := cl.Send(ctx, teamapi.SendRequest{To: "tm2", ID: "k-tm2", Body: "hello tm2"}); err != nil || !res.Duplicate {
 		t.Fatalf("resend = %+v, %v; want a duplicate", res, err)
 	}
-	msgs, err := cl.Inbox(ctx, member.InboxPeek, 0, 0)
+	msgs, err := cl.Read(ctx, teamapi.InboxPeek, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(msgs) != 1 || msgs[0].Body != "secret for alpha/tm1" || msgs[0].Token != "" {
 		t.Fatalf("inbox = %+v, want the lead's one message", msgs)
 	}
-	res, err := cl.Ack(ctx, []uint64{msgs[0].Seq})
+	res, err := cl.AckSeqs(ctx, []uint64{msgs[0].Seq})
 	if err != nil || len(res.Acked) != 1 {
 		t.Fatalf("ack = %+v, %v", res, err)
 	}
-	if res, err := cl.Ack(ctx, []uint64{msgs[0].Seq}); err != nil || len(res.Already) != 1 {
+	if res, err := cl.AckSeqs(ctx, []uint64{msgs[0].Seq}); err != nil || len(res.Already) != 1 {
 		t.Fatalf("second ack = %+v, %v; want already", res, err)
 	}
-	if msgs, err := cl.Inbox(ctx, member.InboxPeek, 0, 0); err != nil || len(msgs) != 0 {
+	if msgs, err := cl.Read(ctx, teamapi.InboxPeek, 0, 0); err != nil || len(msgs) != 0 {
 		t.Fatalf("inbox after ack = %+v, %v", msgs, err)
 	}
 	// A lease holds the mail until it is acked by token.
 	if _, err := e.admin.Send(ctx, team.Actor{Team: "alpha", Member: teambus.Lead}, team.SendSpec{To: "tm1", Body: "leased"}); err != nil {
 		t.Fatal(err)
 	}
-	leased, err := cl.Inbox(ctx, member.InboxLease, 0, time.Second)
+	leased, err := cl.Read(ctx, teamapi.InboxLease, 0, time.Second)
 	if err != nil || len(leased) != 1 || leased[0].Token == "" {
 		t.Fatalf("lease = %+v, %v", leased, err)
 	}
-	forged := []member.Leased{leased[0]}
+	forged := []teamapi.Leased{leased[0]}
 	forged[0].Token = strings.Replace(forged[0].Token, "in_tm1", "in_tm2", 1)
 	if _, err := cl.AckLeased(ctx, forged); !errors.Is(err, teambus.ErrInvalid) {
 		t.Fatalf("ack with another member's token = %v, want invalid", err)
@@ -403,26 +403,26 @@ func TestMemberCreds_Works(t *testing.T) {
 	if res, err := cl.AckLeased(ctx, leased); err != nil || len(res.Acked) != 1 {
 		t.Fatalf("ack by token = %+v, %v", res, err)
 	}
-	if _, _, err := cl.Task(ctx, member.TaskRequest{Op: member.TaskClaim, ID: "t1"}); err != nil {
+	if _, _, err := cl.Do(ctx, teamapi.TaskRequest{Op: teamapi.TaskClaim, ID: "t1"}); err != nil {
 		t.Fatalf("claim: %v", err)
 	}
-	if _, err := cl.Checkpoint(ctx, member.CheckpointRequest{Task: "t1", Done: []string{"read"}, Remaining: []string{"write"}}); err != nil {
+	if _, err := cl.Record(ctx, teamapi.CheckpointRequest{Task: "t1", Done: []string{"read"}, Remaining: []string{"write"}}); err != nil {
 		t.Fatalf("checkpoint: %v", err)
 	}
-	if _, _, err := cl.Task(ctx, member.TaskRequest{Op: member.TaskComplete, ID: "t1"}); err != nil {
+	if _, _, err := cl.Do(ctx, teamapi.TaskRequest{Op: teamapi.TaskComplete, ID: "t1"}); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
-	if _, err := cl.Heartbeat(ctx, member.HeartbeatRequest{Status: teambus.MemberIdle}); err != nil {
+	if _, err := cl.Beat(ctx, teamapi.HeartbeatRequest{Status: teambus.MemberIdle}); err != nil {
 		t.Fatalf("heartbeat: %v", err)
 	}
 	var b team.Brief
-	if err := cl.Brief(ctx, "tm1", 5, &b); err != nil || b.Member != "tm1" {
+	if err := cl.BriefInto(ctx, "tm1", 5, &b); err != nil || b.Member != "tm1" {
 		t.Fatalf("brief = %+v, %v", b, err)
 	}
-	if err := cl.Brief(ctx, "tm2", 5, &b); !errors.Is(err, teambus.ErrInvalid) {
+	if err := cl.BriefInto(ctx, "tm2", 5, &b); !errors.Is(err, teambus.ErrInvalid) {
 		t.Fatalf("brief of a teammate = %v, want refused", err)
 	}
-	page, err := cl.Replay(ctx, 0, 0)
+	page, err := cl.ReplayPage(ctx, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,10 +11,10 @@ import (
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/kv"
-	"github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // newCluster starts n in-process nodes joined into one cluster.
@@ -132,12 +132,12 @@ func TestCluster_TeamReplicatedAndMemberCreds(t *testing.T) {
 	}
 	// Every node runs the team service in one queue group: the member's
 	// request on n3 is answered by one of them.
-	cl, err := member.ForConn(m, "alpha", "tm1", "")
+	cl, err := teamapi.ForConn(m, "alpha", "tm1", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	bustest.CheckFor(t, 10*time.Second, 100*time.Millisecond, func() error {
-		_, err := cl.Send(ctx, member.SendRequest{ID: "hello", Body: "from n3"})
+		_, err := cl.Send(ctx, teamapi.SendRequest{ID: "hello", Body: "from n3"})
 		return err
 	})
 	msgs, err := svc.Inbox(ctx, team.Actor{Team: "alpha", Member: teambus.Lead}, bus.InboxOptions{})

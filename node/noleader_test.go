@@ -11,9 +11,9 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
-	"github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // TestCluster_NoLeaderIsTransient: on a cluster of three, a send to a
@@ -48,7 +48,7 @@ func TestCluster_NoLeaderIsTransient(t *testing.T) {
 		t.Fatalf("send to a team that does not exist = %v, want ErrNotFound has no mailbox", err)
 	}
 
-	cl, err := member.ForConn(admin, "cl", teambus.Lead, "")
+	cl, err := teamapi.ForConn(admin, "cl", teambus.Lead, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestCluster_NoLeaderIsTransient(t *testing.T) {
 		t.Fatalf("leader stepdown: %v", err)
 	}
 	for i := range 5 {
-		_, err := cl.Send(ctx, member.SendRequest{ID: fmt.Sprintf("e%d", i), To: "tm1", Body: "during the election"})
+		_, err := cl.Send(ctx, teamapi.SendRequest{ID: fmt.Sprintf("e%d", i), To: "tm1", Body: "during the election"})
 		if err != nil && (errors.Is(err, teambus.ErrNotFound) || teambus.ExitCode(err) != teambus.ExitTransient) {
 			t.Errorf("send during an election = %v (exit %d), want stored or exit 1", err, teambus.ExitCode(err))
 		}
@@ -104,7 +104,7 @@ func TestCluster_NoLeaderIsTransient(t *testing.T) {
 	sctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err = cl.Send(sctx, member.SendRequest{ID: "m3", To: "tm1", Body: "hello"})
+	_, err = cl.Send(sctx, teamapi.SendRequest{ID: "m3", To: "tm1", Body: "hello"})
 	if err == nil || errors.Is(err, teambus.ErrNotFound) || teambus.ExitCode(err) != teambus.ExitTransient {
 		t.Errorf("service send without a leader = %v (exit %d), want exit 1", err, teambus.ExitCode(err))
 	}

@@ -8,16 +8,16 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // operator is the operator's client acting as m of team.
-func (e *env) operator(t *testing.T, teamID, m, session string) *member.Client {
+func (e *env) operator(t *testing.T, teamID, m, session string) *teamapi.Client {
 	t.Helper()
 	c := nodetest.Connect(t, e.node)
-	cl, err := member.ForConn(c, teamID, m, session)
+	cl, err := teamapi.ForConn(c, teamID, m, session)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,14 +28,14 @@ func TestService_ShutdownRequestOnlyFromLead(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testCtx(t)
-	_, err := e.tm1.Send(ctx, member.SendRequest{To: "tm2", Type: string(teambus.MsgShutdownRequest), Body: "stop"})
+	_, err := e.tm1.Send(ctx, teamapi.SendRequest{To: "tm2", Type: string(teambus.MsgShutdownRequest), Body: "stop"})
 	if !errors.Is(err, teambus.ErrInvalid) || teambus.ExitCode(err) != teambus.ExitPermanent {
 		t.Fatalf("shutdown_request from tm1 = %v, want refused (exit 2)", err)
 	}
-	if _, err := e.tm1.Send(ctx, member.SendRequest{To: "tm2", Type: string(teambus.MsgShutdownResponse), Body: "ok"}); !errors.Is(err, teambus.ErrInvalid) {
+	if _, err := e.tm1.Send(ctx, teamapi.SendRequest{To: "tm2", Type: string(teambus.MsgShutdownResponse), Body: "ok"}); !errors.Is(err, teambus.ErrInvalid) {
 		t.Fatalf("shutdown_response to a teammate = %v, want refused", err)
 	}
-	if _, err := e.tm1.Send(ctx, member.SendRequest{To: teambus.Lead, Type: string(teambus.MsgShutdownResponse), Body: `approve`}); err != nil {
+	if _, err := e.tm1.Send(ctx, teamapi.SendRequest{To: teambus.Lead, Type: string(teambus.MsgShutdownResponse), Body: `approve`}); err != nil {
 		t.Fatalf("shutdown_response to the lead: %v", err)
 	}
 	// The lead's own credential may ask.
@@ -43,11 +43,11 @@ func TestService_ShutdownRequestOnlyFromLead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lead, err := member.ForConn(connectCreds(t, cr), "alpha", teambus.Lead, "")
+	lead, err := teamapi.ForConn(connectCreds(t, cr), "alpha", teambus.Lead, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lead.Send(ctx, member.SendRequest{To: "tm2", Type: string(teambus.MsgShutdownRequest), Body: "stop"}); err != nil {
+	if _, err := lead.Send(ctx, teamapi.SendRequest{To: "tm2", Type: string(teambus.MsgShutdownRequest), Body: "stop"}); err != nil {
 		t.Fatalf("shutdown_request from the lead: %v", err)
 	}
 	msgs, err := e.admin.Mailbox("alpha").Inbox(ctx, "tm2", bus.InboxOptions{Sidecar: true})
@@ -69,27 +69,27 @@ func TestService_FencedIncarnation(t *testing.T) {
 		t.Fatal(err)
 	}
 	op := e.operator(t, "alpha", "tm1", "s1")
-	if _, err := op.Join(ctx); err != nil {
+	if _, err := op.JoinSession(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.operator(t, "alpha", "tm1", "s2").Join(ctx); err != nil {
+	if _, err := e.operator(t, "alpha", "tm1", "s2").JoinSession(ctx); err != nil {
 		t.Fatal(err)
 	}
-	old, err := member.ForConn(e.conn, "alpha", "tm1", "s1")
+	old, err := teamapi.ForConn(e.conn, "alpha", "tm1", "s1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	calls := map[string]func() error{
-		"send": func() error { _, err := old.Send(ctx, member.SendRequest{Body: "x"}); return err },
+		"send": func() error { _, err := old.Send(ctx, teamapi.SendRequest{Body: "x"}); return err },
 		"claim": func() error {
-			_, _, err := old.Task(ctx, member.TaskRequest{Op: member.TaskClaim, ID: "t1"})
+			_, _, err := old.Do(ctx, teamapi.TaskRequest{Op: teamapi.TaskClaim, ID: "t1"})
 			return err
 		},
-		"checkpoint": func() error { _, err := old.Checkpoint(ctx, member.CheckpointRequest{Task: "t1"}); return err },
-		"heartbeat":  func() error { _, err := old.Heartbeat(ctx, member.HeartbeatRequest{}); return err },
-		"lease":      func() error { _, err := old.Inbox(ctx, member.InboxLease, 0, 0); return err },
-		"ack":        func() error { _, err := old.Ack(ctx, []uint64{1}); return err },
-		"replay":     func() error { _, err := old.Replay(ctx, 0, 0); return err },
+		"checkpoint": func() error { _, err := old.Record(ctx, teamapi.CheckpointRequest{Task: "t1"}); return err },
+		"heartbeat":  func() error { _, err := old.Beat(ctx, teamapi.HeartbeatRequest{}); return err },
+		"lease":      func() error { _, err := old.Read(ctx, teamapi.InboxLease, 0, 0); return err },
+		"ack":        func() error { _, err := old.AckSeqs(ctx, []uint64{1}); return err },
+		"replay":     func() error { _, err := old.ReplayPage(ctx, 0, 0); return err },
 	}
 	for name, call := range calls {
 		if err := call(); !errors.Is(err, teambus.ErrFenced) || teambus.ExitCode(err) != teambus.ExitConflict {
@@ -97,11 +97,11 @@ func TestService_FencedIncarnation(t *testing.T) {
 		}
 	}
 	// The current session works.
-	cur, err := member.ForConn(e.conn, "alpha", "tm1", "s2")
+	cur, err := teamapi.ForConn(e.conn, "alpha", "tm1", "s2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := cur.Task(ctx, member.TaskRequest{Op: member.TaskClaim, ID: "t1"}); err != nil {
+	if _, _, err := cur.Do(ctx, teamapi.TaskRequest{Op: teamapi.TaskClaim, ID: "t1"}); err != nil {
 		t.Fatalf("claim from the current session: %v", err)
 	}
 }
@@ -113,10 +113,10 @@ func TestService_OperatorActsForAMember(t *testing.T) {
 	e := newEnv(t)
 	ctx := testCtx(t)
 	op := e.operator(t, "alpha", "tm2", "")
-	if _, err := op.Send(ctx, member.SendRequest{To: "tm1", Body: "from tm2"}); err != nil {
+	if _, err := op.Send(ctx, teamapi.SendRequest{To: "tm1", Body: "from tm2"}); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := e.tm1.Inbox(ctx, member.InboxPeek, 0, 0)
+	msgs, err := e.tm1.Read(ctx, teamapi.InboxPeek, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestService_OperatorActsForAMember(t *testing.T) {
 		t.Fatalf("tm1 inbox = %+v, want one message from tm2", msgs)
 	}
 	// A member credential can not name another member.
-	if _, err := member.ForConn(e.conn, "alpha", "tm2", ""); !errors.Is(err, teambus.ErrInvalid) {
+	if _, err := teamapi.ForConn(e.conn, "alpha", "tm2", ""); !errors.Is(err, teambus.ErrInvalid) {
 		t.Fatalf("client of tm2 on tm1's credential = %v, want refused", err)
 	}
 }
@@ -152,28 +152,28 @@ func TestService_RefusedWritesNothing(t *testing.T) {
 	before := state()
 	refused := []func() error{
 		func() error {
-			_, err := e.tm1.Send(ctx, member.SendRequest{To: "tm2", Type: string(teambus.MsgShutdownRequest), Body: "x"})
+			_, err := e.tm1.Send(ctx, teamapi.SendRequest{To: "tm2", Type: string(teambus.MsgShutdownRequest), Body: "x"})
 			return err
 		},
-		func() error { _, err := e.tm1.Send(ctx, member.SendRequest{To: "ghost", Body: "x"}); return err },
-		func() error { _, err := e.tm1.Send(ctx, member.SendRequest{To: "tm1", Body: "x"}); return err },
-		func() error { var v any; return e.tm1.Brief(ctx, "tm2", 1, &v) },
+		func() error { _, err := e.tm1.Send(ctx, teamapi.SendRequest{To: "ghost", Body: "x"}); return err },
+		func() error { _, err := e.tm1.Send(ctx, teamapi.SendRequest{To: "tm1", Body: "x"}); return err },
+		func() error { var v any; return e.tm1.BriefInto(ctx, "tm2", 1, &v) },
 		func() error {
-			_, err := e.tm1.AckLeased(ctx, []member.Leased{{Message: teambus.Message{Seq: 1}, Token: "$JS.ACK.TBM_beta.in_tm1.1.1.1.1.0"}})
-			return err
-		},
-		func() error {
-			_, err := e.tm1.Release(ctx, []member.Leased{{Message: teambus.Message{Seq: 1}, Token: "$JS.API.STREAM.PURGE.TBM_alpha"}})
+			_, err := e.tm1.AckLeased(ctx, []teamapi.Leased{{Message: teambus.Message{Seq: 1}, Token: "$JS.ACK.TBM_beta.in_tm1.1.1.1.1.0"}})
 			return err
 		},
 		func() error {
-			_, _, err := e.tm1.Task(ctx, member.TaskRequest{Op: member.TaskReopen, ID: "nope"})
+			_, err := e.tm1.ReleaseLeased(ctx, []teamapi.Leased{{Message: teambus.Message{Seq: 1}, Token: "$JS.API.STREAM.PURGE.TBM_alpha"}})
 			return err
 		},
 		func() error {
-			return e.tm1.Call(ctx, member.VerbSend, map[string]any{"member": "tm2", "body": "x"}, nil)
+			_, _, err := e.tm1.Do(ctx, teamapi.TaskRequest{Op: teamapi.TaskReopen, ID: "nope"})
+			return err
 		},
-		func() error { return e.tm1.Call(ctx, member.VerbSend, "not an object", nil) },
+		func() error {
+			return e.tm1.Call(ctx, teamapi.VerbSend, map[string]any{"member": "tm2", "body": "x"}, nil)
+		},
+		func() error { return e.tm1.Call(ctx, teamapi.VerbSend, "not an object", nil) },
 	}
 	for i, call := range refused {
 		err := call()
@@ -182,7 +182,7 @@ func TestService_RefusedWritesNothing(t *testing.T) {
 		}
 	}
 	// A write the member may do, to see that the comparison can fail.
-	if _, err := e.tm1.Send(ctx, member.SendRequest{Body: "legit"}); err != nil {
+	if _, err := e.tm1.Send(ctx, teamapi.SendRequest{Body: "legit"}); err != nil {
 		t.Fatal(err)
 	}
 	after := state()

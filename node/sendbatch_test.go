@@ -9,8 +9,8 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // TestService_SendBatch_MemberCredential sends a batch with a member
@@ -30,15 +30,15 @@ func TestService_SendBatch_MemberCredential(t *testing.T) {
 		}
 		return n
 	}
-	msgs := []member.BatchMessage{
+	msgs := []teamapi.BatchMessage{
 		{To: "tm2", ID: "k1", Body: "one", Line: 1},
 		{ID: "k2", Type: string(teambus.MsgQuestion), Body: "two", Data: json.RawMessage(`{"n":2}`), Line: 2},
 		{To: teambus.All, ID: "k3", Body: "three", Line: 4},
 	}
-	if res, err := e.tm1.SendBatch(ctx, msgs, true); err != nil || len(res) != 0 || stored() != 0 {
+	if res, err := e.tm1.SendMessages(ctx, msgs, true); err != nil || len(res) != 0 || stored() != 0 {
 		t.Fatalf("check = %+v, %v; %d stored, want none", res, err, stored())
 	}
-	res, err := e.tm1.SendBatch(ctx, msgs, false)
+	res, err := e.tm1.SendMessages(ctx, msgs, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestService_SendBatch_MemberCredential(t *testing.T) {
 		string(got[1].Data) != `{"n":2}` || got[2].To != teambus.All || got[2].Body != "three" {
 		t.Fatalf("stored = %+v", got)
 	}
-	again, err := e.tm1.SendBatch(ctx, msgs, false)
+	again, err := e.tm1.SendMessages(ctx, msgs, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,18 +66,18 @@ func TestService_SendBatch_MemberCredential(t *testing.T) {
 	}
 	refused := []struct {
 		name  string
-		msgs  []member.BatchMessage
+		msgs  []teamapi.BatchMessage
 		inErr string
 	}{
-		{"shutdown_request from a member", []member.BatchMessage{{Body: "x", ID: "r1"}, {To: "tm2", Type: string(teambus.MsgShutdownRequest), Body: "stop", Line: 7}}, "line 7: only the lead"},
-		{"unknown recipient", []member.BatchMessage{{Body: "x", ID: "r1"}, {To: "ghost", Body: "x", Line: 3}}, "line 3"},
-		{"to itself", []member.BatchMessage{{To: "tm1", Body: "x"}}, "message 1: tm1 can not send mail to itself"},
-		{"invalid UTF-8", []member.BatchMessage{{Body: "\xff", Line: 9}}, "line 9"},
+		{"shutdown_request from a member", []teamapi.BatchMessage{{Body: "x", ID: "r1"}, {To: "tm2", Type: string(teambus.MsgShutdownRequest), Body: "stop", Line: 7}}, "line 7: only the lead"},
+		{"unknown recipient", []teamapi.BatchMessage{{Body: "x", ID: "r1"}, {To: "ghost", Body: "x", Line: 3}}, "line 3"},
+		{"to itself", []teamapi.BatchMessage{{To: "tm1", Body: "x"}}, "message 1: tm1 can not send mail to itself"},
+		{"invalid UTF-8", []teamapi.BatchMessage{{Body: "\xff", Line: 9}}, "line 9"},
 		{"too many", batchOf(team.MaxSendBatch + 1), "at most 1000"},
-		{"empty body", []member.BatchMessage{{Body: "x", ID: "r1"}, {Body: " ", Line: 4}}, "line 4: message body is only white space"},
+		{"empty body", []teamapi.BatchMessage{{Body: "x", ID: "r1"}, {Body: " ", Line: 4}}, "line 4: message body is only white space"},
 	}
 	for _, tt := range refused {
-		_, err := e.tm1.SendBatch(ctx, tt.msgs, false)
+		_, err := e.tm1.SendMessages(ctx, tt.msgs, false)
 		if !errors.Is(err, teambus.ErrInvalid) && !errors.Is(err, teambus.ErrNotFound) || teambus.ExitCode(err) != teambus.ExitPermanent {
 			t.Errorf("%s: %v, want refused (exit 2)", tt.name, err)
 			continue
@@ -90,13 +90,13 @@ func TestService_SendBatch_MemberCredential(t *testing.T) {
 		t.Fatalf("%d messages stored, want 3: a refused batch stored something", n)
 	}
 	// Claiming to be tm2 in the payload is refused.
-	raw, _ := json.Marshal(member.SendBatchRequest{Who: member.Who{Member: "tm2"}, Messages: []member.BatchMessage{{Body: "forged"}}})
-	reply, err := e.conn.NC.Request(bus.MemberServiceSubject(member.VerbSendBatch), raw, 5*time.Second)
+	raw, _ := json.Marshal(teamapi.SendBatchRequest{Actor: teamapi.Actor{Member: "tm2"}, Messages: []teamapi.BatchMessage{{Body: "forged"}}})
+	reply, err := e.conn.NC.Request(teamapi.MemberServiceSubject(teamapi.VerbSendBatch), raw, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reply.Header.Get(member.ErrorCodeHeader) != member.KindInvalid {
-		t.Fatalf("forged member: reply %q %s, want an invalid error", reply.Header.Get(member.ErrorCodeHeader), reply.Data)
+	if reply.Header.Get(teamapi.ErrorCodeHeader) != string(teamapi.CodeRefused) {
+		t.Fatalf("forged member: reply %q %s, want an invalid error", reply.Header.Get(teamapi.ErrorCodeHeader), reply.Data)
 	}
 	if n := stored(); n != 3 {
 		t.Fatalf("%d messages stored after a forged batch, want 3", n)
@@ -104,8 +104,8 @@ func TestService_SendBatch_MemberCredential(t *testing.T) {
 }
 
 // batchOf is n messages to the lead.
-func batchOf(n int) []member.BatchMessage {
-	msgs := make([]member.BatchMessage, n)
+func batchOf(n int) []teamapi.BatchMessage {
+	msgs := make([]teamapi.BatchMessage, n)
 	for i := range msgs {
 		msgs[i].Body = "x"
 	}

@@ -11,10 +11,10 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 func testCtx(t *testing.T) context.Context {
@@ -30,7 +30,7 @@ type env struct {
 	node  *node.Node
 	admin *team.Service
 	conn  *bus.Conn // alpha/tm1's credential over TCP
-	tm1   *member.Client
+	tm1   *teamapi.Client
 }
 
 func newEnv(t *testing.T) *env {
@@ -56,7 +56,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	mc := connectCreds(t, cr)
-	cl, err := member.ForConn(mc, "alpha", "tm1", "")
+	cl, err := teamapi.ForConn(mc, "alpha", "tm1", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestService_MemberSendThroughImport(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testCtx(t)
-	res, err := e.tm1.Send(ctx, member.SendRequest{To: "tm2", Body: "hello", ID: "k1"})
+	res, err := e.tm1.Send(ctx, teamapi.SendRequest{To: "tm2", Body: "hello", ID: "k1"})
 	if err != nil {
 		t.Fatalf("send: %v", err)
 	}
@@ -92,13 +92,13 @@ func TestService_MemberSendThroughImport(t *testing.T) {
 		t.Fatalf("tm2 inbox = %+v, want one message from tm1", msgs)
 	}
 	// Claiming to be tm2 in the payload is refused.
-	raw, _ := json.Marshal(member.SendRequest{Who: member.Who{Member: "tm2"}, To: "lead", Body: "forged"})
-	msg, err := e.conn.NC.Request(bus.MemberServiceSubject(member.VerbSend), raw, 5*time.Second)
+	raw, _ := json.Marshal(teamapi.SendRequest{Actor: teamapi.Actor{Member: "tm2"}, To: "lead", Body: "forged"})
+	msg, err := e.conn.NC.Request(teamapi.MemberServiceSubject(teamapi.VerbSend), raw, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if msg.Header.Get(member.ErrorCodeHeader) != member.KindInvalid {
-		t.Fatalf("forged member: reply %q %s, want an invalid error", msg.Header.Get(member.ErrorCodeHeader), msg.Data)
+	if msg.Header.Get(teamapi.ErrorCodeHeader) != string(teamapi.CodeRefused) {
+		t.Fatalf("forged member: reply %q %s, want an invalid error", msg.Header.Get(teamapi.ErrorCodeHeader), msg.Data)
 	}
 }
 
@@ -108,7 +108,7 @@ func TestService_RequestInfo(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	g := nodetest.Connect(t, e.node)
-	sub, err := g.NC.SubscribeSync(bus.ServiceSubject("alpha", "probe"))
+	sub, err := g.NC.SubscribeSync(teamapi.ServiceSubject("alpha", "probe"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestService_RequestInfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A forged header with the exact key is replaced by the server's.
-	req := nats.NewMsg(bus.MemberServiceSubject("probe"))
+	req := nats.NewMsg(teamapi.MemberServiceSubject("probe"))
 	req.Header.Set(node.RequestInfoHeader, `{"acc":"$G","user":"alpha.tm2"}`)
 	if err := e.conn.NC.PublishMsg(req); err != nil {
 		t.Fatal(err)
@@ -138,11 +138,11 @@ func TestService_NoServiceNoResponders(t *testing.T) {
 	t.Parallel()
 	n := nodetest.NewBareServer(t)
 	c := nodetest.Connect(t, n)
-	cl, err := member.New(c.NC, member.Config{Team: "alpha", Member: "tm1", Operator: true})
+	cl, err := teamapi.New(c.NC, teamapi.Config{Team: "alpha", Member: "tm1", Operator: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = cl.Send(testCtx(t), member.SendRequest{Body: "x"})
+	_, err = cl.Send(testCtx(t), teamapi.SendRequest{Body: "x"})
 	if !errors.Is(err, teambus.ErrUnavailable) {
 		t.Fatalf("send without service = %v, want unavailable", err)
 	}

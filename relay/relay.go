@@ -15,7 +15,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,7 +24,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/member"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // DisableEnv turns the relay off for a command when set to a non-empty
@@ -106,20 +105,22 @@ type hello struct {
 	Err        string `json:"err,omitempty"`
 }
 
-// request is one line from a command: a verb of the team service, its
-// request body and how long the command waits.
+// request heads one request from a command: a verb of the team service,
+// how long the command waits, and the length of the request body, whose
+// bytes follow the line as they are (the body the team service gets).
 type request struct {
 	Verb      string `json:"verb"`
-	Data      []byte `json:"data"`
+	Len       int    `json:"len"`
 	TimeoutMS int64  `json:"timeout_ms,omitempty"`
 }
 
-// reply is the relay's answer line: the service's error code and body,
-// or Err when the request got no answer (errNoResponders, errTimeout or
-// a reason).
+// reply heads the relay's answer: the service's error code and the
+// length of its answer body, whose bytes follow the line as they are, or
+// Err when the request got no answer (errNoResponders, errTimeout or a
+// reason).
 type reply struct {
 	Code string `json:"code,omitempty"`
-	Data []byte `json:"data,omitempty"`
+	Len  int    `json:"len,omitempty"`
 	Err  string `json:"err,omitempty"`
 }
 
@@ -131,9 +132,64 @@ const (
 // maxNATSPayload is the largest max_payload a NATS server takes.
 const maxNATSPayload = 64 << 20
 
-// lineMax is the longest line either side reads: a request of the largest
-// payload, base64 in JSON, and room for the rest.
-func lineMax(maxPayload int64) int { return int(maxPayload)*4/3 + 64<<10 }
+// maxLine is the longest line either side reads: a greeting, a hello or
+// the head of a request or reply.
+const maxLine = 64 << 10
+
+// readLine reads one line of at most maxLine bytes, without its newline.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		b, err := r.ReadSlice('\n')
+		line = append(line, b...)
+		if len(line) > maxLine {
+			return nil, errors.New("line too long")
+		}
+		switch {
+		case err == nil:
+			return line[:len(line)-1], nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(line) > 0:
+			return nil, io.ErrUnexpectedEOF
+		default:
+			return nil, err
+		}
+	}
+}
+
+// readFrame reads a head line into head and the n bytes of body that
+// follow it, n as the head says (at most max).
+func readFrame(r *bufio.Reader, head any, n func() int, max int64) ([]byte, error) {
+	line, err := readLine(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(line, head); err != nil {
+		return nil, fmt.Errorf("undecodable head: %w", err)
+	}
+	size := n()
+	if size < 0 || int64(size) > max {
+		return nil, fmt.Errorf("body of %d bytes, at most %d", size, max)
+	}
+	body := make([]byte, size)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, err
+	}
+	return body, nil
+}
+
+// writeFrame writes head as a line and body after it, in one write.
+func writeFrame(w io.Writer, head any, body []byte) error {
+	b, err := json.Marshal(head)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 0, len(b)+1+len(body))
+	buf = append(append(append(buf, b...), '\n'), body...)
+	_, err = w.Write(buf)
+	return err
+}
 
 // Server forwards the requests of one member's commands: NC is its
 // sidecar's connection, with the operator's token.
@@ -277,13 +333,13 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	defer stop()
 	enc := json.NewEncoder(c)
 	max := s.NC.MaxPayload()
-	sc := bufio.NewScanner(c)
-	sc.Buffer(make([]byte, 0, 4<<10), lineMax(max))
-	if !sc.Scan() {
+	r := bufio.NewReaderSize(c, 64<<10)
+	line, err := readLine(r)
+	if err != nil {
 		return
 	}
 	var g greeting
-	if err := json.Unmarshal(sc.Bytes(), &g); err != nil {
+	if err := json.Unmarshal(line, &g); err != nil {
 		enc.Encode(hello{Err: "undecodable greeting"})
 		return
 	}
@@ -295,16 +351,18 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	if err := enc.Encode(hello{MaxPayload: max}); err != nil {
 		return
 	}
-	for sc.Scan() {
+	for {
 		var req request
-		var rep reply
-		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
-			rep.Err = "undecodable request"
-		} else {
-			rep = forward(ctx, nc, subject, req)
-			s.Log.Debug("relay: forwarded", "verb", req.Verb, "operator", g.Token != "", "code", rep.Code, "err", rep.Err)
+		data, err := readFrame(r, &req, func() int { return req.Len }, max)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				_ = writeFrame(c, reply{Err: "unreadable request: " + err.Error()}, nil)
+			}
+			return
 		}
-		if err := enc.Encode(rep); err != nil {
+		rep, body := forward(ctx, nc, subject, req, data)
+		s.Log.Debug("relay: forwarded", "verb", req.Verb, "operator", g.Token != "", "code", rep.Code, "err", rep.Err)
+		if err := writeFrame(c, rep, body); err != nil {
 			return
 		}
 	}
@@ -322,7 +380,7 @@ func (s *Server) route(ctx context.Context, g greeting) (*nats.Conn, func(verb s
 		if s.NC.Opts.Token == "" || subtle.ConstantTimeCompare([]byte(g.Token), []byte(s.NC.Opts.Token)) != 1 {
 			return nil, nil, errors.New("refused: not the token of this bus")
 		}
-		return s.NC, func(verb string) string { return bus.ServiceSubject(s.Team, verb) }, nil
+		return s.NC, func(verb string) string { return teamapi.ServiceSubject(s.Team, verb) }, nil
 	case g.User != "" && g.Password != "" && g.Token == "":
 		if g.User != bus.MemberUser(s.Team, s.Member) {
 			return nil, nil, fmt.Errorf("refused: the credential of %s does not call for %s of team %s", g.User, s.Member, s.Team)
@@ -331,7 +389,7 @@ func (s *Server) route(ctx context.Context, g greeting) (*nats.Conn, func(verb s
 		if err != nil {
 			return nil, nil, err
 		}
-		return nc, bus.MemberServiceSubject, nil
+		return nc, teamapi.MemberServiceSubject, nil
 	}
 	return nil, nil, errors.New("refused: show the token or a member credential")
 }
@@ -370,35 +428,36 @@ func (s *Server) Close() {
 	}
 }
 
-// forward sends req to the team service on nc and returns its answer.
-func forward(ctx context.Context, nc *nats.Conn, subject func(string) string, req request) reply {
-	if !slices.Contains(member.Verbs, req.Verb) {
-		return reply{Err: fmt.Sprintf("unknown verb %q", req.Verb)}
+// forward sends the request body data of req to the team service on nc
+// and returns its answer.
+func forward(ctx context.Context, nc *nats.Conn, subject func(string) string, req request, data []byte) (reply, []byte) {
+	if !teamapi.IsVerb(req.Verb) {
+		return reply{Err: fmt.Sprintf("unknown verb %q", req.Verb)}, nil
 	}
-	d := member.DefaultTimeout
+	d := teamapi.DefaultTimeout
 	if req.TimeoutMS > 0 {
 		d = min(time.Duration(req.TimeoutMS)*time.Millisecond, maxTimeout)
 	}
 	rctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	msg, err := nc.RequestWithContext(rctx, subject(req.Verb), req.Data)
+	msg, err := nc.RequestWithContext(rctx, subject(req.Verb), data)
 	switch {
 	case err == nil:
-		return reply{Code: msg.Header.Get(member.ErrorCodeHeader), Data: msg.Data}
+		return reply{Code: msg.Header.Get(teamapi.ErrorCodeHeader), Len: len(msg.Data)}, msg.Data
 	case errors.Is(err, nats.ErrNoResponders):
-		return reply{Err: errNoResponders}
+		return reply{Err: errNoResponders}, nil
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-		return reply{Err: errTimeout}
+		return reply{Err: errTimeout}, nil
 	default:
-		return reply{Err: err.Error()}
+		return reply{Err: err.Error()}, nil
 	}
 }
 
 // Conn is a command's connection to its sidecar's relay: a
-// member.Transport.
+// teamapi.Transport.
 type Conn struct {
 	c     net.Conn
-	sc    *bufio.Scanner
+	r     *bufio.Reader
 	hello hello
 }
 
@@ -426,13 +485,13 @@ func Dial(ctx context.Context, server, team, memberID string, auth Auth) (*Conn,
 		c.Close()
 		return nil, fmt.Errorf("relay %s: %w", path, err)
 	}
-	rc := &Conn{c: c, sc: bufio.NewScanner(c)}
-	rc.sc.Buffer(make([]byte, 0, 4<<10), lineMax(maxNATSPayload))
-	if !rc.sc.Scan() {
+	rc := &Conn{c: c, r: bufio.NewReaderSize(c, 64<<10)}
+	line, err := readLine(rc.r)
+	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("relay %s: no hello: %w", path, scanErr(rc.sc))
+		return nil, fmt.Errorf("relay %s: no hello: %w", path, eof(err))
 	}
-	if err := json.Unmarshal(rc.sc.Bytes(), &rc.hello); err != nil {
+	if err := json.Unmarshal(line, &rc.hello); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("relay %s: undecodable hello: %w", path, err)
 	}
@@ -444,42 +503,37 @@ func Dial(ctx context.Context, server, team, memberID string, auth Auth) (*Conn,
 	return rc, nil
 }
 
-func scanErr(sc *bufio.Scanner) error {
-	if err := sc.Err(); err != nil {
-		return err
+// eof says a connection closed early as io.ErrUnexpectedEOF.
+func eof(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
 	}
-	return io.ErrUnexpectedEOF
+	return err
 }
 
-// Request implements member.Transport.
+// Request implements teamapi.Transport.
 func (rc *Conn) Request(ctx context.Context, _, verb string, data []byte) (string, []byte, error) {
-	req := request{Verb: verb, Data: data}
+	req := request{Verb: verb, Len: len(data)}
 	if dl, ok := ctx.Deadline(); ok {
 		req.TimeoutMS = max(time.Until(dl).Milliseconds(), 1)
 		rc.c.SetDeadline(dl.Add(time.Second)) // the relay answers a timeout itself
 	}
 	stop := context.AfterFunc(ctx, func() { rc.c.SetDeadline(time.Now()) })
 	defer stop()
-	b, err := json.Marshal(req)
-	if err != nil {
-		return "", nil, fmt.Errorf("encode relay request: %w", err)
-	}
-	if _, err := rc.c.Write(append(b, '\n')); err != nil {
+	if err := writeFrame(rc.c, req, data); err != nil {
 		return "", nil, fmt.Errorf("sidecar relay: %w", err)
 	}
-	if !rc.sc.Scan() {
+	var rep reply
+	body, err := readFrame(rc.r, &rep, func() int { return rep.Len }, maxNATSPayload)
+	if err != nil {
 		if ctx.Err() != nil {
 			return "", nil, ctx.Err()
 		}
-		return "", nil, fmt.Errorf("sidecar relay: the sidecar closed the connection before answering (the request may have been carried out): %w", scanErr(rc.sc))
-	}
-	var rep reply
-	if err := json.Unmarshal(rc.sc.Bytes(), &rep); err != nil {
-		return "", nil, fmt.Errorf("sidecar relay: undecodable answer: %w", err)
+		return "", nil, fmt.Errorf("sidecar relay: the sidecar closed the connection before answering (the request may have been carried out): %w", eof(err))
 	}
 	switch rep.Err {
 	case "":
-		return rep.Code, rep.Data, nil
+		return rep.Code, body, nil
 	case errNoResponders:
 		return "", nil, nats.ErrNoResponders
 	case errTimeout:
@@ -489,7 +543,7 @@ func (rc *Conn) Request(ctx context.Context, _, verb string, data []byte) (strin
 	}
 }
 
-// MaxPayload implements member.Transport: the sidecar connection's.
+// MaxPayload implements teamapi.Transport: the sidecar connection's.
 func (rc *Conn) MaxPayload() int64 { return rc.hello.MaxPayload }
 
 // Close closes the connection.

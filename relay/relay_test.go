@@ -15,11 +15,11 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/relay"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 func testCtx(t *testing.T) context.Context {
@@ -81,14 +81,14 @@ func newEnv(t *testing.T) *env {
 	return &env{node: n, admin: svc, cr: cr, token: d.Token, srv: srv}
 }
 
-func (e *env) client(t *testing.T, auth relay.Auth, who string) (*member.Client, error) {
+func (e *env) client(t *testing.T, auth relay.Auth, who string) (*teamapi.Client, error) {
 	t.Helper()
 	rc, err := relay.Dial(testCtx(t), e.node.URL(), "alpha", "tm1", auth)
 	if err != nil {
 		return nil, err
 	}
 	t.Cleanup(func() { rc.Close() })
-	return member.NewWith(rc, member.Config{Team: "alpha", Member: who, Session: "s1", Operator: auth.Token != ""})
+	return teamapi.NewWith(rc, teamapi.Config{Team: "alpha", Member: who, Session: "s1", Operator: auth.Token != ""})
 }
 
 func (e *env) mail(t *testing.T) []teambus.Message {
@@ -111,7 +111,7 @@ func TestRelay_MemberCredential(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		res, err := cl.Send(ctx, member.SendRequest{To: "tm2", Body: "hello", ID: "k1"})
+		res, err := cl.Send(ctx, teamapi.SendRequest{To: "tm2", Body: "hello", ID: "k1"})
 		if err != nil || res.Seq == 0 || res.Duplicate != (i > 0) {
 			t.Fatalf("send %d = %+v, %v", i, res, err)
 		}
@@ -123,14 +123,14 @@ func TestRelay_MemberCredential(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := forged.Send(ctx, member.SendRequest{To: "lead", Body: "forged"}); !errors.Is(err, teambus.ErrInvalid) {
+	if _, err := forged.Send(ctx, teamapi.SendRequest{To: "lead", Body: "forged"}); !errors.Is(err, teambus.ErrInvalid) {
 		t.Fatalf("send naming tm2 with tm1's credential = %v, want refused", err)
 	}
 	if got := e.mail(t); len(got) != 1 {
 		t.Fatalf("mailbox = %+v, want the forged message refused", got)
 	}
 	// A service refusal comes back as the service's error.
-	if _, err := cl.Send(ctx, member.SendRequest{To: "nobody", Body: "x"}); !errors.Is(err, teambus.ErrNotFound) && !errors.Is(err, teambus.ErrInvalid) {
+	if _, err := cl.Send(ctx, teamapi.SendRequest{To: "nobody", Body: "x"}); !errors.Is(err, teambus.ErrNotFound) && !errors.Is(err, teambus.ErrInvalid) {
 		t.Fatalf("send to an unknown member = %v, want refused", err)
 	}
 }
@@ -143,7 +143,7 @@ func TestRelay_OperatorToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cl.Send(testCtx(t), member.SendRequest{To: "tm2", Body: "from the operator's command", ID: "op1"}); err != nil {
+	if _, err := cl.Send(testCtx(t), teamapi.SendRequest{To: "tm2", Body: "from the operator's command", ID: "op1"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.mail(t); len(got) != 1 || got[0].From != "tm1" {

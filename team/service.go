@@ -15,6 +15,7 @@ import (
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // Config holds the storage limits of new teams and the clock.
@@ -92,38 +93,9 @@ func (s *Service) teamMailbox(t *teambus.Team) *bus.Mailbox {
 // Now returns the service clock in UTC.
 func (s *Service) Now() time.Time { return s.cfg.Now().UTC() }
 
-// Actor is who runs a command: a member of a team, or the lead (Member ==
-// teambus.Lead), in a session.
-type Actor struct {
-	Team    string
-	Member  string
-	Session string
-}
-
-// Validate checks the actor's ids.
-func (a Actor) Validate() error {
-	if a.Team == "" {
-		return teambus.Invalidf("no team given: pass --team or set TEAMBUS_TEAM")
-	}
-	if err := teambus.ValidateID("team", a.Team); err != nil {
-		return err
-	}
-	if a.Member == "" {
-		return teambus.Invalidf("no member given: pass --member or set TEAMBUS_MEMBER (the lead is %q)", teambus.Lead)
-	}
-	if a.Member != teambus.Lead {
-		if err := teambus.ValidateMemberID(a.Member); err != nil {
-			return err
-		}
-	}
-	if a.Session != "" {
-		return teambus.ValidateSession(a.Session)
-	}
-	return nil
-}
-
-// IsLead reports whether the actor is the lead.
-func (a Actor) IsLead() bool { return a.Member == teambus.Lead }
+// Actor is who runs a command: a member of a team, or the lead, in a
+// session. It is the member API's actor.
+type Actor = teamapi.Actor
 
 // authorize checks that the actor may act in snap's team now and returns
 // the incarnation epoch it acts as.

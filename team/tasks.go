@@ -10,6 +10,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // TaskSpec describes a new task.
@@ -322,7 +323,7 @@ func (s *Service) nextFull(ctx context.Context, a Actor) (*teambus.Task, error) 
 			if open == 0 {
 				return nil, teambus.Statef("no task left to claim in team %s (%d complete, %d paused, %d failed)", a.Team, counts[teambus.TaskComplete], counts[teambus.TaskPaused], counts[teambus.TaskFailed])
 			}
-			return nil, teambus.Unavailablef("no task available yet in team %s: %d in progress, %d blocked, %d waiting on dependencies; try again later", a.Team, counts[teambus.TaskInProgress], counts[teambus.TaskBlocked], counts[teambus.TaskPending])
+			return nil, teamapi.NoTaskf("no task available yet in team %s: %d in progress, %d blocked, %d waiting on dependencies; try again later", a.Team, counts[teambus.TaskInProgress], counts[teambus.TaskBlocked], counts[teambus.TaskPending])
 		}
 		// Every candidate is tried against this one read: a claim is a
 		// compare-and-set on the task's revision, so a task another member

@@ -28,7 +28,7 @@ const ackTimeout = 10 * time.Second
 // pendingAck is what a call leaves for the write of its response: the
 // mail an inbox(ack:true) call returned, and a result encoded ahead.
 type pendingAck struct {
-	lease     Lease
+	lease     *lease
 	seqs      []uint64
 	cancelled bool
 	// direct: the connection writes lines itself, so a result encoded
@@ -76,7 +76,7 @@ func (a *acks) open(key string, direct bool) {
 
 // hold attaches leased mail to the call key. It reports false, and holds
 // nothing, when the call is unknown (no wrapper) or already cancelled.
-func (a *acks) hold(key string, l Lease, seqs []uint64) bool {
+func (a *acks) hold(key string, l *lease, seqs []uint64) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p, ok := a.pending[key]

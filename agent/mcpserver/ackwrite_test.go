@@ -15,9 +15,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/teambus/teambus/agent/mcpserver"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
-	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // TestAckAfterWrite_Acks: inbox(ack:true) acks exactly the returned
@@ -193,25 +192,25 @@ func testAckAfterWriteWriteFails(t *testing.T, newF fixtureFunc) {
 	f.waitReleased(t, "tm1", seqs)
 }
 
-// holdingBackend leases for real, then holds the call until its context
+// holdingAPI leases for real, then holds the call until its context
 // ends, so a test can cancel a call that holds mail.
-type holdingBackend struct {
-	mcpserver.ServiceBackend
+type holdingAPI struct {
+	teamapi.API
 	leased chan []uint64
 }
 
-func (b holdingBackend) Lease(ctx context.Context, a team.Actor, opts bus.LeaseOptions) (mcpserver.Lease, error) {
-	l, err := b.ServiceBackend.Lease(ctx, a, opts)
-	if err != nil {
-		return nil, err
+func (b holdingAPI) Inbox(ctx context.Context, req teamapi.InboxRequest) (teamapi.InboxReply, error) {
+	res, err := b.API.Inbox(ctx, req)
+	if err != nil || req.Mode != teamapi.InboxLease {
+		return res, err
 	}
 	var seqs []uint64
-	for _, m := range l.Messages() {
+	for _, m := range res.Messages {
 		seqs = append(seqs, m.Seq)
 	}
 	b.leased <- seqs
 	<-ctx.Done()
-	return l, nil
+	return res, nil
 }
 
 // TestAckAfterWrite_Cancelled: a call the client cancels acks nothing;
@@ -220,8 +219,8 @@ func TestAckAfterWrite_Cancelled(t *testing.T) {
 	f := newFixture(t, 2)
 	seqs := f.sendN(3, "tm1")
 	log := newAckLog()
-	b := holdingBackend{ServiceBackend: mcpserver.ServiceBackend{Svc: f.svc}, leased: make(chan []uint64, 1)}
-	s := f.server(mcpserver.Config{Backend: b, Resolve: mcpserver.StaticIdentity(member("tm1")), OnAck: log.record})
+	b := holdingAPI{API: f.svc.API(), leased: make(chan []uint64, 1)}
+	s := f.server(mcpserver.Config{API: b, Direct: f.svc, Resolve: mcpserver.StaticIdentity(member("tm1")), OnAck: log.record})
 	cs := connect(t, s, nil, nil)
 	ctx, cancel := context.WithCancel(testCtx(t))
 	errc := make(chan error, 1)

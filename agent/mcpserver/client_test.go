@@ -8,12 +8,13 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/mcpserver"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
-// TestClientBackend_NoJetStream: the client fixture really runs on a
+// TestClientAPI_NoJetStream: the client fixture really runs on a
 // member credential, which reaches no JetStream: everything the tools do
 // goes through the team service.
-func TestClientBackend_NoJetStream(t *testing.T) {
+func TestClientAPI_NoJetStream(t *testing.T) {
 	f := newClientFixture(t, 1)
 	c := f.memberConn("tm1")
 	ctx, cancel := context.WithCancel(testCtx(t))
@@ -39,24 +40,24 @@ func TestClientBackend_NoJetStream(t *testing.T) {
 	}
 }
 
-// TestClientBackend_OtherIdentity: a credential acts only as its member of
+// TestClientAPI_OtherIdentity: a credential acts only as its member of
 // its team; an identity that contradicts it is refused, nothing sent.
-func TestClientBackend_OtherIdentity(t *testing.T) {
+func TestClientAPI_OtherIdentity(t *testing.T) {
 	f := newClientFixture(t, 2)
-	s := f.server(mcpserver.Config{Backend: mcpserver.ClientBackend{Conn: f.memberConn("tm1")}, Resolve: mcpserver.StaticIdentity(member("tm2"))})
+	s := f.server(mcpserver.Config{API: f.memberAPI("tm1"), Resolve: mcpserver.StaticIdentity(member("tm2"))})
 	cs := connect(t, s, nil, nil)
 	fails(t, cs, "send", map[string]any{"to": "lead", "body": "as tm2"}, "[permanent]", "credential")
-	s = f.server(mcpserver.Config{Backend: mcpserver.ClientBackend{Conn: f.memberConn("tm1")}, Resolve: mcpserver.StaticIdentity(mcpserver.Identity{Team: "beta", Member: "tm1"})})
+	s = f.server(mcpserver.Config{API: f.memberAPI("tm1"), Resolve: mcpserver.StaticIdentity(mcpserver.Identity{Team: "beta", Member: "tm1"})})
 	fails(t, connect(t, s, nil, nil), "team_status", nil, "[permanent]", "team alpha")
 	if got := f.unacked("lead"); len(got) != 0 {
 		t.Fatalf("a refused send stored mail: %v", got)
 	}
 }
 
-// TestClientBackend_Lead: the lead on a member credential reassigns
+// TestClientAPI_Lead: the lead on a member credential reassigns
 // through the service; the lead calls the service does not offer are
 // refused as permanent and say where to run them.
-func TestClientBackend_Lead(t *testing.T) {
+func TestClientAPI_Lead(t *testing.T) {
 	f := newClientFixture(t, 2)
 	if _, err := f.svc.AddTask(testCtx(t), "alpha", team.TaskSpec{ID: "t1"}); err != nil {
 		t.Fatal(err)
@@ -89,11 +90,11 @@ func TestClientBackend_Lead(t *testing.T) {
 	}
 }
 
-// TestClientBackend_Direct: on the operator's connection with Direct the
+// TestClientAPI_Direct: on the operator's connection with Direct the
 // lead calls the service does not offer run on the team state.
-func TestClientBackend_Direct(t *testing.T) {
+func TestClientAPI_Direct(t *testing.T) {
 	f := newClientFixture(t, 1)
-	s := f.server(mcpserver.Config{Backend: mcpserver.ClientBackend{Conn: f.conn, Direct: f.svc}, Resolve: mcpserver.StaticIdentity(mcpserver.Identity{Team: "alpha", Member: teambus.Lead, Session: "s-lead"})})
+	s := f.server(mcpserver.Config{API: f.operatorAPI(), Direct: f.svc, Resolve: mcpserver.StaticIdentity(mcpserver.Identity{Team: "alpha", Member: teambus.Lead, Session: "s-lead"})})
 	lead := connect(t, s, nil, nil)
 	toolNames(t, lead) // binds as the lead: the lead tools appear
 	var tr mcpserver.TaskResult
@@ -112,4 +113,15 @@ func TestClientBackend_Direct(t *testing.T) {
 	if got := f.unacked("tm1"); !slices.Equal(got, []uint64{sent.Seq}) {
 		t.Fatalf("tm1 unacked %v, want [%d]", got, sent.Seq)
 	}
+}
+
+// operatorAPI is the member API over the team service with the
+// operator's token, for every team.
+func (f *fixture) operatorAPI() teamapi.API {
+	f.t.Helper()
+	cl, err := teamapi.New(f.conn.NC, teamapi.Config{Operator: true})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return cl
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // Identity is who the agent acts as: member Member of team Team in
@@ -38,8 +39,16 @@ const (
 
 // Config configures a Server.
 type Config struct {
-	// Backend runs the team calls.
-	Backend Backend
+	// API runs the member calls, every request acting as the identity: a
+	// teamapi.Client over the team service (a member's credential, or the
+	// operator's token), or team.Service.API() on the team state.
+	API teamapi.API
+	// Direct, if set, is the team state (the operator's connection): it
+	// serves what the member API does not offer (task_add, team_resume,
+	// team_probe, the replay of the whole mailbox) and the reads of the
+	// records. Without it those lead calls are refused and replay returns
+	// the caller's own mail.
+	Direct *team.Service
 	// Resolve returns the identity of the agent. It is called at every
 	// tool call (and tools/list), so identity bound after start is seen;
 	// a zero Identity with a nil error means not bound yet.
@@ -62,8 +71,8 @@ type Config struct {
 
 // Validate checks the config.
 func (c *Config) Validate() error {
-	if c.Backend == nil {
-		return teambus.Invalidf("mcp server: no backend")
+	if c.API == nil {
+		return teambus.Invalidf("mcp server: no member API")
 	}
 	if c.Resolve == nil {
 		return teambus.Invalidf("mcp server: no identity resolver")

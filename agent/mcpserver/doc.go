@@ -15,14 +15,13 @@
 // the SDK sends notifications/tools/list_changed.
 //
 // Ack after write (ackwrite.go): inbox with ack:true never acks inside the
-// handler. It leases the mail (bus.Mailbox.Lease: in flight, invisible to
-// other readers), and the transport wrapper acks it only when the Write of
+// handler. It leases the mail (an inbox read in lease mode: in flight,
+// invisible to other readers, held by tokens), and the transport wrapper acks it only when the Write of
 // that call's JSON-RPC response returned without error. A cancelled call,
 // a failed write, an error result or a closed connection releases the
 // mail (Nak) so the next reader gets it at once. inbox with ack:false is a
-// peek (Backend.Peek): the mail is read and released in one step, by the
-// team service in one request, before the handler returns; nothing is
-// held.
+// peek (an inbox read in peek mode): the mail is read and released in one
+// step, in one request, before the handler returns; nothing is held.
 //
 // inbox builds its own result (addResult): the SDK validates its
 // arguments and advertises the output schema inferred from InboxOut as
@@ -38,16 +37,16 @@
 // input), [conflict] (lost a race, or this session was replaced) — and
 // says what to do.
 //
-// The backend is behind the Backend interface. ClientBackend calls the
-// request/reply team service (package member's Client): the one path for
-// a member credential, whose account has no JetStream, and for the
-// operator whenever a service answers; its inbox lease is a service lease
-// acked or released by token, so ack after write holds the same. The
-// service offers no task add, resume, probe or whole-mailbox replay:
-// ClientBackend.Direct (a team.Service, operator only) serves them, and
-// without it they are refused ([permanent]) or, for replay, limited to
-// the caller's own mail. ServiceBackend runs everything on team.Service
-// directly (the operator's bus without a team service). The server holds
-// no consumer and no lock while idle: a lease lives only from an inbox
-// call to the write of its response.
+// The tools call one teamapi.API (Config.API), each request acting as
+// the identity: a teamapi.Client over the request/reply team service (the
+// one path for a member credential, whose account has no JetStream, and
+// for the operator whenever a service answers), or team.Service.API() on
+// the team state (the operator's bus without a team service). Either way
+// an inbox lease is acked or released by token, so ack after write holds
+// the same. The member API offers no task add, resume, probe or
+// whole-mailbox replay: Config.Direct (a team.Service, operator only)
+// serves them and the record reads, and without it they are refused
+// ([permanent]) or, for replay, limited to the caller's own mail. The
+// server holds no consumer and no lock while idle: a lease lives only
+// from an inbox call to the write of its response.
 package mcpserver

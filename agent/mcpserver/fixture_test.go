@@ -19,6 +19,7 @@ import (
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // testPolicy is a team policy in seconds; the ack wait is long so that a
@@ -43,7 +44,7 @@ type fixture struct {
 	svc  *team.Service
 	pol  teambus.Policy
 	// viaService: the node hosts the team service and each identity's
-	// server runs on ClientBackend over that member's own credential.
+	// server runs on a teamapi.Client over that member's own credential.
 	viaService bool
 
 	mu    sync.Mutex
@@ -53,7 +54,7 @@ type fixture struct {
 // fixtureFunc builds a fixture with members tm1..tmN.
 type fixtureFunc func(t testing.TB, members int) *fixture
 
-// newFixture is the fixture on team.Service (ServiceBackend, the
+// newFixture is the fixture on team.Service (team.Service.API, the
 // operator's JetStream).
 func newFixture(t testing.TB, members int) *fixture {
 	t.Helper()
@@ -61,7 +62,7 @@ func newFixture(t testing.TB, members int) *fixture {
 }
 
 // newClientFixture is the fixture on a node hosting the team service: each
-// server calls it through ClientBackend with its member's credential, as
+// server calls it through a teamapi.Client with its member's credential, as
 // `teambus mcp --creds` does.
 func newClientFixture(t testing.TB, members int) *fixture {
 	t.Helper()
@@ -144,19 +145,31 @@ func (f *fixture) memberConn(m string) *bus.Conn {
 	return c
 }
 
-// backend is the backend of a server acting as id: ServiceBackend, or on
-// a service fixture ClientBackend on id's credential (tm1's without a
-// member).
-func (f *fixture) backend(id mcpserver.Identity) mcpserver.Backend {
+// backend is the member API and team state of a server acting as id:
+// team.Service, or on a service fixture a teamapi.Client on id's
+// credential (tm1's without a member) and no team state.
+func (f *fixture) backend(id mcpserver.Identity) (teamapi.API, *team.Service) {
 	f.t.Helper()
 	if !f.viaService {
-		return mcpserver.ServiceBackend{Svc: f.svc}
+		return f.svc.API(), f.svc
 	}
 	m := id.Member
 	if m == "" {
 		m = "tm1"
 	}
-	return mcpserver.ClientBackend{Conn: f.memberConn(m)}
+	return f.memberAPI(m), nil
+}
+
+// memberAPI is the member API over the credential of m.
+func (f *fixture) memberAPI(m string) teamapi.API {
+	f.t.Helper()
+	c := f.memberConn(m)
+	ct, cm, _ := c.MemberOf()
+	cl, err := teamapi.ForConn(c, ct, cm, "")
+	if err != nil {
+		f.t.Fatalf("client of %s: %v", m, err)
+	}
+	return cl
 }
 
 // server builds an MCP server for the fixture with cfg's gaps filled; on
@@ -164,12 +177,12 @@ func (f *fixture) backend(id mcpserver.Identity) mcpserver.Backend {
 // resolves at build time.
 func (f *fixture) server(cfg mcpserver.Config) *mcpserver.Server {
 	f.t.Helper()
-	if cfg.Backend == nil {
+	if cfg.API == nil {
 		var id mcpserver.Identity
 		if cfg.Resolve != nil {
 			id, _ = cfg.Resolve(testCtx(f.t))
 		}
-		cfg.Backend = f.backend(id)
+		cfg.API, cfg.Direct = f.backend(id)
 	}
 	s, err := mcpserver.New(cfg)
 	if err != nil {

@@ -24,6 +24,7 @@ Errors start with [transient] (retry), [permanent] (fix the input) or [conflict]
 // connections; each tool call resolves the identity anew.
 type Server struct {
 	cfg   Config
+	team  calls
 	srv   *mcp.Server
 	acks  *acks
 	conns atomic.Int64
@@ -37,7 +38,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, acks: newAcks(cfg.Logger, cfg.OnAck)}
+	s := &Server{cfg: cfg, team: calls{api: cfg.API, direct: cfg.Direct}, acks: newAcks(cfg.Logger, cfg.OnAck)}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "teambus", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: Instructions,
 		Logger:       cfg.Logger,
@@ -139,10 +140,10 @@ func sessionOf(req *mcp.CallToolRequest) *mcp.ServerSession {
 func (s *Server) classed(ctx context.Context, id Identity, err error) error {
 	if errors.Is(err, teambus.ErrFenced) && id.Bound() {
 		if id.Member == teambus.Lead {
-			if t, terr := s.cfg.Backend.Team(ctx, id.Team); terr == nil {
+			if t, terr := s.team.teamRecord(ctx, id.Actor()); terr == nil {
 				err = fenced(err, id, t.LeadSession, t.LeadEpoch)
 			}
-		} else if m, merr := s.cfg.Backend.Member(ctx, id.Team, id.Member); merr == nil {
+		} else if m, merr := s.team.memberRecord(ctx, id.Actor(), id.Member); merr == nil {
 			err = fenced(err, id, m.Session, m.Epoch)
 		}
 	}

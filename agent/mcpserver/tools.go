@@ -16,6 +16,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // need is what identity a tool needs.
@@ -164,7 +165,7 @@ func (s *Server) whoami(ctx context.Context, _ *mcp.CallToolRequest, id Identity
 		out := WhoamiOut{Team: id.Team, Hint: strings.TrimPrefix(errorText(errNotBound), "[permanent] ")}
 		return out, out.Hint, nil
 	}
-	v, err := s.cfg.Backend.Show(ctx, id.Team)
+	v, err := s.team.show(ctx, id.Actor())
 	if err != nil {
 		return WhoamiOut{}, "", err
 	}
@@ -213,15 +214,15 @@ func (s *Server) whoami(ctx context.Context, _ *mcp.CallToolRequest, id Identity
 }
 
 func (s *Server) send(ctx context.Context, _ *mcp.CallToolRequest, id Identity, in SendIn) (SendOut, string, error) {
-	spec := team.SendSpec{To: in.To, ID: in.ID, Body: in.Body, Type: teambus.MessageType(in.Type)}
+	req := teamapi.SendRequest{To: in.To, ID: in.ID, Body: in.Body, Type: in.Type}
 	if in.Data != nil {
 		b, err := json.Marshal(in.Data)
 		if err != nil {
 			return SendOut{}, "", teambus.Invalidf("invalid data: %w", err)
 		}
-		spec.Data = b
+		req.Data = b
 	}
-	res, err := s.cfg.Backend.Send(ctx, id.Actor(), spec)
+	res, err := s.team.send(ctx, id.Actor(), req)
 	if err != nil {
 		return SendOut{}, "", err
 	}
@@ -251,15 +252,15 @@ func (s *Server) inbox(ctx context.Context, req *mcp.CallToolRequest, id Identit
 		return nil, teambus.Unavailablef("inbox with ack:true needs the server's ack-after-write transport: nothing leased")
 	}
 	if !in.Ack {
-		// A peek: the backend reads the mail and releases it in one step,
+		// A peek: the member API reads the mail and releases it in one step,
 		// before it answers; nothing is held.
-		msgs, err := s.cfg.Backend.Peek(ctx, id.Actor(), bus.InboxOptions{Max: limit, Wait: wait})
+		msgs, err := s.team.peek(ctx, id.Actor(), limit, waitMS(wait))
 		if err != nil {
 			return nil, err
 		}
 		return s.acks.presplice(key, sessionOf(req), inboxResult(inboxOut(msgs, limit), false)), nil
 	}
-	l, err := s.cfg.Backend.Lease(ctx, id.Actor(), bus.LeaseOptions{Max: limit, Wait: wait})
+	l, err := s.team.lease(ctx, id.Actor(), limit, waitMS(wait))
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +364,7 @@ func (s *Server) ack(ctx context.Context, _ *mcp.CallToolRequest, id Identity, i
 	if slices.Contains(in.Seqs, 0) {
 		return AckOut{}, "", teambus.Invalidf("invalid seq 0: give the seqs inbox returned")
 	}
-	res, err := s.cfg.Backend.Ack(ctx, id.Actor(), in.Seqs)
+	res, err := s.team.ack(ctx, id.Actor(), in.Seqs)
 	if err != nil {
 		return AckOut{}, "", err
 	}
@@ -376,7 +377,7 @@ func (s *Server) readMessage(ctx context.Context, _ *mcp.CallToolRequest, id Ide
 		return MessageOut{}, "", teambus.Invalidf("invalid seq 0: give the seq inbox returned")
 	}
 	var found *teambus.Message
-	err := s.cfg.Backend.Replay(ctx, id.Actor(), bus.ReplayFilter{SinceSeq: in.Seq, UntilSeq: in.Seq, Limit: 1}, func(m teambus.Message) error {
+	err := s.team.replay(ctx, id.Actor(), bus.ReplayFilter{SinceSeq: in.Seq, UntilSeq: in.Seq, Limit: 1}, func(m teambus.Message) error {
 		if m.Seq == in.Seq {
 			found = &m
 		}
@@ -406,9 +407,9 @@ func taskText(verb string, t *teambus.Task) string {
 }
 
 func (s *Server) taskNext(ctx context.Context, _ *mcp.CallToolRequest, id Identity, _ Empty) (TaskNextOut, string, error) {
-	t, err := s.cfg.Backend.Next(ctx, id.Actor())
+	t, _, err := s.team.task(ctx, id.Actor(), teamapi.TaskRequest{Op: teamapi.TaskNext})
 	if err != nil {
-		if errors.Is(err, teambus.ErrState) || (errors.Is(err, teambus.ErrUnavailable) && strings.Contains(err.Error(), "no task available")) {
+		if errors.Is(err, teambus.ErrState) || errors.Is(err, teamapi.ErrNoTask) {
 			r := cleanLine(err.Error())
 			return TaskNextOut{Reason: r}, "no task: " + r, nil
 		}
@@ -418,7 +419,7 @@ func (s *Server) taskNext(ctx context.Context, _ *mcp.CallToolRequest, id Identi
 }
 
 func (s *Server) taskClaim(ctx context.Context, _ *mcp.CallToolRequest, id Identity, in TaskIDIn) (TaskResult, string, error) {
-	t, err := s.cfg.Backend.Claim(ctx, id.Actor(), in.ID)
+	t, _, err := s.team.task(ctx, id.Actor(), teamapi.TaskRequest{Op: teamapi.TaskClaim, ID: in.ID})
 	if err != nil {
 		return TaskResult{}, "", err
 	}
@@ -426,7 +427,7 @@ func (s *Server) taskClaim(ctx context.Context, _ *mcp.CallToolRequest, id Ident
 }
 
 func (s *Server) taskRelease(ctx context.Context, _ *mcp.CallToolRequest, id Identity, in TaskIDIn) (TaskResult, string, error) {
-	t, err := s.cfg.Backend.Release(ctx, id.Actor(), in.ID)
+	t, _, err := s.team.task(ctx, id.Actor(), teamapi.TaskRequest{Op: teamapi.TaskRelease, ID: in.ID})
 	if err != nil {
 		return TaskResult{}, "", err
 	}
@@ -434,7 +435,7 @@ func (s *Server) taskRelease(ctx context.Context, _ *mcp.CallToolRequest, id Ide
 }
 
 func (s *Server) taskComplete(ctx context.Context, _ *mcp.CallToolRequest, id Identity, in TaskCompleteIn) (TaskCompleteOut, string, error) {
-	t, changed, err := s.cfg.Backend.Complete(ctx, id.Actor(), in.ID, in.Commit)
+	t, changed, err := s.team.task(ctx, id.Actor(), teamapi.TaskRequest{Op: teamapi.TaskComplete, ID: in.ID, Commit: in.Commit})
 	if err != nil {
 		return TaskCompleteOut{}, "", err
 	}
@@ -442,7 +443,7 @@ func (s *Server) taskComplete(ctx context.Context, _ *mcp.CallToolRequest, id Id
 	verb := "already completed"
 	if changed {
 		verb = "completed"
-		if v, err := s.cfg.Backend.Show(ctx, id.Team); err == nil {
+		if v, err := s.team.show(ctx, id.Actor()); err == nil {
 			for _, dt := range v.Tasks {
 				if dt.Status == teambus.TaskAvailable && slices.Contains(dt.Dependencies, t.ID) {
 					out.Unblocked = append(out.Unblocked, dt.ID)
@@ -454,7 +455,7 @@ func (s *Server) taskComplete(ctx context.Context, _ *mcp.CallToolRequest, id Id
 		// The summary goes to the lead as a report; its id makes a retry
 		// store nothing new.
 		msgID := fmt.Sprintf("complete-%s-e%d", t.ID, t.Epoch)
-		if _, err := s.cfg.Backend.Send(ctx, id.Actor(), team.SendSpec{To: teambus.Lead, Type: teambus.MsgReport, ID: msgID, Body: fmt.Sprintf("task %s complete: %s", t.ID, in.Summary)}); err != nil {
+		if _, err := s.team.send(ctx, id.Actor(), teamapi.SendRequest{To: teambus.Lead, Type: string(teambus.MsgReport), ID: msgID, Body: fmt.Sprintf("task %s complete: %s", t.ID, in.Summary)}); err != nil {
 			s.cfg.Logger.Warn("send completion summary", "team", id.Team, "task", t.ID, "err", err)
 		}
 	}
@@ -466,7 +467,7 @@ func (s *Server) taskComplete(ctx context.Context, _ *mcp.CallToolRequest, id Id
 }
 
 func (s *Server) taskFail(ctx context.Context, _ *mcp.CallToolRequest, id Identity, in TaskFailIn) (TaskResult, string, error) {
-	t, err := s.cfg.Backend.Fail(ctx, id.Actor(), in.ID, in.Reason)
+	t, _, err := s.team.task(ctx, id.Actor(), teamapi.TaskRequest{Op: teamapi.TaskFail, ID: in.ID, Reason: in.Reason})
 	if err != nil {
 		return TaskResult{}, "", err
 	}
@@ -474,7 +475,7 @@ func (s *Server) taskFail(ctx context.Context, _ *mcp.CallToolRequest, id Identi
 }
 
 func (s *Server) taskBlock(ctx context.Context, _ *mcp.CallToolRequest, id Identity, in TaskBlockIn) (TaskResult, string, error) {
-	t, err := s.cfg.Backend.Block(ctx, id.Actor(), in.ID, in.On, in.Reason)
+	t, _, err := s.team.task(ctx, id.Actor(), teamapi.TaskRequest{Op: teamapi.TaskBlock, ID: in.ID, On: in.On, Reason: in.Reason})
 	if err != nil {
 		return TaskResult{}, "", err
 	}
@@ -485,7 +486,7 @@ func (s *Server) taskList(ctx context.Context, _ *mcp.CallToolRequest, id Identi
 	if in.Status != "" && !slices.Contains(teambus.TaskStatuses, teambus.TaskStatus(in.Status)) {
 		return TaskListOut{}, "", teambus.Invalidf("invalid status %q: one of pending, available, in_progress, blocked, complete, failed, paused, skipped", cleanLine(clip(in.Status, 40)))
 	}
-	v, err := s.cfg.Backend.Show(ctx, id.Team)
+	v, err := s.team.show(ctx, id.Actor())
 	if err != nil {
 		return TaskListOut{}, "", err
 	}
@@ -514,7 +515,7 @@ func (s *Server) taskShow(ctx context.Context, _ *mcp.CallToolRequest, id Identi
 	if err := teambus.ValidateID("task", in.ID); err != nil {
 		return TaskResult{}, "", err
 	}
-	t, err := s.cfg.Backend.Task(ctx, id.Team, in.ID)
+	t, err := s.team.taskRecord(ctx, id.Actor(), in.ID)
 	if err != nil {
 		return TaskResult{}, "", err
 	}
@@ -526,15 +527,15 @@ func (s *Server) taskShow(ctx context.Context, _ *mcp.CallToolRequest, id Identi
 }
 
 func (s *Server) checkpoint(ctx context.Context, _ *mcp.CallToolRequest, id Identity, in CheckpointIn) (CheckpointResult, string, error) {
-	spec := team.CheckpointSpec{Done: in.Done, Remaining: in.Remaining, LastAction: in.LastAction, Files: in.Files, Task: in.Task}
+	req := teamapi.CheckpointRequest{Done: in.Done, Remaining: in.Remaining, LastAction: in.LastAction, Files: in.Files, Task: in.Task}
 	if in.Data != nil {
 		b, err := json.Marshal(in.Data)
 		if err != nil {
 			return CheckpointResult{}, "", teambus.Invalidf("invalid data: %w", err)
 		}
-		spec.Data = b
+		req.Data = b
 	}
-	t, err := s.cfg.Backend.Checkpoint(ctx, id.Actor(), spec)
+	t, err := s.team.checkpoint(ctx, id.Actor(), req)
 	if err != nil {
 		return CheckpointResult{}, "", err
 	}
@@ -558,7 +559,7 @@ func condition(m team.MemberView) string {
 }
 
 func (s *Server) teamStatus(ctx context.Context, _ *mcp.CallToolRequest, id Identity, _ Empty) (TeamStatusOut, string, error) {
-	v, err := s.cfg.Backend.Show(ctx, id.Team)
+	v, err := s.team.show(ctx, id.Actor())
 	if err != nil {
 		return TeamStatusOut{}, "", err
 	}
@@ -599,7 +600,7 @@ func (s *Server) brief(ctx context.Context, _ *mcp.CallToolRequest, id Identity,
 		}
 		member = id.Member
 	}
-	b, err := s.cfg.Backend.Brief(ctx, id.Team, member)
+	b, err := s.team.brief(ctx, id.Actor(), member)
 	if err != nil {
 		return BriefOut{}, "", err
 	}
@@ -625,7 +626,7 @@ func (s *Server) replay(ctx context.Context, _ *mcp.CallToolRequest, id Identity
 	}
 	out := MessagesOut{Messages: []MessageOut{}}
 	var w strings.Builder
-	err := s.cfg.Backend.Replay(ctx, id.Actor(), f, func(m teambus.Message) error {
+	err := s.team.replay(ctx, id.Actor(), f, func(m teambus.Message) error {
 		mo := messageOut(m, previewBody)
 		out.Messages = append(out.Messages, mo)
 		writeMessage(&w, mo)
@@ -645,7 +646,7 @@ func (s *Server) leadCheck(ctx context.Context, id Identity) error {
 	if id.Member != teambus.Lead {
 		return teambus.Invalidf("%s is not the lead: only member lead may do this", id.Member)
 	}
-	t, err := s.cfg.Backend.Team(ctx, id.Team)
+	t, err := s.team.teamRecord(ctx, id.Actor())
 	if err != nil {
 		return err
 	}
@@ -659,7 +660,7 @@ func (s *Server) taskAdd(ctx context.Context, _ *mcp.CallToolRequest, id Identit
 	if err := s.leadCheck(ctx, id); err != nil {
 		return TaskResult{}, "", err
 	}
-	t, err := s.cfg.Backend.AddTask(ctx, id.Team, team.TaskSpec{ID: in.ID, Description: in.Description, Deps: in.Deps, Priority: in.Priority, Quantum: in.Quantum})
+	t, err := s.team.addTask(ctx, id.Team, team.TaskSpec{ID: in.ID, Description: in.Description, Deps: in.Deps, Priority: in.Priority, Quantum: in.Quantum})
 	if err != nil {
 		return TaskResult{}, "", err
 	}
@@ -670,7 +671,7 @@ func (s *Server) taskReassign(ctx context.Context, _ *mcp.CallToolRequest, id Id
 	if err := s.leadCheck(ctx, id); err != nil {
 		return TaskResult{}, "", err
 	}
-	t, err := s.cfg.Backend.Reassign(ctx, id.Actor(), in.ID, in.To)
+	t, _, err := s.team.task(ctx, id.Actor(), teamapi.TaskRequest{Op: teamapi.TaskReassign, ID: in.ID, To: in.To})
 	if err != nil {
 		return TaskResult{}, "", err
 	}
@@ -684,7 +685,7 @@ func (s *Server) teamResume(ctx context.Context, _ *mcp.CallToolRequest, id Iden
 	if id.Session == "" {
 		return ReportOut{}, "", teambus.Invalidf("team_resume needs this session's id: set TEAMBUS_SESSION for the MCP server")
 	}
-	r, err := s.cfg.Backend.Resume(ctx, id.Team, id.Session, in.Force)
+	r, err := s.team.resume(ctx, id.Team, id.Session, in.Force)
 	if err != nil {
 		return ReportOut{}, "", err
 	}
@@ -696,7 +697,7 @@ func (s *Server) teamProbe(ctx context.Context, _ *mcp.CallToolRequest, id Ident
 	if id.Member != teambus.Lead {
 		return ReportOut{}, "", teambus.Invalidf("%s is not the lead: only member lead may probe the team", id.Member)
 	}
-	r, err := s.cfg.Backend.Probe(ctx, id.Team)
+	r, err := s.team.probe(ctx, id.Team)
 	if err != nil {
 		return ReportOut{}, "", err
 	}

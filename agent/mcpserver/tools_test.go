@@ -590,7 +590,8 @@ func testServerNoIdentity(t *testing.T, newF fixtureFunc) {
 func TestServer_Transient(t *testing.T) {
 	f := newFixture(t, 1)
 	conn := nodetest.Connect(t, f.node)
-	s := f.server(mcpserver.Config{Backend: mcpserver.ServiceBackend{Svc: team.New(conn.JS, team.Config{})}, Resolve: mcpserver.StaticIdentity(member("tm1"))})
+	svc := team.New(conn.JS, team.Config{})
+	s := f.server(mcpserver.Config{API: svc.API(), Direct: svc, Resolve: mcpserver.StaticIdentity(member("tm1"))})
 	cs := connect(t, s, nil, nil)
 	ok(t, cs, "send", map[string]any{"to": "lead", "body": "up"}, nil)
 	conn.Close()

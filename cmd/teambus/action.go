@@ -4,8 +4,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus"
-	mapi "github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // The preambles of the command actions. Every command checks its
@@ -80,7 +80,7 @@ func withSession(c *cli.Context, fn func(*session) error) error {
 // withMember opens a session and runs fn with the actor's client of the
 // team service: through the relay of the actor's sidecar when one holds
 // the member credential, else on a connection of its own.
-func withMember(c *cli.Context, a team.Actor, fn func(*session, *mapi.Client) error) error {
+func withMember(c *cli.Context, a team.Actor, fn func(*session, *teamapi.Client) error) error {
 	if s, cl := relaySession(c, a); s != nil {
 		defer s.close()
 		return fn(s, cl)

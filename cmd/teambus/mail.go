@@ -13,8 +13,8 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	mapi "github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 func sendCommand() *cli.Command {
@@ -59,26 +59,26 @@ func send(c *cli.Context, a team.Actor) error {
 	if err != nil {
 		return err
 	}
-	spec := team.SendSpec{To: c.String("to"), Type: typ, ID: c.String("id"), Body: body}
+	req := teamapi.SendRequest{To: c.String("to"), Type: string(typ), ID: c.String("id"), Body: body}
 	if d := c.String("data"); d != "" {
 		if err := teambus.ValidateData([]byte(d)); err != nil {
 			return err
 		}
-		spec.Data = json.RawMessage(d)
+		req.Data = json.RawMessage(d)
 	}
-	if spec.ID != "" {
-		if err := teambus.ValidateMessageID(spec.ID); err != nil {
+	if req.ID != "" {
+		if err := teambus.ValidateMessageID(req.ID); err != nil {
 			return err
 		}
 	} else {
 		// The id is made here, so a failure can name it: a retry with it
 		// stores the message once.
-		spec.ID = team.NewMessageID()
+		req.ID = team.NewMessageID()
 	}
-	return withMember(c, a, func(s *session, cl *mapi.Client) error {
-		res, err := cl.Send(s.ctx, mapi.SendRequest{To: spec.To, Type: string(spec.Type), ID: spec.ID, Body: spec.Body, Data: spec.Data})
+	return withMember(c, a, func(s *session, cl *teamapi.Client) error {
+		res, err := cl.Send(s.ctx, req)
 		if err != nil && teambus.ExitCode(err) == teambus.ExitTransient {
-			return fmt.Errorf("%w (retry with --id %s: it stores the message once)", err, spec.ID)
+			return fmt.Errorf("%w (retry with --id %s: it stores the message once)", err, req.ID)
 		}
 		if err != nil {
 			return err
@@ -137,12 +137,12 @@ func inbox(c *cli.Context, a team.Actor) error {
 			return err
 		}
 	}
-	return withMember(c, a, func(s *session, cl *mapi.Client) error {
-		mode := mapi.InboxPeek
+	return withMember(c, a, func(s *session, cl *teamapi.Client) error {
+		mode := teamapi.InboxPeek
 		if c.Bool("ack") {
-			mode = mapi.InboxLease
+			mode = teamapi.InboxLease
 		}
-		leased, err := cl.Inbox(s.ctx, mode, c.Int("limit"), wait)
+		leased, err := cl.Read(s.ctx, mode, c.Int("limit"), wait)
 		if err != nil {
 			return err
 		}
@@ -177,7 +177,7 @@ func inbox(c *cli.Context, a team.Actor) error {
 		}
 		if err := w.flush(); err != nil {
 			if c.Bool("ack") && len(leased) > 0 {
-				_, _ = cl.Release(s.ctx, leased)
+				_, _ = cl.ReleaseLeased(s.ctx, leased)
 			}
 			return teambus.Unavailablef("write inbox: %w: nothing was acked", err)
 		}
@@ -273,8 +273,8 @@ func ack(c *cli.Context) error {
 		}
 		seqs = append(seqs, n)
 	}
-	return withMember(c, a, func(s *session, cl *mapi.Client) error {
-		res, err := cl.Ack(s.ctx, seqs)
+	return withMember(c, a, func(s *session, cl *teamapi.Client) error {
+		res, err := cl.AckSeqs(s.ctx, seqs)
 		if err != nil {
 			return err
 		}
@@ -369,14 +369,19 @@ func replay(c *cli.Context, teamID string) error {
 		if ct != teamID {
 			return teambus.Invalidf("the credential of %s in team %s reaches only team %s, not %s", cm, ct, ct, teamID)
 		}
-		cl, err := mapi.ForConn(conn, ct, cm, c.String("session"))
+		cl, err := teamapi.ForConn(conn, ct, cm, c.String("session"))
 		if err != nil {
 			return err
 		}
-		return cl.ReplayOwn(ctx, f, emit)
+		if err := teamapi.ReplayOwn(ctx, cl, teamapi.Actor{Team: ct, Member: cm, Session: c.String("session")}, f, emit); err != nil && f.Follow {
+			return fmt.Errorf("replay --follow: %w", err)
+		} else if err != nil {
+			return err
+		}
+		return nil
 	}
 	svc := team.New(conn.JS, team.Config{})
-	if _, _, err := svc.Store().Team(ctx, teamID); err != nil {
+	if _, err := svc.TeamRecord(ctx, teamID); err != nil {
 		return err
 	}
 	// A message that can not be decoded is shown where it is and counted,
@@ -393,7 +398,7 @@ func replay(c *cli.Context, teamID string) error {
 		_, err := fmt.Fprintf(c.App.Writer, "[#%d undecodable: %s]\n", seq, reason)
 		return err
 	}
-	err = svc.Mailbox(teamID).Replay(ctx, f, emit)
+	err = svc.ReplayMailbox(ctx, teamID, f, emit)
 	if bad > 0 {
 		fmt.Fprintf(c.App.ErrWriter, "teambus: replay: %d undecodable message(s) shown as [#N undecodable: reason]\n", bad)
 	}
@@ -431,8 +436,8 @@ func checkpoint(c *cli.Context, a team.Actor) error {
 		}
 		spec.Data = json.RawMessage(d)
 	}
-	return withMember(c, a, func(s *session, cl *mapi.Client) error {
-		t, err := cl.Checkpoint(s.ctx, mapi.CheckpointRequest{Task: spec.Task, Done: spec.Done, Remaining: spec.Remaining, LastAction: spec.LastAction, Files: spec.Files, Data: spec.Data})
+	return withMember(c, a, func(s *session, cl *teamapi.Client) error {
+		t, err := cl.Record(s.ctx, teamapi.CheckpointRequest{Task: spec.Task, Done: spec.Done, Remaining: spec.Remaining, LastAction: spec.LastAction, Files: spec.Files, Data: spec.Data})
 		if err != nil {
 			return err
 		}

@@ -25,9 +25,9 @@ import (
 	"github.com/teambus/teambus/agent/initclaude"
 	"github.com/teambus/teambus/agent/mcpserver"
 	"github.com/teambus/teambus/bus"
-	mapi "github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/proc"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // mcpCommand is `teambus mcp` (spec §12.6): a stdio MCP server that makes
@@ -80,12 +80,12 @@ func runMCP(c *cli.Context) error {
 	if id, err = mcpCredsIdentity(c, conn, id); err != nil {
 		return err
 	}
-	backend, err := mcpBackend(c.Context, conn, svc, d, log)
+	api, direct, err := mcpAPI(c.Context, conn, svc, d, log)
 	if err != nil {
 		return err
 	}
 	if c.Bool("join") || c.Bool("sidecar") {
-		if id, err = mcpJoin(c, conn, backend, id, d, log); err != nil {
+		if id, err = mcpJoin(c, api, direct, id, d, log); err != nil {
 			return err
 		}
 	}
@@ -98,7 +98,8 @@ func runMCP(c *cli.Context) error {
 		resolve = bindingIdentity(dir, id, os.Getenv)
 	}
 	srv, err := mcpserver.New(mcpserver.Config{
-		Backend:     backend,
+		API:         api,
+		Direct:      direct,
 		Resolve:     resolve,
 		Version:     buildVersion(),
 		Tools:       mcpserver.ToolSet(c.String("tools")),
@@ -110,7 +111,7 @@ func runMCP(c *cli.Context) error {
 		return err
 	}
 	via := "team service"
-	if _, direct := backend.(mcpserver.ServiceBackend); direct {
+	if _, local := api.(team.API); local {
 		via = "team state"
 	}
 	log.Info("mcp serving", "team", id.Team, "member", id.Member, "session", id.Session, "tools", c.String("tools"), "via", via)
@@ -121,34 +122,38 @@ func runMCP(c *cli.Context) error {
 	return nil
 }
 
-// mcpBackend picks the backend of the tools. One path for everyone: the
-// request/reply team service (mcpserver.ClientBackend) whenever it
-// answers. A member credential has no JetStream, so it always uses the
-// service. The operator's connection uses it too when it answers, and
-// keeps team.Service only where the service path can not serve:
-//   - as Direct, for the lead calls the service does not offer (task_add,
-//     team_resume, team_probe) and the replay of the whole mailbox;
-//   - as the whole backend (ServiceBackend) when no team service runs on
-//     the bus (an external NATS without `teambus serve`).
-func mcpBackend(ctx context.Context, conn *bus.Conn, svc *team.Service, d time.Duration, log *slog.Logger) (mcpserver.Backend, error) {
-	if _, _, ok := conn.MemberOf(); ok {
-		return mcpserver.ClientBackend{Conn: conn}, nil
+// mcpAPI picks the member API of the tools, and the team state they may
+// use beside it. One path for everyone: the request/reply team service (a
+// teamapi.Client) whenever it answers. A member credential has no
+// JetStream, so it always uses the service, and has no team state. The
+// operator's connection uses the service too when it answers, and keeps
+// team.Service only where the service path can not serve:
+//   - as the team state, for the lead calls the service does not offer
+//     (task_add, team_resume, team_probe), the replay of the whole
+//     mailbox and the record reads;
+//   - as the member API too (team.Service.API) when no team service runs
+//     on the bus (an external NATS without `teambus serve`).
+func mcpAPI(ctx context.Context, conn *bus.Conn, svc *team.Service, d time.Duration, log *slog.Logger) (teamapi.API, *team.Service, error) {
+	if ct, cm, ok := conn.MemberOf(); ok {
+		cl, err := teamapi.ForConn(conn, ct, cm, "")
+		return cl, nil, err
 	}
-	ping, err := micro.ControlSubject(micro.PingVerb, bus.ServiceName, "")
+	ping, err := micro.ControlSubject(micro.PingVerb, teamapi.ServiceName, "")
 	if err != nil {
-		return nil, fmt.Errorf("team service ping subject: %w", err)
+		return nil, nil, fmt.Errorf("team service ping subject: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	_, err = conn.NC.RequestWithContext(ctx, ping, nil)
 	switch {
 	case err == nil:
-		return mcpserver.ClientBackend{Conn: conn, Direct: svc}, nil
+		cl, err := teamapi.New(conn.NC, teamapi.Config{Operator: true})
+		return cl, svc, err
 	case errors.Is(err, nats.ErrNoResponders):
 		log.Info("no team service on the bus: the tools use the team state directly")
-		return mcpserver.ServiceBackend{Svc: svc}, nil
+		return svc.API(), svc, nil
 	}
-	return nil, teambus.Unavailablef("mcp: look for the team service: %w", err)
+	return nil, nil, teambus.Unavailablef("mcp: look for the team service: %w", err)
 }
 
 type nopWriteCloser struct{ io.Writer }
@@ -239,7 +244,7 @@ func mcpCredsIdentity(c *cli.Context, conn *bus.Conn, id mcpserver.Identity) (mc
 // mcpJoin registers a new incarnation for the parent process (--join)
 // and starts its sidecar (--sidecar). It returns the identity with the
 // incarnation's session.
-func mcpJoin(c *cli.Context, conn *bus.Conn, b mcpserver.Backend, id mcpserver.Identity, d time.Duration, log *slog.Logger) (mcpserver.Identity, error) {
+func mcpJoin(c *cli.Context, api teamapi.API, direct *team.Service, id mcpserver.Identity, d time.Duration, log *slog.Logger) (mcpserver.Identity, error) {
 	if !id.Bound() {
 		return id, usageError(c, "--join and --sidecar need the member: set --team and --member (or TEAMBUS_TEAM, TEAMBUS_MEMBER)")
 	}
@@ -264,14 +269,14 @@ func mcpJoin(c *cli.Context, conn *bus.Conn, b mcpserver.Backend, id mcpserver.I
 	adopt := hasFlagName(teammateCommand().Flags, "adopt")
 	var epoch int64
 	if c.Bool("join") && (adopt || !c.Bool("sidecar")) {
-		m, err := mcpJoinMember(ctx, conn, b, id)
+		m, err := api.Join(ctx, teamapi.JoinRequest{Actor: id.Actor()})
 		if err != nil {
 			return id, fmt.Errorf("join %s of team %s: %w", id.Member, id.Team, err)
 		}
 		epoch = m.Epoch
 		log.Info("mcp joined", "team", id.Team, "member", id.Member, "session", id.Session, "epoch", epoch)
 	} else {
-		m, err := b.Member(ctx, id.Team, id.Member)
+		m, err := mcpserver.MemberOf(ctx, api, direct, id)
 		if err != nil {
 			return id, err
 		}
@@ -291,7 +296,7 @@ func mcpJoin(c *cli.Context, conn *bus.Conn, b mcpserver.Backend, id mcpserver.I
 	if !adopt {
 		// Serve once the sidecar's registration is in.
 		for {
-			m, err := b.Member(ctx, id.Team, id.Member)
+			m, err := mcpserver.MemberOf(ctx, api, direct, id)
 			if err == nil && m.Session == id.Session {
 				break
 			}
@@ -303,19 +308,6 @@ func mcpJoin(c *cli.Context, conn *bus.Conn, b mcpserver.Backend, id mcpserver.I
 		}
 	}
 	return id, nil
-}
-
-// mcpJoinMember registers the incarnation: through the team service, or
-// on the team state when the backend is team.Service itself.
-func mcpJoinMember(ctx context.Context, conn *bus.Conn, b mcpserver.Backend, id mcpserver.Identity) (*teambus.Member, error) {
-	if sb, ok := b.(mcpserver.ServiceBackend); ok {
-		return sb.Svc.Join(ctx, id.Team, id.Member, id.Session)
-	}
-	cl, err := mapi.ForConn(conn, id.Team, id.Member, id.Session)
-	if err != nil {
-		return nil, err
-	}
-	return cl.Join(ctx)
 }
 
 // startTeammate starts `teambus teammate` for the incarnation, detached:

@@ -11,8 +11,8 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	mapi "github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // sendFromFlag is `send --from FILE`.
@@ -57,11 +57,11 @@ func sendFrom(c *cli.Context) error {
 	}); err != nil {
 		return err
 	}
-	msgs := make([]mapi.BatchMessage, len(specs))
+	msgs := make([]teamapi.BatchMessage, len(specs))
 	for i, sp := range specs {
-		msgs[i] = mapi.BatchMessage{To: sp.To, Type: string(sp.Type), ID: sp.ID, Body: sp.Body, Data: sp.Data, Line: sp.Line}
+		msgs[i] = teamapi.BatchMessage{To: sp.To, Type: string(sp.Type), ID: sp.ID, Body: sp.Body, Data: sp.Data, Line: sp.Line}
 	}
-	return withMember(c, a, func(s *session, cl *mapi.Client) error {
+	return withMember(c, a, func(s *session, cl *teamapi.Client) error {
 		// A message too large for any request is refused before the
 		// first request, as `send` refuses it.
 		if err := cl.CheckFit(s.ctx, msgs); err != nil {
@@ -72,13 +72,13 @@ func sendFrom(c *cli.Context) error {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		// The whole send may outlast --timeout: it bounds each request.
-		call := func(chunk []mapi.BatchMessage, check bool) ([]bus.SendResult, error) {
+		call := func(chunk []teamapi.BatchMessage, check bool) ([]bus.SendResult, error) {
 			ctx, cancel, err := withTimeout(c)
 			if err != nil {
 				return nil, err
 			}
 			defer cancel()
-			return cl.SendBatch(ctx, chunk, check)
+			return cl.SendMessages(ctx, chunk, check)
 		}
 		if len(chunks) > 1 {
 			for _, chunk := range chunks {
@@ -119,10 +119,10 @@ func sendFrom(c *cli.Context) error {
 
 // sendChunks splits msgs into requests of at most team.MaxSendBatch
 // messages that fit in maxPayload bytes.
-func sendChunks(msgs []mapi.BatchMessage, maxPayload int64) ([][]mapi.BatchMessage, error) {
-	budget := maxPayload - mapi.BatchEnvelope
+func sendChunks(msgs []teamapi.BatchMessage, maxPayload int64) ([][]teamapi.BatchMessage, error) {
+	budget := maxPayload - teamapi.BatchEnvelope
 	var (
-		out   [][]mapi.BatchMessage
+		out   [][]teamapi.BatchMessage
 		start int
 		size  int64
 	)
@@ -146,7 +146,7 @@ func sendChunks(msgs []mapi.BatchMessage, maxPayload int64) ([][]mapi.BatchMessa
 
 // printSendFrom prints the results of send --from: one line of totals, or
 // with --json one line per message.
-func printSendFrom(c *cli.Context, msgs []mapi.BatchMessage, res []bus.SendResult) error {
+func printSendFrom(c *cli.Context, msgs []teamapi.BatchMessage, res []bus.SendResult) error {
 	if c.Bool("json") {
 		out := newJSONLines(c.App.Writer)
 		for i, r := range res {

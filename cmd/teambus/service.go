@@ -12,9 +12,9 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/kv"
-	mapi "github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/relay"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // session is a connected one-shot command: its context (limited by
@@ -79,7 +79,7 @@ const relayDialTimeout = 250 * time.Millisecond
 // the actor's sidecar (package relay), or nil when there is none to use:
 // the relay turned off (TEAMBUS_NO_RELAY), a NATS .creds file, no sidecar
 // listening, or one that refused. The command then connects itself.
-func relaySession(c *cli.Context, a team.Actor) (*session, *mapi.Client) {
+func relaySession(c *cli.Context, a team.Actor) (*session, *teamapi.Client) {
 	if os.Getenv(relay.DisableEnv) != "" {
 		return nil, nil
 	}
@@ -106,7 +106,7 @@ func relaySession(c *cli.Context, a team.Actor) (*session, *mapi.Client) {
 		cancel()
 		return nil, nil
 	}
-	cl, err := mapi.NewWith(rc, mapi.Config{Team: a.Team, Member: a.Member, Session: a.Session, Operator: auth.Token != ""})
+	cl, err := teamapi.NewWith(rc, teamapi.Config{Team: a.Team, Member: a.Member, Session: a.Session, Operator: auth.Token != ""})
 	if err != nil {
 		rc.Close()
 		cancel()
@@ -190,8 +190,8 @@ func actor(c *cli.Context) (team.Actor, error) {
 // member returns the team service client of the actor: member verbs go
 // through the service, with a member's credential or the operator's token
 // alike.
-func (s *session) member(a team.Actor) (*mapi.Client, error) {
-	return mapi.ForConn(s.conn, a.Team, a.Member, a.Session)
+func (s *session) member(a team.Actor) (*teamapi.Client, error) {
+	return teamapi.ForConn(s.conn, a.Team, a.Member, a.Session)
 }
 
 // memberView returns the team view through the team service when the
@@ -210,20 +210,24 @@ func (s *session) memberView(teamID string) (v *team.View, ok bool, err error) {
 		return nil, true, err
 	}
 	v = &team.View{}
-	if err := cl.Show(s.ctx, v); err != nil {
+	if err := cl.ShowInto(s.ctx, v); err != nil {
 		return nil, true, err
 	}
 	return v, true, nil
 }
 
-// memberVerbs are the commands a member credential may run: they go
-// through the team service. Everything else reads or changes team state
-// directly and needs the operator's credential (the node token).
-var memberVerbs = map[string]bool{
-	"send": true, "inbox": true, "ack": true, "checkpoint": true, "join": true, "brief": true,
-	"task claim": true, "task next": true, "task complete": true, "task fail": true, "task block": true,
-	"task release": true, "task reassign": true, "task reopen": true, "task list": true, "task show": true,
-	"team show": true, "mcp": true, "replay": true,
+// memberCommands are the commands a member credential may run, each with
+// the verb of the team service it goes through (mcp: all of them).
+// Everything else reads or changes team state directly and needs the
+// operator's credential (the node token).
+var memberCommands = map[string]string{
+	"send": teamapi.VerbSend, "inbox": teamapi.VerbInbox, "ack": teamapi.VerbAck,
+	"checkpoint": teamapi.VerbCheckpoint, "join": teamapi.VerbJoin, "brief": teamapi.VerbBrief,
+	"replay": teamapi.VerbReplay, "team show": teamapi.VerbShow, "task list": teamapi.VerbShow,
+	"task show": teamapi.VerbShow, "task claim": teamapi.VerbTask, "task next": teamapi.VerbTask,
+	"task complete": teamapi.VerbTask, "task fail": teamapi.VerbTask, "task block": teamapi.VerbTask,
+	"task release": teamapi.VerbTask, "task reassign": teamapi.VerbTask, "task reopen": teamapi.VerbTask,
+	"mcp": "",
 }
 
 // operatorOnly refuses, at once and plainly, a command a member credential
@@ -235,7 +239,7 @@ func operatorOnly(c *cli.Context, conn *bus.Conn) error {
 		return nil
 	}
 	name := commandPath(c)
-	if memberVerbs[name] {
+	if _, ok := memberCommands[name]; ok {
 		return nil
 	}
 	return teambus.Invalidf("`teambus %s` needs the operator's credential (the node token): the credential of %s in team %s reaches only the team service (send, inbox, ack, task, checkpoint, join, brief, team show, replay of its own mail, mcp)", name, cm, ct)

@@ -12,9 +12,9 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/lead"
-	mapi "github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/relay"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 	"github.com/teambus/teambus/teammate"
 )
 
@@ -197,8 +197,8 @@ func join(c *cli.Context, teamID string) error {
 	if err != nil {
 		return err
 	}
-	return withMember(c, team.Actor{Team: teamID, Member: member, Session: sess}, func(s *session, cl *mapi.Client) error {
-		m, err := cl.Join(s.ctx)
+	return withMember(c, team.Actor{Team: teamID, Member: member, Session: sess}, func(s *session, cl *teamapi.Client) error {
+		m, err := cl.JoinSession(s.ctx)
 		if err != nil {
 			return err
 		}
@@ -240,7 +240,7 @@ func brief(c *cli.Context, teamID string) error {
 			return err
 		}
 		var b team.Brief
-		if err := cl.Brief(s.ctx, member, c.Int("mail"), &b); err != nil {
+		if err := cl.BriefInto(s.ctx, member, c.Int("mail"), &b); err != nil {
 			return err
 		}
 		if c.Bool("json") {

@@ -8,8 +8,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus"
-	mapi "github.com/teambus/teambus/member"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // teamTasks returns the team's tasks in the order `task list` prints
@@ -21,7 +21,7 @@ func teamTasks(s *session, teamID string) ([]*teambus.Task, error) {
 		}
 		return v.Tasks, nil
 	}
-	snap, err := s.svc.Store().Snapshot(s.ctx, teamID)
+	snap, err := s.svc.Snapshot(s.ctx, teamID)
 	if err != nil {
 		return nil, err
 	}
@@ -33,12 +33,12 @@ func teamTasks(s *session, teamID string) ([]*teambus.Task, error) {
 }
 
 // taskOp runs a member's task operation through the team service.
-func taskOp(s *session, a team.Actor, req mapi.TaskRequest) (*teambus.Task, bool, error) {
+func taskOp(s *session, a team.Actor, req teamapi.TaskRequest) (*teambus.Task, bool, error) {
 	cl, err := s.member(a)
 	if err != nil {
 		return nil, false, err
 	}
-	return cl.Task(s.ctx, req)
+	return cl.Do(s.ctx, req)
 }
 
 // taskCommand is `teambus task`.
@@ -81,18 +81,18 @@ func taskCommand() *cli.Command {
 			},
 			member("claim", "claim a task (exactly one of concurrent claimers wins; the others exit 3)", "ID", nil,
 				func(c *cli.Context, s *session, a team.Actor) (*teambus.Task, string, error) {
-					t, _, err := taskOp(s, a, mapi.TaskRequest{Op: mapi.TaskClaim, ID: c.Args().First()})
+					t, _, err := taskOp(s, a, teamapi.TaskRequest{Op: teamapi.TaskClaim, ID: c.Args().First()})
 					return t, "claimed", err
 				}),
 			member("next", "claim the best available task: the one that unblocks the most work, then priority, then age", "", nil,
 				func(c *cli.Context, s *session, a team.Actor) (*teambus.Task, string, error) {
-					t, _, err := taskOp(s, a, mapi.TaskRequest{Op: mapi.TaskNext})
+					t, _, err := taskOp(s, a, teamapi.TaskRequest{Op: teamapi.TaskNext})
 					return t, "claimed", err
 				}),
 			member("complete", "complete your task; tasks waiting on it become available", "ID",
 				[]cli.Flag{&cli.StringFlag{Name: "commit", Usage: "git commit sha of the work"}},
 				func(c *cli.Context, s *session, a team.Actor) (*teambus.Task, string, error) {
-					t, changed, err := taskOp(s, a, mapi.TaskRequest{Op: mapi.TaskComplete, ID: c.Args().First(), Commit: c.String("commit")})
+					t, changed, err := taskOp(s, a, teamapi.TaskRequest{Op: teamapi.TaskComplete, ID: c.Args().First(), Commit: c.String("commit")})
 					if !changed {
 						return t, "already completed", err
 					}
@@ -101,29 +101,29 @@ func taskCommand() *cli.Command {
 			member("fail", "record a failed attempt: back to the queue, or paused after max-attempts", "ID",
 				[]cli.Flag{&cli.StringFlag{Name: "reason", Usage: "what went wrong"}},
 				func(c *cli.Context, s *session, a team.Actor) (*teambus.Task, string, error) {
-					t, _, err := taskOp(s, a, mapi.TaskRequest{Op: mapi.TaskFail, ID: c.Args().First(), Reason: c.String("reason")})
+					t, _, err := taskOp(s, a, teamapi.TaskRequest{Op: teamapi.TaskFail, ID: c.Args().First(), Reason: c.String("reason")})
 					return t, "failed", err
 				}),
 			member("block", "mark your task blocked on another task or a reason", "ID",
 				[]cli.Flag{&cli.StringFlag{Name: "on", Usage: "the task it waits on"}, &cli.StringFlag{Name: "reason", Usage: "what it waits for"}},
 				func(c *cli.Context, s *session, a team.Actor) (*teambus.Task, string, error) {
-					t, _, err := taskOp(s, a, mapi.TaskRequest{Op: mapi.TaskBlock, ID: c.Args().First(), On: c.String("on"), Reason: c.String("reason")})
+					t, _, err := taskOp(s, a, teamapi.TaskRequest{Op: teamapi.TaskBlock, ID: c.Args().First(), On: c.String("on"), Reason: c.String("reason")})
 					return t, "blocked", err
 				}),
 			member("release", "give your task back to the queue, keeping its checkpoint", "ID", nil,
 				func(c *cli.Context, s *session, a team.Actor) (*teambus.Task, string, error) {
-					t, _, err := taskOp(s, a, mapi.TaskRequest{Op: mapi.TaskRelease, ID: c.Args().First()})
+					t, _, err := taskOp(s, a, teamapi.TaskRequest{Op: teamapi.TaskRelease, ID: c.Args().First()})
 					return t, "released", err
 				}),
 			member("reassign", "hand a task to another member (the lead, or the task's holder)", "ID",
 				[]cli.Flag{&cli.StringFlag{Name: "to", Usage: "the member to hand it to", Required: true}},
 				func(c *cli.Context, s *session, a team.Actor) (*teambus.Task, string, error) {
-					t, _, err := taskOp(s, a, mapi.TaskRequest{Op: mapi.TaskReassign, ID: c.Args().First(), To: c.String("to")})
+					t, _, err := taskOp(s, a, teamapi.TaskRequest{Op: teamapi.TaskReassign, ID: c.Args().First(), To: c.String("to")})
 					return t, "reassigned", err
 				}),
 			member("reopen", "return a finished task to the queue (lead only; refused when a dependent is complete)", "ID", nil,
 				func(c *cli.Context, s *session, a team.Actor) (*teambus.Task, string, error) {
-					t, _, err := taskOp(s, a, mapi.TaskRequest{Op: mapi.TaskReopen, ID: c.Args().First()})
+					t, _, err := taskOp(s, a, teamapi.TaskRequest{Op: teamapi.TaskReopen, ID: c.Args().First()})
 					return t, "reopened", err
 				}),
 		},
@@ -259,7 +259,7 @@ func taskShow(c *cli.Context, teamID string) error {
 			if t == nil {
 				return teambus.NotFoundf("task %s not found in team %s: see `teambus task list`", id, teamID)
 			}
-		} else if t, _, err = s.svc.Store().Task(s.ctx, teamID, id); err != nil {
+		} else if t, err = s.svc.TaskRecord(s.ctx, teamID, id); err != nil {
 			return err
 		}
 		if c.Bool("json") {

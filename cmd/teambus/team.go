@@ -185,7 +185,7 @@ func teamList(c *cli.Context) error {
 		return err
 	}
 	return withSession(c, func(s *session) error {
-		ids, err := s.svc.Store().ListTeams(s.ctx)
+		ids, err := s.svc.ListTeams(s.ctx)
 		if err != nil {
 			return err
 		}
@@ -201,7 +201,7 @@ func teamList(c *cli.Context) error {
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				snap, err := s.svc.Store().Snapshot(s.ctx, id)
+				snap, err := s.svc.Snapshot(s.ctx, id)
 				if errors.Is(err, kv.ErrDamaged) {
 					found[i] = &teamLine{ID: id, Status: "damaged"} // `team repair` fixes it
 					return
@@ -368,7 +368,7 @@ func teamDeleteCommand() *cli.Command {
 }
 
 func teamDelete(c *cli.Context, s *session, id string) error {
-	ids, err := s.svc.Store().ListTeams(s.ctx)
+	ids, err := s.svc.ListTeams(s.ctx)
 	if err != nil {
 		return err
 	}
@@ -384,7 +384,7 @@ func teamDelete(c *cli.Context, s *session, id string) error {
 	// The members whose credentials go with the team; a team whose state
 	// can not be read loses at least the lead's.
 	who := []string{teambus.Lead}
-	if snap, err := s.svc.Store().Snapshot(s.ctx, id); err == nil {
+	if snap, err := s.svc.Snapshot(s.ctx, id); err == nil {
 		who = append(who, snap.MemberIDs()...)
 	}
 	if err := s.svc.DeleteTeam(s.ctx, id, c.Bool("force")); err != nil {

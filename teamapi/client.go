@@ -1,4 +1,4 @@
-package member
+package teamapi
 
 import (
 	"context"
@@ -21,11 +21,12 @@ const DefaultTimeout = 10 * time.Second
 // Client makes the member API calls of one caller over a NATS connection.
 // With a member credential the requests go to tb.<verb> in the member's
 // account and the service acts as the member the credential names; with
-// the operator's token they go to tbsvc.<team>.<verb> and name Who.Member.
+// the operator's token they go to tbsvc.<team>.<verb> and name the
+// member in the request's Actor.
 type Client struct {
 	tr       Transport
 	team     string
-	who      Who
+	who      Actor
 	operator bool
 }
 
@@ -72,6 +73,11 @@ func New(nc *nats.Conn, cfg Config) (*Client, error) {
 
 // NewWith returns a client whose requests tr carries. It does no I/O.
 func NewWith(tr Transport, cfg Config) (*Client, error) {
+	if cfg.Operator && cfg.Team == "" && cfg.Member == "" {
+		// The operator's client of every team: each request names its
+		// actor, team included.
+		return &Client{tr: tr, operator: true}, nil
+	}
 	if err := teambus.ValidateID("team", cfg.Team); err != nil {
 		return nil, err
 	}
@@ -80,7 +86,7 @@ func NewWith(tr Transport, cfg Config) (*Client, error) {
 			return nil, err
 		}
 	}
-	return &Client{tr: tr, team: cfg.Team, who: Who{Member: cfg.Member, Session: cfg.Session}, operator: cfg.Operator}, nil
+	return &Client{tr: tr, team: cfg.Team, who: Actor{Team: cfg.Team, Member: cfg.Member, Session: cfg.Session}, operator: cfg.Operator}, nil
 }
 
 // ForConn returns the client of the member on c: a member credential's
@@ -99,9 +105,9 @@ func ForConn(c *bus.Conn, team, member, session string) (*Client, error) {
 // Subject is where the client sends verb.
 func (c *Client) Subject(verb string) string {
 	if c.operator {
-		return bus.ServiceSubject(c.team, verb)
+		return ServiceSubject(c.team, verb)
 	}
-	return bus.MemberServiceSubject(verb)
+	return MemberServiceSubject(verb)
 }
 
 // Call sends req to verb and decodes the answer into resp. A refused
@@ -115,14 +121,14 @@ func (c *Client) Call(ctx context.Context, verb string, req, resp any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s request: %w", verb, err)
 	}
-	return c.call(ctx, verb, b, resp)
+	return c.call(ctx, c.team, verb, b, resp)
 }
 
 // retryGap is the pause before a request that met an election is sent
 // again.
 const retryGap = 250 * time.Millisecond
 
-func (c *Client) call(ctx context.Context, verb string, b []byte, resp any) error {
+func (c *Client) call(ctx context.Context, team, verb string, b []byte, resp any) error {
 	if max := c.tr.MaxPayload(); max > 0 && int64(len(b)) > max {
 		return teambus.Invalidf("the %s request is %d bytes, more than the bus carries (%d): nothing sent", verb, len(b), max)
 	}
@@ -132,7 +138,7 @@ func (c *Client) call(ctx context.Context, verb string, b []byte, resp any) erro
 		defer cancel()
 	}
 	for {
-		err := c.request(ctx, verb, b, resp)
+		err := c.request(ctx, team, verb, b, resp)
 		if !errors.Is(err, bus.ErrNoLeader) {
 			return err
 		}
@@ -151,8 +157,12 @@ func (c *Client) call(ctx context.Context, verb string, b []byte, resp any) erro
 }
 
 // request sends one request and decodes its answer.
-func (c *Client) request(ctx context.Context, verb string, b []byte, resp any) error {
-	code, data, err := c.tr.Request(ctx, c.Subject(verb), verb, b)
+func (c *Client) request(ctx context.Context, team, verb string, b []byte, resp any) error {
+	subject := MemberServiceSubject(verb)
+	if c.operator {
+		subject = ServiceSubject(team, verb)
+	}
+	code, data, err := c.tr.Request(ctx, subject, verb, b)
 	if err != nil {
 		switch {
 		case errors.Is(err, nats.ErrNoResponders):
@@ -160,22 +170,25 @@ func (c *Client) request(ctx context.Context, verb string, b []byte, resp any) e
 		case errors.Is(err, nats.ErrMaxPayload):
 			return teambus.Invalidf("the %s request is %d bytes, more than the bus carries: nothing sent", verb, len(b))
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-			return teambus.Unavailablef("team service %s in team %s: no answer in time: %w", verb, c.team, err)
+			return teambus.Unavailablef("team service %s in team %s: no answer in time: %w", verb, team, err)
 		}
-		return teambus.Unavailablef("team service %s in team %s: %w", verb, c.team, err)
+		return teambus.Unavailablef("team service %s in team %s: %w", verb, team, err)
 	}
 	if code != "" {
 		var er ErrorReply
 		if err := json.Unmarshal(data, &er); err != nil {
-			return teambus.Unavailablef("team service %s in team %s: undecodable error %q", verb, c.team, code)
+			return teambus.Unavailablef("team service %s in team %s: undecodable error %q", verb, team, code)
 		}
-		return er.Error.Err()
+		if er.Error.Code == "" {
+			er.Error.Code = Code(code)
+		}
+		return &er.Error
 	}
 	if resp == nil {
 		return nil
 	}
 	if err := json.Unmarshal(data, resp); err != nil {
-		return teambus.Unavailablef("team service %s in team %s: undecodable answer: %w", verb, c.team, err)
+		return teambus.Unavailablef("team service %s in team %s: undecodable answer: %w", verb, team, err)
 	}
 	return nil
 }
@@ -186,8 +199,11 @@ func (c *Client) request(ctx context.Context, verb string, b []byte, resp any) e
 // service's to check. A message without an id gets a random one here, so
 // a request sent again stores it once.
 func (c *Client) Send(ctx context.Context, req SendRequest) (bus.SendResult, error) {
-	req.Who = c.who
+	req.Actor = c.actor(req.Actor)
 	var res bus.SendResult
+	if err := c.reaches(req.Actor); err != nil {
+		return res, err
+	}
 	// JSON would replace invalid UTF-8 on the way: refuse it here, where
 	// the bytes are still the user's.
 	if err := teambus.ValidateBody(req.Body); err != nil {
@@ -200,10 +216,10 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (bus.SendResult, err
 	if err != nil {
 		return res, fmt.Errorf("encode %s request: %w", VerbSend, err)
 	}
-	if err := c.checkFit(ctx, int64(len(b)), len(req.Body), ""); err != nil {
+	if err := c.checkFit(ctx, req.Actor, int64(len(b)), len(req.Body), ""); err != nil {
 		return res, err
 	}
-	err = c.call(ctx, VerbSend, b, &res)
+	err = c.call(ctx, req.Team, VerbSend, b, &res)
 	return res, err
 }
 
@@ -235,7 +251,7 @@ func (c *Client) CheckFit(ctx context.Context, msgs []BatchMessage) error {
 		if m.Line > 0 {
 			where = fmt.Sprintf("line %d: ", m.Line)
 		}
-		if err := c.checkFit(ctx, int64(len(b))+BatchEnvelope, len(m.Body), where); err != nil {
+		if err := c.checkFit(ctx, c.who, int64(len(b))+BatchEnvelope, len(m.Body), where); err != nil {
 			return err
 		}
 	}
@@ -246,13 +262,13 @@ func (c *Client) CheckFit(ctx context.Context, msgs []BatchMessage) error {
 // the connection can not carry. The limit it names is the smaller of the
 // team's (asked from the service, which is no send) and what a request
 // carries.
-func (c *Client) checkFit(ctx context.Context, size int64, body int, where string) error {
+func (c *Client) checkFit(ctx context.Context, a Actor, size int64, body int, where string) error {
 	carried := c.tr.MaxPayload()
 	if carried <= 0 || size <= carried {
 		return nil
 	}
 	limit := max(0, carried-(size-int64(body)))
-	if tm := c.teamMaxBody(ctx); tm > 0 && tm < limit {
+	if tm := c.teamMaxBody(ctx, a); tm > 0 && tm < limit {
 		limit = tm
 	}
 	return teambus.Invalidf("%smessage body is %d bytes, at most %d: nothing sent; put large content in a file and send its path", where, body, limit)
@@ -260,7 +276,7 @@ func (c *Client) checkFit(ctx context.Context, size int64, body int, where strin
 
 // teamMaxBody is the team's body limit, or 0 when the service does not
 // say in a moment.
-func (c *Client) teamMaxBody(ctx context.Context) int64 {
+func (c *Client) teamMaxBody(ctx context.Context, a Actor) int64 {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var v struct {
@@ -268,7 +284,11 @@ func (c *Client) teamMaxBody(ctx context.Context) int64 {
 			MaxBody int64 `json:"max_body"`
 		} `json:"team"`
 	}
-	if err := c.Show(ctx, &v); err != nil || v.Team == nil {
+	raw, err := c.Show(ctx, ShowRequest{Actor: a})
+	if err != nil {
+		return 0
+	}
+	if b, ok := raw.(json.RawMessage); !ok || json.Unmarshal(b, &v) != nil || v.Team == nil {
 		return 0
 	}
 	if v.Team.MaxBody <= 0 {
@@ -277,13 +297,13 @@ func (c *Client) teamMaxBody(ctx context.Context) int64 {
 	return v.Team.MaxBody
 }
 
-// SendBatch stores msgs from the caller in one request, in order, and
+// SendMessages stores msgs from the caller in one request, in order, and
 // returns a result for each; with check it only checks them (nothing is
 // stored, no results). The service takes at most team.MaxSendBatch
 // messages a request, and the request must fit the connection's
 // MaxPayload: a longer list is split by the caller, checked whole first
 // (CheckFit, then with check).
-func (c *Client) SendBatch(ctx context.Context, msgs []BatchMessage, check bool) ([]bus.SendResult, error) {
+func (c *Client) SendMessages(ctx context.Context, msgs []BatchMessage, check bool) ([]bus.SendResult, error) {
 	for i, m := range msgs {
 		// As Send: invalid UTF-8 is refused while the bytes are the user's.
 		if err := teambus.ValidateBody(m.Body); err != nil {
@@ -297,7 +317,7 @@ func (c *Client) SendBatch(ctx context.Context, msgs []BatchMessage, check bool)
 		return nil, err
 	}
 	var res SendBatchReply
-	err := c.Call(ctx, VerbSendBatch, SendBatchRequest{Who: c.who, Messages: msgs, Check: check}, &res)
+	err := c.Call(ctx, VerbSendBatch, SendBatchRequest{Actor: c.who, Messages: msgs, Check: check}, &res)
 	if err == nil && !check && len(res.Results) != len(msgs) {
 		return res.Results, teambus.Unavailablef("team service %s: %d results for %d messages", VerbSendBatch, len(res.Results), len(msgs))
 	}
@@ -307,40 +327,28 @@ func (c *Client) SendBatch(ctx context.Context, msgs []BatchMessage, check bool)
 // MaxPayload is the largest request the connection can send.
 func (c *Client) MaxPayload() int64 { return c.tr.MaxPayload() }
 
-// Inbox reads the caller's inbox in mode (InboxPeek, InboxLease,
+// Read reads the caller's inbox in mode (InboxPeek, InboxLease,
 // InboxAck), up to max messages, waiting up to wait for the first.
-func (c *Client) Inbox(ctx context.Context, mode string, max int, wait time.Duration) ([]Leased, error) {
-	if wait > 0 {
-		// The service waits; the request must outlast it.
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) < wait+5*time.Second {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, wait+5*time.Second)
-			defer cancel()
-		}
-	}
-	var res InboxReply
-	err := c.Call(ctx, VerbInbox, InboxRequest{Who: c.who, Mode: mode, Max: max, WaitMS: waitMS(wait)}, &res)
+func (c *Client) Read(ctx context.Context, mode string, max int, wait time.Duration) ([]Leased, error) {
+	res, err := c.Inbox(ctx, InboxRequest{Mode: mode, Max: max, WaitMS: waitMS(wait)})
 	return res.Messages, err
 }
 
-// Ack acknowledges the caller's mail by sequence.
-func (c *Client) Ack(ctx context.Context, seqs []uint64) (bus.AckResult, error) {
-	var res bus.AckResult
-	err := c.Call(ctx, VerbAck, AckRequest{Who: c.who, Seqs: seqs}, &res)
-	return res, err
+// AckSeqs acknowledges the caller's mail by sequence.
+func (c *Client) AckSeqs(ctx context.Context, seqs []uint64) (bus.AckResult, error) {
+	res, err := c.Ack(ctx, AckRequest{Seqs: seqs})
+	return bus.AckResult{Acked: res.Acked, Already: res.Already}, err
 }
 
 // AckLeased acknowledges leased mail by its tokens.
 func (c *Client) AckLeased(ctx context.Context, msgs []Leased) (bus.AckResult, error) {
-	var res bus.AckResult
-	err := c.Call(ctx, VerbAck, AckRequest{Who: c.who, Tokens: tokens(msgs)}, &res)
-	return res, err
+	res, err := c.Ack(ctx, AckRequest{Tokens: tokens(msgs)})
+	return bus.AckResult{Acked: res.Acked, Already: res.Already}, err
 }
 
-// Release returns leased mail for redelivery now.
-func (c *Client) Release(ctx context.Context, msgs []Leased) (int, error) {
-	var res ReleaseReply
-	err := c.Call(ctx, VerbRelease, ReleaseRequest{Who: c.who, Tokens: tokens(msgs)}, &res)
+// ReleaseLeased returns leased mail for redelivery now.
+func (c *Client) ReleaseLeased(ctx context.Context, msgs []Leased) (int, error) {
+	res, err := c.Release(ctx, ReleaseRequest{Tokens: tokens(msgs)})
 	return res.Released, err
 }
 
@@ -352,64 +360,174 @@ func tokens(msgs []Leased) []Token {
 	return out
 }
 
-// Task runs one task operation of the caller.
-func (c *Client) Task(ctx context.Context, req TaskRequest) (*teambus.Task, bool, error) {
-	req.Who = c.who
-	var res TaskReply
-	if err := c.Call(ctx, VerbTask, req, &res); err != nil {
-		return nil, false, err
-	}
-	if res.Task == nil {
-		return nil, false, teambus.Unavailablef("team service task %s: no task in the answer", req.Op)
-	}
-	return res.Task, res.Changed, nil
+// Do runs one task operation of the caller.
+func (c *Client) Do(ctx context.Context, req TaskRequest) (*teambus.Task, bool, error) {
+	req.Actor = c.who
+	res, err := c.Task(ctx, req)
+	return res.Task, res.Changed, err
 }
 
-// Checkpoint records progress on the caller's task.
-func (c *Client) Checkpoint(ctx context.Context, req CheckpointRequest) (*teambus.Task, error) {
-	req.Who = c.who
-	var res TaskReply
-	if err := c.Call(ctx, VerbCheckpoint, req, &res); err != nil {
-		return nil, err
-	}
-	if res.Task == nil {
-		return nil, teambus.Unavailablef("team service checkpoint: no task in the answer")
-	}
-	return res.Task, nil
+// Record records progress on the caller's task.
+func (c *Client) Record(ctx context.Context, req CheckpointRequest) (*teambus.Task, error) {
+	req.Actor = c.who
+	res, err := c.Checkpoint(ctx, req)
+	return res.Task, err
 }
 
-// Heartbeat renews the caller's heartbeat and returns its revision.
-func (c *Client) Heartbeat(ctx context.Context, req HeartbeatRequest) (uint64, error) {
-	req.Who = c.who
-	var res HeartbeatReply
-	err := c.Call(ctx, VerbHeartbeat, req, &res)
+// Beat renews the caller's heartbeat and returns its revision.
+func (c *Client) Beat(ctx context.Context, req HeartbeatRequest) (uint64, error) {
+	req.Actor = c.who
+	res, err := c.Heartbeat(ctx, req)
 	return res.Rev, err
 }
 
-// Join registers the caller's session as its new incarnation.
-func (c *Client) Join(ctx context.Context) (*teambus.Member, error) {
-	var m teambus.Member
-	if err := c.Call(ctx, VerbJoin, JoinRequest{Who: c.who}, &m); err != nil {
-		return nil, err
-	}
-	return &m, nil
+// JoinSession registers the caller's session as its new incarnation.
+func (c *Client) JoinSession(ctx context.Context) (*teambus.Member, error) {
+	return c.Join(ctx, JoinRequest{Actor: c.who})
 }
 
-// Brief returns the respawn prompt of member as the service's JSON (a
+// BriefInto returns the respawn prompt of member as the service's JSON (a
 // team.Brief), decoded into out.
-func (c *Client) Brief(ctx context.Context, member string, mail int, out any) error {
-	return c.Call(ctx, VerbBrief, BriefRequest{Who: c.who, Of: member, Mail: mail}, out)
+func (c *Client) BriefInto(ctx context.Context, member string, mail int, out any) error {
+	return c.Call(ctx, VerbBrief, BriefRequest{Actor: c.who, Of: member, Mail: mail}, out)
 }
 
-// Replay returns one page of the caller's own mail from since on.
-func (c *Client) Replay(ctx context.Context, since uint64, limit int) (ReplayReply, error) {
-	var res ReplayReply
-	err := c.Call(ctx, VerbReplay, ReplayRequest{Who: c.who, SinceSeq: since, Limit: limit}, &res)
-	return res, err
+// ReplayPage returns one page of the caller's own mail from since on.
+func (c *Client) ReplayPage(ctx context.Context, since uint64, limit int) (ReplayReply, error) {
+	return c.Replay(ctx, ReplayRequest{Actor: c.who, SinceSeq: since, Limit: limit})
 }
 
-// Show returns the caller's team as the service's JSON (a team.View),
+// ShowInto returns the caller's team as the service's JSON (a team.View),
 // decoded into out.
-func (c *Client) Show(ctx context.Context, out any) error {
-	return c.Call(ctx, VerbShow, ShowRequest{Who: c.who}, out)
+func (c *Client) ShowInto(ctx context.Context, out any) error {
+	return c.Call(ctx, VerbShow, ShowRequest{Actor: c.who}, out)
+}
+
+// The member API over the transport: each call sends its request as it
+// is, acting as the request's actor (the client's own when the request
+// names none; over the wire the service decides who calls).
+
+var _ API = (*Client)(nil)
+
+// actor is the actor a request acts as: the client's unless it names a
+// member. A request for another team than the client's is not sent: the
+// subject, not the request, decides the team.
+func (c *Client) actor(a Actor) Actor {
+	if a.Member == "" {
+		return c.who
+	}
+	if a.Team == "" {
+		a.Team = c.team
+	}
+	return a
+}
+
+func callAPI[Rep any](ctx context.Context, c *Client, verb string, a Actor, req any) (Rep, error) {
+	var rep Rep
+	if err := c.reaches(a); err != nil {
+		return rep, err
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return rep, fmt.Errorf("encode %s request: %w", verb, err)
+	}
+	err = c.call(ctx, a.Team, verb, b, &rep)
+	return rep, err
+}
+
+// reaches refuses, before it is sent, a request the client can not make:
+// one without a team, or, on a member's credential, for another team or
+// member than the credential's (the service would refuse it).
+func (c *Client) reaches(a Actor) error {
+	if a.Team == "" || a.Member == "" {
+		return teambus.Invalidf("no team or member given")
+	}
+	if c.operator {
+		return nil
+	}
+	if a.Team != c.team {
+		return teambus.Invalidf("the credential of %s in team %s reaches only team %s, not %s", c.who.Member, c.team, c.team, a.Team)
+	}
+	return nil
+}
+
+// SendBatch implements API.
+func (c *Client) SendBatch(ctx context.Context, req SendBatchRequest) (SendBatchReply, error) {
+	req.Actor = c.actor(req.Actor)
+	return callAPI[SendBatchReply](ctx, c, VerbSendBatch, req.Actor, req)
+}
+
+// Inbox implements API. The request outlasts the wait.
+func (c *Client) Inbox(ctx context.Context, req InboxRequest) (InboxReply, error) {
+	req.Actor = c.actor(req.Actor)
+	if wait := req.Wait(); wait > 0 {
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) < wait+5*time.Second {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, wait+5*time.Second)
+			defer cancel()
+		}
+	}
+	return callAPI[InboxReply](ctx, c, VerbInbox, req.Actor, req)
+}
+
+// Ack implements API.
+func (c *Client) Ack(ctx context.Context, req AckRequest) (AckReply, error) {
+	req.Actor = c.actor(req.Actor)
+	return callAPI[AckReply](ctx, c, VerbAck, req.Actor, req)
+}
+
+// Release implements API.
+func (c *Client) Release(ctx context.Context, req ReleaseRequest) (ReleaseReply, error) {
+	req.Actor = c.actor(req.Actor)
+	return callAPI[ReleaseReply](ctx, c, VerbRelease, req.Actor, req)
+}
+
+// Task implements API.
+func (c *Client) Task(ctx context.Context, req TaskRequest) (TaskReply, error) {
+	req.Actor = c.actor(req.Actor)
+	rep, err := callAPI[TaskReply](ctx, c, VerbTask, req.Actor, req)
+	if err == nil && rep.Task == nil {
+		err = teambus.Unavailablef("team service task %s: no task in the answer", req.Op)
+	}
+	return rep, err
+}
+
+// Checkpoint implements API.
+func (c *Client) Checkpoint(ctx context.Context, req CheckpointRequest) (TaskReply, error) {
+	req.Actor = c.actor(req.Actor)
+	rep, err := callAPI[TaskReply](ctx, c, VerbCheckpoint, req.Actor, req)
+	if err == nil && rep.Task == nil {
+		err = teambus.Unavailablef("team service checkpoint: no task in the answer")
+	}
+	return rep, err
+}
+
+// Heartbeat implements API.
+func (c *Client) Heartbeat(ctx context.Context, req HeartbeatRequest) (HeartbeatReply, error) {
+	req.Actor = c.actor(req.Actor)
+	return callAPI[HeartbeatReply](ctx, c, VerbHeartbeat, req.Actor, req)
+}
+
+// Join implements API.
+func (c *Client) Join(ctx context.Context, req JoinRequest) (*teambus.Member, error) {
+	req.Actor = c.actor(req.Actor)
+	return callAPI[*teambus.Member](ctx, c, VerbJoin, req.Actor, req)
+}
+
+// Brief implements API: the brief as the service's JSON.
+func (c *Client) Brief(ctx context.Context, req BriefRequest) (any, error) {
+	req.Actor = c.actor(req.Actor)
+	return callAPI[json.RawMessage](ctx, c, VerbBrief, req.Actor, req)
+}
+
+// Replay implements API.
+func (c *Client) Replay(ctx context.Context, req ReplayRequest) (ReplayReply, error) {
+	req.Actor = c.actor(req.Actor)
+	return callAPI[ReplayReply](ctx, c, VerbReplay, req.Actor, req)
+}
+
+// Show implements API: the team view as the service's JSON.
+func (c *Client) Show(ctx context.Context, req ShowRequest) (any, error) {
+	req.Actor = c.actor(req.Actor)
+	return callAPI[json.RawMessage](ctx, c, VerbShow, req.Actor, req)
 }

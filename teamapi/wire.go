@@ -1,45 +1,17 @@
-package member
+package teamapi
 
 import (
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 )
 
-// Verbs of the team service: the last token of its subjects.
-const (
-	VerbSend       = "send"
-	VerbInbox      = "inbox"
-	VerbAck        = "ack"
-	VerbRelease    = "release"
-	VerbTask       = "task"
-	VerbCheckpoint = "checkpoint"
-	VerbHeartbeat  = "heartbeat"
-	VerbJoin       = "join"
-	VerbBrief      = "brief"
-	VerbReplay     = "replay"
-	VerbShow       = "show"
-	VerbSendBatch  = "send_batch"
-)
-
-// Verbs lists every verb the service answers.
-var Verbs = []string{VerbSend, VerbInbox, VerbAck, VerbRelease, VerbTask, VerbCheckpoint, VerbHeartbeat, VerbJoin, VerbBrief, VerbReplay, VerbShow, VerbSendBatch}
-
-// Who names the caller's incarnation. Member is honoured only from the
-// operator: a member's requests act as the member its credential names,
-// and a request naming another member is refused.
-type Who struct {
-	Member  string `json:"member,omitempty"`
-	Session string `json:"session,omitempty"`
-}
-
 // SendRequest is a message to send. From is never part of it: the
 // service sets it to the caller.
 type SendRequest struct {
-	Who
+	Actor
 	To   string          `json:"to,omitempty"`
 	Type string          `json:"type,omitempty"`
 	ID   string          `json:"id,omitempty"`
@@ -65,7 +37,7 @@ type BatchMessage struct {
 // nothing, so a caller with more than one request of messages checks them
 // all first.
 type SendBatchRequest struct {
-	Who
+	Actor
 	Messages []BatchMessage `json:"messages"`
 	Check    bool           `json:"check,omitempty"`
 }
@@ -90,7 +62,7 @@ const (
 
 // InboxRequest reads the caller's inbox.
 type InboxRequest struct {
-	Who
+	Actor
 	Mode string `json:"mode,omitempty"` // InboxPeek (default), InboxLease, InboxAck
 	Max  int    `json:"max,omitempty"`
 	// WaitMS blocks up to this many milliseconds for mail when none is
@@ -120,7 +92,7 @@ type Token struct {
 // AckRequest acknowledges mail by sequence (as `teambus ack` does) or by
 // the tokens of a lease.
 type AckRequest struct {
-	Who
+	Actor
 	Seqs   []uint64 `json:"seqs,omitempty"`
 	Tokens []Token  `json:"tokens,omitempty"`
 }
@@ -133,7 +105,7 @@ type AckReply struct {
 
 // ReleaseRequest returns leased mail for redelivery now.
 type ReleaseRequest struct {
-	Who
+	Actor
 	Tokens []Token `json:"tokens"`
 }
 
@@ -156,7 +128,7 @@ const (
 
 // TaskRequest is one task operation of the caller.
 type TaskRequest struct {
-	Who
+	Actor
 	Op     string `json:"op"`
 	ID     string `json:"id,omitempty"`
 	Commit string `json:"commit,omitempty"`
@@ -174,7 +146,7 @@ type TaskReply struct {
 
 // CheckpointRequest records progress on the caller's task.
 type CheckpointRequest struct {
-	Who
+	Actor
 	Task       string          `json:"task,omitempty"`
 	Done       []string        `json:"done,omitempty"`
 	Remaining  []string        `json:"remaining,omitempty"`
@@ -188,7 +160,7 @@ type CheckpointRequest struct {
 // member, session and epoch in; Rev is the revision of the caller's
 // previous beat, 0 for the first.
 type HeartbeatRequest struct {
-	Who
+	Actor
 	Status     teambus.MemberStatus `json:"status,omitempty"`
 	Task       string               `json:"task,omitempty"`
 	ContextPct int                  `json:"context_pct,omitempty"`
@@ -204,13 +176,13 @@ type HeartbeatReply struct {
 // JoinRequest registers a new incarnation of the caller: Session becomes
 // the only one accepted.
 type JoinRequest struct {
-	Who
+	Actor
 }
 
 // BriefRequest asks for the respawn prompt of Member (the caller itself
 // unless the caller is the lead or the operator).
 type BriefRequest struct {
-	Who
+	Actor
 	Of   string `json:"of,omitempty"`
 	Mail int    `json:"mail,omitempty"`
 }
@@ -219,7 +191,7 @@ type BriefRequest struct {
 // broadcasts) from the mailbox, from SinceSeq on, at most Limit messages
 // (default and cap ReplayMax).
 type ReplayRequest struct {
-	Who
+	Actor
 	SinceSeq uint64 `json:"since_seq,omitempty"`
 	Limit    int    `json:"limit,omitempty"`
 }
@@ -227,7 +199,7 @@ type ReplayRequest struct {
 // ShowRequest asks for the caller's team as `team show` prints it (a
 // team.View).
 type ShowRequest struct {
-	Who
+	Actor
 }
 
 // ReplayMax caps one replay reply.
@@ -238,104 +210,6 @@ const ReplayMax = 1000
 type ReplayReply struct {
 	Messages []teambus.Message `json:"messages"`
 	Next     uint64            `json:"next,omitempty"`
-}
-
-// Error classes: the exit code a command maps them to.
-const (
-	ClassTransient = "transient" // exit 1
-	ClassPermanent = "permanent" // exit 2
-	ClassConflict  = "conflict"  // exit 3
-)
-
-// Error kinds: which teambus sentinel error the caller gets back.
-const (
-	KindInvalid     = "invalid"
-	KindNotFound    = "not_found"
-	KindState       = "state"
-	KindConflict    = "conflict"
-	KindFenced      = "fenced"
-	KindUnavailable = "unavailable"
-	// KindNoLeader is a transient bus.ErrNoLeader: a stream had no
-	// leader, nothing was stored, the same request succeeds once one is
-	// elected. Older clients read it by its class, as unavailable.
-	KindNoLeader = "no_leader"
-)
-
-// ErrorCodeHeader carries the kind of a service error; the body is an
-// ErrorReply.
-const ErrorCodeHeader = "Nats-Service-Error-Code"
-
-// ErrorReply is the body of a refused request.
-type ErrorReply struct {
-	Error ErrorBody `json:"error"`
-}
-
-// ErrorBody is one service error: its class (the exit code), its kind
-// (the sentinel error) and the one-line message.
-type ErrorBody struct {
-	Class   string `json:"class"`
-	Kind    string `json:"kind"`
-	Message string `json:"message"`
-}
-
-// Classify turns err into the body the service answers with.
-func Classify(err error) ErrorBody {
-	kind := KindUnavailable
-	switch {
-	case errors.Is(err, bus.ErrNoLeader) && teambus.ExitCode(err) == teambus.ExitTransient:
-		kind = KindNoLeader
-	case errors.Is(err, teambus.ErrFenced):
-		kind = KindFenced
-	case errors.Is(err, teambus.ErrConflict):
-		kind = KindConflict
-	case errors.Is(err, teambus.ErrInvalid):
-		kind = KindInvalid
-	case errors.Is(err, teambus.ErrNotFound):
-		kind = KindNotFound
-	case errors.Is(err, teambus.ErrState):
-		kind = KindState
-	}
-	return ErrorBody{Class: classOf(kind), Kind: kind, Message: err.Error()}
-}
-
-func classOf(kind string) string {
-	switch kind {
-	case KindFenced, KindConflict:
-		return ClassConflict
-	case KindInvalid, KindNotFound, KindState:
-		return ClassPermanent
-	default:
-		return ClassTransient
-	}
-}
-
-// Err turns an error body back into the teambus error it was.
-func (e ErrorBody) Err() error {
-	msg := e.Message
-	if msg == "" {
-		msg = "team service refused the request"
-	}
-	switch e.Kind {
-	case KindInvalid:
-		return teambus.Invalidf("%s", msg)
-	case KindNotFound:
-		return teambus.NotFoundf("%s", msg)
-	case KindState:
-		return teambus.Statef("%s", msg)
-	case KindConflict:
-		return teambus.Conflictf("%s", msg)
-	case KindFenced:
-		return teambus.Fencedf("%s", msg)
-	case KindNoLeader:
-		return bus.NoLeaderf("%s", msg)
-	}
-	switch e.Class {
-	case ClassPermanent:
-		return teambus.Invalidf("%s", msg)
-	case ClassConflict:
-		return teambus.Conflictf("%s", msg)
-	}
-	return teambus.Unavailablef("%s", msg)
 }
 
 // wait converts a duration to the wire's milliseconds.

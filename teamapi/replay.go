@@ -1,4 +1,4 @@
-package member
+package teamapi
 
 import (
 	"context"
@@ -10,12 +10,12 @@ import (
 // ReplayOwn calls fn for the caller's own mail (to it, from it,
 // broadcasts) that matches f, oldest first, paging through the service's
 // replay and applying f here. Follow is not offered through the service.
-func (c *Client) ReplayOwn(ctx context.Context, f bus.ReplayFilter, fn func(teambus.Message) error) error {
+func ReplayOwn(ctx context.Context, api API, a Actor, f bus.ReplayFilter, fn func(teambus.Message) error) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
 	if f.Follow {
-		return teambus.Invalidf("replay --follow reads the team's mailbox as it grows: it needs the operator's credential (the node token), not the credential of %s in team %s", c.who.Member, c.team)
+		return teambus.Invalidf("following the mailbox as it grows needs the operator's credential (the node token), not the credential of %s in team %s", a.Member, a.Team)
 	}
 	// Without a filter of its own a page need hold no more than the limit.
 	pageMax := ReplayMax
@@ -24,7 +24,7 @@ func (c *Client) ReplayOwn(ctx context.Context, f bus.ReplayFilter, fn func(team
 	}
 	since, n := f.SinceSeq, 0
 	for {
-		page, err := c.Replay(ctx, since, pageMax)
+		page, err := api.Replay(ctx, ReplayRequest{Actor: a, SinceSeq: since, Limit: pageMax})
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,291 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
+)
+
+// The team calls of the tools: the member API (Config.API) with the
+// identity as every request's actor, and the team state (Config.Direct)
+// for what the member API does not offer.
+
+// calls are the team calls of the tools.
+type calls struct {
+	api    teamapi.API
+	direct *team.Service
+}
+
+// errLeadCall refuses a lead call the member API does not offer.
+func errLeadCall(what, teamID string) error {
+	return teambus.Invalidf("a member credential can not %s in team %s: use the operator's bus (the node token, e.g. `teambus` on the node's host)", what, teamID)
+}
+
+func (s calls) send(ctx context.Context, a team.Actor, req teamapi.SendRequest) (bus.SendResult, error) {
+	req.Actor = a
+	return s.api.Send(ctx, req)
+}
+
+// peek returns up to max messages of the actor's inbox and leaves them
+// there: read and released in one step.
+func (s calls) peek(ctx context.Context, a team.Actor, max int, wait int64) ([]teambus.Message, error) {
+	res, err := s.api.Inbox(ctx, teamapi.InboxRequest{Actor: a, Mode: teamapi.InboxPeek, Max: max, WaitMS: wait})
+	if err != nil {
+		return nil, err
+	}
+	msgs := make([]teambus.Message, 0, len(res.Messages))
+	for _, m := range res.Messages {
+		msgs = append(msgs, m.Message)
+	}
+	return msgs, nil
+}
+
+// lease leases up to max messages of the actor's inbox: in flight until
+// acked or released by their tokens.
+func (s calls) lease(ctx context.Context, a team.Actor, max int, wait int64) (*lease, error) {
+	res, err := s.api.Inbox(ctx, teamapi.InboxRequest{Actor: a, Mode: teamapi.InboxLease, Max: max, WaitMS: wait})
+	if err != nil {
+		return nil, err
+	}
+	l := &lease{api: s.api, actor: a, held: res.Messages, msgs: make([]teambus.Message, 0, len(res.Messages))}
+	for _, m := range res.Messages {
+		l.msgs = append(l.msgs, m.Message)
+	}
+	return l, nil
+}
+
+// lease is leased mail, held by its tokens until acked or released.
+type lease struct {
+	api   teamapi.API
+	actor team.Actor
+	msgs  []teambus.Message
+
+	mu   sync.Mutex
+	held []teamapi.Leased // not yet acked or released
+}
+
+// Messages are the leased messages, oldest first.
+func (l *lease) Messages() []teambus.Message { return l.msgs }
+
+func tokens(msgs []teamapi.Leased) []teamapi.Token {
+	out := make([]teamapi.Token, 0, len(msgs))
+	for _, m := range msgs {
+		out = append(out, teamapi.Token{Seq: m.Seq, Token: m.Token})
+	}
+	return out
+}
+
+// Ack acks the held messages with seqs by their tokens and returns the
+// seqs acked (already acked ones included: an ack is final).
+func (l *lease) Ack(ctx context.Context, seqs ...uint64) ([]uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var pick, rest []teamapi.Leased
+	for _, m := range l.held {
+		if slices.Contains(seqs, m.Seq) {
+			pick = append(pick, m)
+		} else {
+			rest = append(rest, m)
+		}
+	}
+	if len(pick) == 0 {
+		return nil, nil
+	}
+	res, err := l.api.Ack(ctx, teamapi.AckRequest{Actor: l.actor, Tokens: tokens(pick)})
+	if err != nil {
+		// Nothing is known acked: all stays held, and Release returns it
+		// (a release of a message acked after all is harmless).
+		return nil, err
+	}
+	l.held = rest
+	acked := append(slices.Clone(res.Acked), res.Already...)
+	slices.Sort(acked)
+	return acked, nil
+}
+
+// Release returns every message still held to the inbox at once. It is
+// idempotent.
+func (l *lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.held) == 0 {
+		return nil
+	}
+	if _, err := l.api.Release(ctx, teamapi.ReleaseRequest{Actor: l.actor, Tokens: tokens(l.held)}); err != nil {
+		return err
+	}
+	l.held = nil
+	return nil
+}
+
+func (s calls) ack(ctx context.Context, a team.Actor, seqs []uint64) (bus.AckResult, error) {
+	res, err := s.api.Ack(ctx, teamapi.AckRequest{Actor: a, Seqs: seqs})
+	return bus.AckResult{Acked: res.Acked, Already: res.Already}, err
+}
+
+// replay calls fn for the mailbox messages that match f and that a may
+// read: the whole mailbox on the team state, else the actor's own mail
+// (to it, from it, broadcasts) through the member API.
+func (s calls) replay(ctx context.Context, a team.Actor, f bus.ReplayFilter, fn func(teambus.Message) error) error {
+	if s.direct != nil {
+		return s.direct.ReplayMailbox(ctx, a.Team, f, fn)
+	}
+	return teamapi.ReplayOwn(ctx, s.api, a, f, fn)
+}
+
+func (s calls) task(ctx context.Context, a team.Actor, req teamapi.TaskRequest) (*teambus.Task, bool, error) {
+	req.Actor = a
+	res, err := s.api.Task(ctx, req)
+	return res.Task, res.Changed, err
+}
+
+func (s calls) checkpoint(ctx context.Context, a team.Actor, req teamapi.CheckpointRequest) (*teambus.Task, error) {
+	req.Actor = a
+	res, err := s.api.Checkpoint(ctx, req)
+	return res.Task, err
+}
+
+// as decodes v, a reply of the member API (a value of out's type when it
+// ran on the team state, JSON when it came over the bus), into out.
+func as[T any](v any, out *T) error {
+	if p, ok := v.(*T); ok {
+		*out = *p
+		return nil
+	}
+	b, ok := v.(json.RawMessage)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			return err
+		}
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return teambus.Unavailablef("team service: undecodable answer: %w", err)
+	}
+	return nil
+}
+
+// show is the whole team with liveness.
+func (s calls) show(ctx context.Context, a team.Actor) (*team.View, error) {
+	if s.direct != nil {
+		return s.direct.Show(ctx, a.Team)
+	}
+	raw, err := s.api.Show(ctx, teamapi.ShowRequest{Actor: a})
+	if err != nil {
+		return nil, err
+	}
+	var v team.View
+	if err := as(raw, &v); err != nil {
+		return nil, err
+	}
+	if v.Team == nil {
+		return nil, teambus.Unavailablef("team service show of team %s: no team in the answer", a.Team)
+	}
+	return &v, nil
+}
+
+// taskRecord is the task id: its record, or the task of the team view.
+func (s calls) taskRecord(ctx context.Context, a team.Actor, id string) (*teambus.Task, error) {
+	if s.direct != nil {
+		return s.direct.TaskRecord(ctx, a.Team, id)
+	}
+	v, err := s.show(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	if i := slices.IndexFunc(v.Tasks, func(t *teambus.Task) bool { return t.ID == id }); i >= 0 {
+		return v.Tasks[i], nil
+	}
+	return nil, teambus.NotFoundf("task %s not found in team %s: see task_list", id, a.Team)
+}
+
+// memberRecord is the member: its record, or the member of the team
+// view (its record's identity fields: status, epoch, session).
+func (s calls) memberRecord(ctx context.Context, a team.Actor, memberID string) (*teambus.Member, error) {
+	if s.direct != nil {
+		return s.direct.MemberRecord(ctx, a.Team, memberID)
+	}
+	v, err := s.show(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	i := slices.IndexFunc(v.Members, func(m team.MemberView) bool { return m.ID == memberID })
+	if i < 0 {
+		return nil, teambus.NotFoundf("member %s not found in team %s", memberID, a.Team)
+	}
+	m := v.Members[i]
+	return &teambus.Member{ID: m.ID, Name: m.Name, Role: m.Role, Quantum: m.Quantum, Status: m.Status, Epoch: m.Epoch,
+		Session: m.Session, ContextPct: m.ContextPct, CrashCount: m.CrashCount, ZombieSince: m.ZombieSince}, nil
+}
+
+// teamRecord is the team record.
+func (s calls) teamRecord(ctx context.Context, a team.Actor) (*teambus.Team, error) {
+	if s.direct != nil {
+		return s.direct.TeamRecord(ctx, a.Team)
+	}
+	v, err := s.show(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	return v.Team, nil
+}
+
+// brief is the respawn prompt of member. A member may read only its own
+// brief; the lead and the operator any.
+func (s calls) brief(ctx context.Context, a team.Actor, memberID string) (*team.Brief, error) {
+	if s.direct != nil {
+		return s.direct.Brief(ctx, a.Team, memberID, 10)
+	}
+	raw, err := s.api.Brief(ctx, teamapi.BriefRequest{Actor: a, Of: memberID, Mail: 10})
+	if err != nil {
+		return nil, err
+	}
+	var b team.Brief
+	if err := as(raw, &b); err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
+func (s calls) addTask(ctx context.Context, teamID string, spec team.TaskSpec) (*teambus.Task, error) {
+	if s.direct == nil {
+		return nil, errLeadCall("add tasks", teamID)
+	}
+	return s.direct.AddTask(ctx, teamID, spec)
+}
+
+func (s calls) resume(ctx context.Context, teamID, session string, force bool) (*team.Report, error) {
+	if s.direct == nil {
+		return nil, errLeadCall("resume the team", teamID)
+	}
+	return s.direct.Resume(ctx, teamID, session, force, false)
+}
+
+func (s calls) probe(ctx context.Context, teamID string) (*team.Report, error) {
+	if s.direct == nil {
+		return nil, errLeadCall("probe the team", teamID)
+	}
+	return s.direct.Probe(ctx, teamID)
+}
+
+// waitMS is a wait in the member API's milliseconds.
+func waitMS(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return max(d.Milliseconds(), 1)
+}
+
+// MemberOf is the record of the identity's member as the tools read it:
+// on the team state when direct is set, else from the team view of the
+// member API.
+func MemberOf(ctx context.Context, api teamapi.API, direct *team.Service, id Identity) (*teambus.Member, error) {
+	return calls{api: api, direct: direct}.memberRecord(ctx, id.Actor(), id.Member)
+}

@@ -1,0 +1,385 @@
+package team
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/teamapi"
+)
+
+// MaxWait caps the wait of an inbox read.
+const MaxWait = 10 * time.Minute
+
+// MaxInbox caps the messages of one inbox read.
+const MaxInbox = 10000
+
+// API is the member API on the team state: the teamapi.API that the team
+// service answers on the bus, with the same request and reply types.
+// Every request acts as its Actor, which the caller has decided.
+type API struct{ s *Service }
+
+var _ teamapi.API = API{}
+
+// API returns the member API of s.
+func (s *Service) API() API { return API{s} }
+
+// actor validates the actor of a request.
+func actor(a teamapi.Actor) (Actor, error) { return a, a.Validate() }
+
+// Send implements teamapi.API.
+func (x API) Send(ctx context.Context, r teamapi.SendRequest) (teamapi.SendResult, error) {
+	a, err := actor(r.Actor)
+	if err != nil {
+		return teamapi.SendResult{}, err
+	}
+	typ, to, err := sendRules(a, r.Type, r.To)
+	if err != nil {
+		return teamapi.SendResult{}, err
+	}
+	return x.s.Send(ctx, a, SendSpec{To: to, Type: typ, ID: r.ID, Body: r.Body, Data: r.Data})
+}
+
+// sendRules applies the rules of who sends what to a message of type typ
+// (default info) to to (default the lead), and returns both.
+func sendRules(a Actor, typ, to string) (teambus.MessageType, string, error) {
+	t := teambus.MsgInfo
+	if typ != "" {
+		var err error
+		if t, err = teambus.ParseMessageType(typ); err != nil {
+			return "", "", err
+		}
+	}
+	if to == "" {
+		to = teambus.Lead
+	}
+	switch t {
+	case teambus.MsgShutdownRequest:
+		if !a.IsLead() {
+			return "", "", teambus.Invalidf("only the lead may send %s: %s asked to shut %s down", t, a.Member, to)
+		}
+	case teambus.MsgShutdownResponse:
+		if to != teambus.Lead {
+			return "", "", teambus.Invalidf("%s goes to the lead, not to %s", t, to)
+		}
+	}
+	return t, to, nil
+}
+
+// SendBatch implements teamapi.API.
+func (x API) SendBatch(ctx context.Context, r teamapi.SendBatchRequest) (teamapi.SendBatchReply, error) {
+	a, err := actor(r.Actor)
+	if err != nil {
+		return teamapi.SendBatchReply{}, err
+	}
+	if len(r.Messages) > MaxSendBatch {
+		return teamapi.SendBatchReply{}, teambus.Invalidf("%d messages in one batch, at most %d: send them in several", len(r.Messages), MaxSendBatch)
+	}
+	specs := make([]SendSpec, len(r.Messages))
+	for i, m := range r.Messages {
+		typ, to, err := sendRules(a, m.Type, m.To)
+		if err != nil {
+			if m.Line > 0 {
+				return teamapi.SendBatchReply{}, fmt.Errorf("line %d: %w", m.Line, err)
+			}
+			return teamapi.SendBatchReply{}, fmt.Errorf("message %d: %w", i+1, err)
+		}
+		specs[i] = SendSpec{To: to, Type: typ, ID: m.ID, Body: m.Body, Data: m.Data, Line: m.Line}
+	}
+	if r.Check {
+		return teamapi.SendBatchReply{Results: []bus.SendResult{}}, x.s.CheckBatch(ctx, a, specs)
+	}
+	res, err := x.s.SendBatch(ctx, a, specs)
+	return teamapi.SendBatchReply{Results: res}, err
+}
+
+// Inbox implements teamapi.API.
+func (x API) Inbox(ctx context.Context, r teamapi.InboxRequest) (teamapi.InboxReply, error) {
+	out := teamapi.InboxReply{Messages: []teamapi.Leased{}}
+	a, err := actor(r.Actor)
+	if err != nil {
+		return out, err
+	}
+	if wait := r.Wait(); wait < 0 || wait > MaxWait {
+		return out, teambus.Invalidf("invalid inbox wait %s: 0 to %s", wait, MaxWait)
+	}
+	if r.Max < 0 || r.Max > MaxInbox {
+		return out, teambus.Invalidf("invalid inbox limit %d: 1 to %d", r.Max, MaxInbox)
+	}
+	switch r.Mode {
+	case "", teamapi.InboxPeek, teamapi.InboxAck:
+		msgs, err := x.s.Inbox(ctx, a, bus.InboxOptions{Max: r.Max, Wait: r.Wait(), Ack: r.Mode == teamapi.InboxAck})
+		if err != nil {
+			return out, err
+		}
+		for _, m := range msgs {
+			out.Messages = append(out.Messages, teamapi.Leased{Message: m})
+		}
+	case teamapi.InboxLease:
+		if err := x.s.checkActor(ctx, a); err != nil {
+			return out, err
+		}
+		l, err := x.s.Mailbox(a.Team).Lease(ctx, a.Member, bus.LeaseOptions{Max: r.Max, Wait: r.Wait(), Self: a.Member})
+		if err != nil {
+			return out, err
+		}
+		// No lease is kept here: the member acks or releases by token.
+		for _, m := range l.Messages {
+			out.Messages = append(out.Messages, teamapi.Leased{Message: m, Token: l.Token(m.Seq)})
+		}
+	default:
+		return out, teambus.Invalidf("invalid inbox mode %q: %s, %s or %s", r.Mode, teamapi.InboxPeek, teamapi.InboxLease, teamapi.InboxAck)
+	}
+	return out, nil
+}
+
+// checkActor checks the actor's incarnation, as every write does: an
+// unknown member is not found, an old session is fenced.
+func (s *Service) checkActor(ctx context.Context, a Actor) error {
+	if a.IsLead() {
+		_, _, err := s.incarnation(ctx, a)
+		return err
+	}
+	m, _, err := s.store.Member(ctx, a.Team, a.Member)
+	if err != nil {
+		return err
+	}
+	return m.Fenced(a.Session)
+}
+
+// incarnation returns the actor's team and its member record (nil for
+// the lead) after checking the actor's session: an unknown member is not
+// found, an old session is fenced.
+func (s *Service) incarnation(ctx context.Context, a Actor) (*teambus.Team, *teambus.Member, error) {
+	t, _, err := s.store.Team(ctx, a.Team)
+	if err != nil {
+		return nil, nil, err
+	}
+	if a.IsLead() {
+		if t.LeadSession != "" && a.Session != t.LeadSession {
+			return nil, nil, teambus.Fencedf("session %q is not the lead session of team %s (lead epoch %d)", a.Session, t.ID, t.LeadEpoch)
+		}
+		return t, nil, nil
+	}
+	m, _, err := s.store.Member(ctx, a.Team, a.Member)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, m, m.Fenced(a.Session)
+}
+
+func leaseTokens(ts []teamapi.Token) []bus.LeaseToken {
+	out := make([]bus.LeaseToken, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, bus.LeaseToken{Seq: t.Seq, Reply: t.Token})
+	}
+	return out
+}
+
+// Ack implements teamapi.API.
+func (x API) Ack(ctx context.Context, r teamapi.AckRequest) (teamapi.AckReply, error) {
+	a, err := actor(r.Actor)
+	if err != nil {
+		return teamapi.AckReply{}, err
+	}
+	if len(r.Tokens) > 0 && len(r.Seqs) > 0 {
+		return teamapi.AckReply{}, teambus.Invalidf("ack by sequences or by tokens, not both")
+	}
+	var res bus.AckResult
+	if len(r.Tokens) > 0 {
+		if err := x.s.checkActor(ctx, a); err != nil {
+			return teamapi.AckReply{}, err
+		}
+		res, err = x.s.Mailbox(a.Team).AckLeased(ctx, a.Member, leaseTokens(r.Tokens))
+	} else {
+		res, err = x.s.Ack(ctx, a, r.Seqs)
+	}
+	if err != nil {
+		return teamapi.AckReply{}, err
+	}
+	return teamapi.AckReply{Acked: nonNilSeqs(res.Acked), Already: nonNilSeqs(res.Already)}, nil
+}
+
+func nonNilSeqs(s []uint64) []uint64 {
+	if s == nil {
+		return []uint64{}
+	}
+	return s
+}
+
+// Release implements teamapi.API.
+func (x API) Release(ctx context.Context, r teamapi.ReleaseRequest) (teamapi.ReleaseReply, error) {
+	a, err := actor(r.Actor)
+	if err == nil {
+		err = x.s.checkActor(ctx, a)
+	}
+	if err != nil {
+		return teamapi.ReleaseReply{}, err
+	}
+	n, err := x.s.Mailbox(a.Team).ReleaseLeased(ctx, a.Member, leaseTokens(r.Tokens))
+	return teamapi.ReleaseReply{Released: n}, err
+}
+
+// Task implements teamapi.API.
+func (x API) Task(ctx context.Context, r teamapi.TaskRequest) (teamapi.TaskReply, error) {
+	a, err := actor(r.Actor)
+	if err != nil {
+		return teamapi.TaskReply{}, err
+	}
+	if r.Op != teamapi.TaskNext {
+		if err := teambus.ValidateID("task", r.ID); err != nil {
+			return teamapi.TaskReply{}, err
+		}
+	}
+	var (
+		t       *teambus.Task
+		changed = true
+	)
+	switch r.Op {
+	case teamapi.TaskClaim:
+		t, err = x.s.Claim(ctx, a, r.ID)
+	case teamapi.TaskNext:
+		t, err = x.s.Next(ctx, a)
+	case teamapi.TaskComplete:
+		t, changed, err = x.s.Complete(ctx, a, r.ID, r.Commit)
+	case teamapi.TaskFail:
+		t, err = x.s.Fail(ctx, a, r.ID, r.Reason)
+	case teamapi.TaskBlock:
+		t, err = x.s.Block(ctx, a, r.ID, r.On, r.Reason)
+	case teamapi.TaskRelease:
+		t, err = x.s.Release(ctx, a, r.ID)
+	case teamapi.TaskReassign:
+		t, err = x.s.Reassign(ctx, a, r.ID, r.To)
+	case teamapi.TaskReopen:
+		t, err = x.s.Reopen(ctx, a, r.ID)
+	default:
+		return teamapi.TaskReply{}, teambus.Invalidf("invalid task operation %q", r.Op)
+	}
+	if err != nil {
+		// Complete reports a failed promotion with the task it completed.
+		if t != nil && r.Op == teamapi.TaskComplete {
+			x.s.cfg.Logger.Warn("promote after complete", "team", a.Team, "task", t.ID, "err", err)
+			return teamapi.TaskReply{Task: t, Changed: changed}, nil
+		}
+		return teamapi.TaskReply{}, err
+	}
+	return teamapi.TaskReply{Task: t, Changed: changed}, nil
+}
+
+// Checkpoint implements teamapi.API.
+func (x API) Checkpoint(ctx context.Context, r teamapi.CheckpointRequest) (teamapi.TaskReply, error) {
+	a, err := actor(r.Actor)
+	if err != nil {
+		return teamapi.TaskReply{}, err
+	}
+	t, err := x.s.Checkpoint(ctx, a, CheckpointSpec{Done: r.Done, Remaining: r.Remaining, LastAction: r.LastAction, Files: r.Files, Data: r.Data, Auto: r.Auto, Task: r.Task})
+	if err != nil {
+		return teamapi.TaskReply{}, err
+	}
+	return teamapi.TaskReply{Task: t, Changed: true}, nil
+}
+
+// Heartbeat implements teamapi.API: the beat of the actor's incarnation,
+// fenced as every write is.
+func (x API) Heartbeat(ctx context.Context, r teamapi.HeartbeatRequest) (teamapi.HeartbeatReply, error) {
+	a, err := actor(r.Actor)
+	if err != nil {
+		return teamapi.HeartbeatReply{}, err
+	}
+	t, m, err := x.s.incarnation(ctx, a)
+	if err != nil {
+		return teamapi.HeartbeatReply{}, err
+	}
+	hb := &kv.Heartbeat{Member: a.Member, Session: a.Session, Status: r.Status, Task: r.Task, ContextPct: r.ContextPct, PID: r.PID, Epoch: t.LeadEpoch}
+	key, ttl := kv.LeadKey, t.Policy.LeadTimeout
+	if m != nil {
+		hb.Epoch, key, ttl = m.Epoch, kv.MemberKey(a.Member), t.Policy.MemberTimeout
+	}
+	rev, err := x.s.store.Beat(ctx, a.Team, key, hb, ttl, r.Rev)
+	return teamapi.HeartbeatReply{Rev: rev}, err
+}
+
+// Join implements teamapi.API.
+func (x API) Join(ctx context.Context, r teamapi.JoinRequest) (*teambus.Member, error) {
+	a, err := actor(r.Actor)
+	if err != nil {
+		return nil, err
+	}
+	if a.IsLead() {
+		return nil, teambus.Invalidf("the lead attaches with `teambus lead` or `teambus team resume`, not join")
+	}
+	return x.s.Join(ctx, a.Team, a.Member, a.Session)
+}
+
+// Brief implements teamapi.API: a *Brief. A member reads its own brief;
+// the lead and the operator read anyone's.
+func (x API) Brief(ctx context.Context, r teamapi.BriefRequest) (any, error) {
+	a, err := actor(r.Actor)
+	if err != nil {
+		return nil, err
+	}
+	of := r.Of
+	if of == "" {
+		of = a.Member
+	}
+	if of != a.Member && !a.IsLead() && !a.Operator {
+		return nil, teamapi.Refusedf("%s may read only its own brief, not the brief of %s", a.Member, of)
+	}
+	if r.Mail < 0 || r.Mail > teamapi.ReplayMax {
+		return nil, teambus.Invalidf("invalid mail count %d: 0 to %d", r.Mail, teamapi.ReplayMax)
+	}
+	return x.s.Brief(ctx, a.Team, of, r.Mail)
+}
+
+// errPageFull ends a replay page.
+var errPageFull = errors.New("page full")
+
+// Replay implements teamapi.API: one page of the actor's own mail.
+func (x API) Replay(ctx context.Context, r teamapi.ReplayRequest) (teamapi.ReplayReply, error) {
+	out := teamapi.ReplayReply{Messages: []teambus.Message{}}
+	a, err := actor(r.Actor)
+	if err == nil {
+		err = x.s.checkActor(ctx, a)
+	}
+	if err != nil {
+		return out, err
+	}
+	limit := r.Limit
+	if limit <= 0 || limit > teamapi.ReplayMax {
+		limit = teamapi.ReplayMax
+	}
+	err = x.s.Mailbox(a.Team).Replay(ctx, bus.ReplayFilter{SinceSeq: r.SinceSeq}, func(m teambus.Message) error {
+		if m.To != a.Member && m.From != a.Member && m.To != teambus.All {
+			return nil
+		}
+		if len(out.Messages) == limit {
+			out.Next = m.Seq
+			return errPageFull
+		}
+		out.Messages = append(out.Messages, m)
+		return nil
+	})
+	if err != nil && !errors.Is(err, errPageFull) {
+		return out, err
+	}
+	return out, nil
+}
+
+// Show implements teamapi.API: a *View of the actor's team, which every
+// member of the team may read.
+func (x API) Show(ctx context.Context, r teamapi.ShowRequest) (any, error) {
+	a, err := actor(r.Actor)
+	if err != nil {
+		return nil, err
+	}
+	if !a.IsLead() {
+		if _, _, err := x.s.store.Member(ctx, a.Team, a.Member); err != nil {
+			return nil, err
+		}
+	}
+	return x.s.Show(ctx, a.Team)
+}
