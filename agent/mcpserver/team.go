@@ -135,7 +135,7 @@ func (s calls) ack(ctx context.Context, a team.Actor, seqs []uint64) (bus.AckRes
 // (to it, from it, broadcasts) through the member API.
 func (s calls) replay(ctx context.Context, a team.Actor, f bus.ReplayFilter, fn func(teambus.Message) error) error {
 	if s.direct != nil {
-		return s.direct.ReplayMailbox(ctx, a.Team, f, fn)
+		return s.direct.ReplayMail(ctx, a.Team, f, fn)
 	}
 	return teamapi.ReplayOwn(ctx, s.api, a, f, fn)
 }
@@ -194,7 +194,7 @@ func (s calls) show(ctx context.Context, a team.Actor) (*team.View, error) {
 // taskRecord is the task id: its record, or the task of the team view.
 func (s calls) taskRecord(ctx context.Context, a team.Actor, id string) (*teambus.Task, error) {
 	if s.direct != nil {
-		return s.direct.TaskRecord(ctx, a.Team, id)
+		return s.direct.Task(ctx, a.Team, id)
 	}
 	v, err := s.show(ctx, a)
 	if err != nil {
@@ -210,7 +210,7 @@ func (s calls) taskRecord(ctx context.Context, a team.Actor, id string) (*teambu
 // view (its record's identity fields: status, epoch, session).
 func (s calls) memberRecord(ctx context.Context, a team.Actor, memberID string) (*teambus.Member, error) {
 	if s.direct != nil {
-		return s.direct.MemberRecord(ctx, a.Team, memberID)
+		return s.direct.Member(ctx, a.Team, memberID)
 	}
 	v, err := s.show(ctx, a)
 	if err != nil {
@@ -228,7 +228,7 @@ func (s calls) memberRecord(ctx context.Context, a team.Actor, memberID string) 
 // teamRecord is the team record.
 func (s calls) teamRecord(ctx context.Context, a team.Actor) (*teambus.Team, error) {
 	if s.direct != nil {
-		return s.direct.TeamRecord(ctx, a.Team)
+		return s.direct.Team(ctx, a.Team)
 	}
 	v, err := s.show(ctx, a)
 	if err != nil {

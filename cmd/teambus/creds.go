@@ -59,12 +59,12 @@ func teamCreds(c *cli.Context) error {
 			fmt.Fprintf(c.App.Writer, "revoked the credential of %s in team %s\n", member, teamID)
 			return nil
 		}
-		t, err := s.svc.TeamRecord(s.ctx, teamID)
+		t, err := s.svc.Team(s.ctx, teamID)
 		if err != nil {
 			return err
 		}
 		if member != teambus.Lead {
-			if _, err := s.svc.MemberRecord(s.ctx, t.ID, member); err != nil {
+			if _, err := s.svc.Member(s.ctx, t.ID, member); err != nil {
 				return err
 			}
 		}

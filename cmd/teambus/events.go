@@ -105,7 +105,7 @@ func eventsAppend(c *cli.Context, teamID string) error {
 		return err
 	}
 	defer s.close()
-	if _, err := s.svc.TeamRecord(s.ctx, teamID); err != nil {
+	if _, err := s.svc.Team(s.ctx, teamID); err != nil {
 		return err
 	}
 	res, err := s.svc.Events(teamID).Append(s.ctx, &e)
@@ -216,7 +216,7 @@ func withTeamLog(c *cli.Context, teamID string, fn func(*streamSession) error) e
 	defer conn.Close()
 	keepConn(c, conn)
 	svc := team.New(conn.JS, team.Config{})
-	if _, err := svc.TeamRecord(c.Context, teamID); err != nil {
+	if _, err := svc.Team(c.Context, teamID); err != nil {
 		return err
 	}
 	return fn(&streamSession{conn: conn, svc: svc})

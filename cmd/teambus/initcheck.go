@@ -310,7 +310,7 @@ func (r *initRun) checkBus(locs []checkLocation) {
 		r.warn("%s", err.Error())
 		return
 	}
-	if _, err := s.svc.TeamRecord(s.ctx, team); err != nil {
+	if _, err := s.svc.Team(s.ctx, team); err != nil {
 		b.Error = teambus.OneLine(err.Error(), 300)
 		if !errors.Is(err, teambus.ErrNotFound) {
 			// Not an answer about the team: count it as no answer.
@@ -326,7 +326,7 @@ func (r *initRun) checkBus(locs []checkLocation) {
 		b.MemberExists = member == teambus.Lead
 		return
 	}
-	if _, err := s.svc.MemberRecord(s.ctx, team, member); err != nil {
+	if _, err := s.svc.Member(s.ctx, team, member); err != nil {
 		b.Error = teambus.OneLine(err.Error(), 300)
 		if !errors.Is(err, teambus.ErrNotFound) {
 			b.Answers = false

@@ -381,7 +381,7 @@ func replay(c *cli.Context, teamID string) error {
 		return nil
 	}
 	svc := team.New(conn.JS, team.Config{})
-	if _, err := svc.TeamRecord(ctx, teamID); err != nil {
+	if _, err := svc.Team(ctx, teamID); err != nil {
 		return err
 	}
 	// A message that can not be decoded is shown where it is and counted,
@@ -398,7 +398,7 @@ func replay(c *cli.Context, teamID string) error {
 		_, err := fmt.Fprintf(c.App.Writer, "[#%d undecodable: %s]\n", seq, reason)
 		return err
 	}
-	err = svc.ReplayMailbox(ctx, teamID, f, emit)
+	err = svc.ReplayMail(ctx, teamID, f, emit)
 	if bad > 0 {
 		fmt.Fprintf(c.App.ErrWriter, "teambus: replay: %d undecodable message(s) shown as [#N undecodable: reason]\n", bad)
 	}

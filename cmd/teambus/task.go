@@ -259,7 +259,7 @@ func taskShow(c *cli.Context, teamID string) error {
 			if t == nil {
 				return teambus.NotFoundf("task %s not found in team %s: see `teambus task list`", id, teamID)
 			}
-		} else if t, err = s.svc.TaskRecord(s.ctx, teamID, id); err != nil {
+		} else if t, err = s.svc.Task(s.ctx, teamID, id); err != nil {
 			return err
 		}
 		if c.Bool("json") {
