@@ -15,7 +15,7 @@ func TestAuditStreams_DenyDeleteAndPurge(t *testing.T) {
 	t.Parallel()
 	n := nodetest.NewBareServer(t)
 	c := nodetest.Connect(t, n)
-	ctx := testCtx(t)
+	ctx := mailCtx(t)
 	mb := bus.NewMailbox(c.JS, "audit", bus.MailboxConfig{})
 	ev := bus.NewEvents(c.JS, "audit", bus.EventsConfig{})
 	if err := mb.Declare(ctx); err != nil {

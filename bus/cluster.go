@@ -85,8 +85,14 @@ func (c *Conn) MemberOf() (team, member string, ok bool) {
 	if c.creds != nil {
 		return c.creds.Team, c.creds.Member, true
 	}
-	if c.NC == nil || !memberConn(c.NC) {
+	if c.NC == nil || !MemberConn(c.NC) {
 		return "", "", false
 	}
 	return strings.Cut(c.NC.Opts.User, ".")
+}
+
+// MemberConn reports whether nc uses a member credential's inbox prefix:
+// it may read only its own consumers.
+func MemberConn(nc *nats.Conn) bool {
+	return nc != nil && strings.HasPrefix(nc.Opts.InboxPrefix, inboxRoot+".")
 }

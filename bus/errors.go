@@ -66,17 +66,17 @@ func StreamMissing(ctx context.Context, js jetstream.JetStream, stream string) b
 	return errors.Is(err, jetstream.ErrStreamNotFound)
 }
 
-// errStreamMissing is what whileElecting returns for a stream the server
+// ErrStreamMissing is what WhileElecting returns for a stream the server
 // says does not exist.
-var errStreamMissing = errors.New("stream not found")
+var ErrStreamMissing = errors.New("stream not found")
 
-// whileElecting runs op, which failed with first, again while it fails
+// WhileElecting runs op, which failed with first, again while it fails
 // because nobody answers for stream and the stream exists: a leader is
 // being elected. It waits a little longer between attempts, at most
 // ElectionWait in all and never past ctx. It returns op's last result,
-// errStreamMissing when the server says stream does not exist, or an
+// ErrStreamMissing when the server says stream does not exist, or an
 // ErrNoLeader naming what when the wait ran out.
-func whileElecting[T any](ctx context.Context, js jetstream.JetStream, stream, what string, first error, op func(context.Context) (T, error)) (T, error) {
+func WhileElecting[T any](ctx context.Context, js jetstream.JetStream, stream, what string, first error, op func(context.Context) (T, error)) (T, error) {
 	var zero T
 	err := first
 	deadline := time.Now().Add(ElectionWait)
@@ -93,7 +93,7 @@ func whileElecting[T any](ctx context.Context, js jetstream.JetStream, stream, w
 		// taken to exist, and only its leader is awaited.
 		if NoResponse(err) && !asked {
 			if StreamMissing(ctx, js, stream) {
-				return zero, errStreamMissing
+				return zero, ErrStreamMissing
 			}
 			asked = true
 		}

@@ -58,13 +58,13 @@ func (c *EventsConfig) defaults() {
 	if c.MaxBytes <= 0 {
 		c.MaxBytes = DefaultEventsBytes
 	}
-	streamDefaults(&c.Duplicates, &c.Replicas)
+	StreamDefaults(&c.Duplicates, &c.Replicas)
 }
 
 // Events is one team's durable event log. Stream, Declare and Delete are
 // those of its stream.
 type Events struct {
-	teamStream
+	TeamStream
 	cfg EventsConfig
 }
 
@@ -72,7 +72,7 @@ type Events struct {
 // must be valid.
 func NewEvents(js jetstream.JetStream, team string, cfg EventsConfig) *Events {
 	cfg.defaults()
-	return &Events{cfg: cfg, teamStream: newTeamStream(js, team, EventsPrefix, "event log", jetstream.StreamConfig{
+	return &Events{cfg: cfg, TeamStream: NewTeamStream(js, team, EventsPrefix, "event log", jetstream.StreamConfig{
 		Subjects:   []string{"tb." + team + "." + kindEvent + ".>"},
 		MaxBytes:   cfg.MaxBytes,
 		MaxMsgSize: int32(eventlog.MaxSize + 4<<10),
@@ -114,22 +114,22 @@ func eventMsgID(sid string, seq int64) string {
 }
 
 func (ev *Events) sessionFilter(sid string) string {
-	return "tb." + ev.team + "." + kindEvent + "." + SIDToken(sid) + ".*"
+	return "tb." + ev.Team() + "." + kindEvent + "." + SIDToken(sid) + ".*"
 }
 
 // Ensure creates the event stream if it does not exist, and leaves an
 // existing one as it is. Teams created before teambus had event logs get
 // theirs on first use.
 func (ev *Events) Ensure(ctx context.Context) error {
-	if err := teambus.ValidateID("team", ev.team); err != nil {
+	if err := teambus.ValidateID("team", ev.Team()); err != nil {
 		return err
 	}
-	if _, err := ev.js.Stream(ctx, ev.Stream()); err == nil {
+	if _, err := ev.JS().Stream(ctx, ev.Stream()); err == nil {
 		return nil
 	}
-	_, err := ev.js.CreateStream(ctx, ev.sc)
+	_, err := ev.JS().CreateStream(ctx, ev.StreamConfig())
 	if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		return teambus.Unavailablef("create event log of team %s: %w", ev.team, err)
+		return teambus.Unavailablef("create event log of team %s: %w", ev.Team(), err)
 	}
 	return nil
 }
@@ -185,7 +185,7 @@ func (ev *Events) Append(ctx context.Context, e *eventlog.Event) (AppendResult, 
 		if auto && isWrongLastSeq(err) && attempt < 64 {
 			select {
 			case <-ctx.Done():
-				return res, teambus.Unavailablef("append event to team %s: %v", ev.team, ctx.Err())
+				return res, teambus.Unavailablef("append event to team %s: %v", ev.Team(), ctx.Err())
 			case <-time.After(time.Duration(attempt%8+1) * time.Millisecond):
 			}
 			continue
@@ -198,7 +198,7 @@ func (ev *Events) Append(ctx context.Context, e *eventlog.Event) (AppendResult, 
 }
 
 func (ev *Events) append(ctx context.Context, e *eventlog.Event, auto bool, skip int64) (AppendResult, error) {
-	subject := EventSubject(ev.team, e.SID, e.Type)
+	subject := EventSubject(ev.Team(), e.SID, e.Type)
 	var opts []jetstream.PublishOpt
 	if auto {
 		next, last, err := ev.nextSeq(ctx, e.SID)
@@ -209,7 +209,7 @@ func (ev *Events) append(ctx context.Context, e *eventlog.Event, auto bool, skip
 		opts = append(opts, jetstream.WithExpectLastSequenceForSubject(last, ev.sessionFilter(e.SID)))
 	}
 	opts = append(opts, jetstream.WithMsgID(eventMsgID(e.SID, e.Seq)))
-	ack, err := ev.js.Publish(ctx, subject, e.AppendJSON(nil), opts...)
+	ack, err := ev.JS().Publish(ctx, subject, e.AppendJSON(nil), opts...)
 	if err != nil {
 		if auto {
 			e.Seq = eventlog.AutoSeq
@@ -231,7 +231,7 @@ func (ev *Events) nextSeq(ctx context.Context, sid string) (int64, uint64, error
 	req, _ := json.Marshal(map[string]string{"last_by_subj": ev.sessionFilter(sid)})
 	rctx, cancel := requestContext(ctx)
 	defer cancel()
-	msg, err := ev.js.Conn().RequestWithContext(rctx, "$JS.API.DIRECT.GET."+ev.Stream(), req)
+	msg, err := ev.JS().Conn().RequestWithContext(rctx, "$JS.API.DIRECT.GET."+ev.Stream(), req)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
 			return 0, 0, errNoStream
@@ -266,21 +266,21 @@ func requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
 func isWrongLastSeq(err error) bool { return jserr.WrongLastSequence(err) }
 
 func (ev *Events) publishErr(err error) error {
-	if rerr := ev.refusal(err, "event", "stored", "teambus events export --team "+ev.team); rerr != nil {
+	if rerr := ev.Refusal(err, "event", "stored", "teambus events export --team "+ev.Team()); rerr != nil {
 		return rerr
 	}
 	if errors.Is(err, errNoStream) || NoResponse(err) || Electing(err) {
 		// Append ensured the stream before it got here: nobody answering
 		// for it is an election, not a missing log.
-		return NoLeaderf("append event to team %s: the bus is electing a leader (no server answers for stream %s yet): nothing was stored", ev.team, ev.Stream())
+		return NoLeaderf("append event to team %s: the bus is electing a leader (no server answers for stream %s yet): nothing was stored", ev.Team(), ev.Stream())
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
-		return teambus.Unavailablef("append event to team %s: timed out waiting for the bus to store it", ev.team)
+		return teambus.Unavailablef("append event to team %s: timed out waiting for the bus to store it", ev.Team())
 	}
 	if errors.Is(err, teambus.ErrInvalid) || errors.Is(err, teambus.ErrUnavailable) {
 		return err
 	}
-	return teambus.Unavailablef("append event to team %s: %w", ev.team, err)
+	return teambus.Unavailablef("append event to team %s: %w", ev.Team(), err)
 }
 
 // EventFilter selects events for replay. Empty fields match all.
@@ -326,7 +326,7 @@ func (ev *Events) filterSubject(f EventFilter) string {
 	if f.Type != "" {
 		typ = TypeToken(f.Type)
 	}
-	return "tb." + ev.team + "." + kindEvent + "." + sid + "." + typ
+	return "tb." + ev.Team() + "." + kindEvent + "." + sid + "." + typ
 }
 
 // EventRecord is one stored event as replay delivers it.
@@ -354,19 +354,19 @@ func (ev *Events) Replay(ctx context.Context, f EventFilter, fn func(*EventRecor
 	if err := f.Validate(); err != nil {
 		return err
 	}
-	st, err := ev.js.Stream(ctx, ev.Stream())
+	st, err := ev.JS().Stream(ctx, ev.Stream())
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		if f.Follow {
 			if err := ev.Ensure(ctx); err != nil {
 				return err
 			}
-			st, err = ev.js.Stream(ctx, ev.Stream())
+			st, err = ev.JS().Stream(ctx, ev.Stream())
 		} else {
 			return nil // no event was ever logged
 		}
 	}
 	if err != nil {
-		return teambus.Unavailablef("open event log of team %s: %w", ev.team, err)
+		return teambus.Unavailablef("open event log of team %s: %w", ev.Team(), err)
 	}
 	last := st.CachedInfo().State.LastSeq
 	if f.UntilSeq > 0 && f.UntilSeq < last && !f.Follow {
@@ -392,7 +392,7 @@ func (ev *Events) Replay(ctx context.Context, f EventFilter, fn func(*EventRecor
 		rec EventRecord
 		n   int
 	)
-	return readOrdered(ctx, st, cfg, last, f.Follow, "replay event log of team "+ev.team, func(jm jetstream.Msg, md *jetstream.MsgMetadata) (bool, error) {
+	return ReadOrdered(ctx, st, cfg, last, f.Follow, "replay event log of team "+ev.Team(), func(jm jetstream.Msg, md *jetstream.MsgMetadata) (bool, error) {
 		seq := md.Sequence.Stream
 		if f.UntilSeq > 0 && seq > f.UntilSeq {
 			return true, nil
@@ -585,7 +585,7 @@ func (ev *Events) importPass(ctx context.Context, r io.Reader, sessions map[stri
 		case err := <-f.Err():
 			return ev.publishErr(err)
 		case <-ctx.Done():
-			return teambus.Unavailablef("import events to team %s: %v (%d imported so far)", ev.team, ctx.Err(), res.Imported)
+			return teambus.Unavailablef("import events to team %s: %v (%d imported so far)", ev.Team(), ctx.Err(), res.Imported)
 		}
 	}
 	drain := func(keep int) error {
@@ -614,7 +614,7 @@ func (ev *Events) importPass(ctx context.Context, r io.Reader, sessions map[stri
 			continue
 		}
 		payload := append([]byte(nil), er.Raw()...)
-		f, err := ev.js.PublishAsync(EventSubject(ev.team, e.SID, e.Type), payload, jetstream.WithMsgID(eventMsgID(e.SID, e.Seq)))
+		f, err := ev.JS().PublishAsync(EventSubject(ev.Team(), e.SID, e.Type), payload, jetstream.WithMsgID(eventMsgID(e.SID, e.Seq)))
 		if err != nil {
 			_ = drain(0) // collect what is in flight; the publish error is the one to report
 			return res, ev.publishErr(err)

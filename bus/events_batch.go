@@ -50,8 +50,8 @@ func (ev *Events) AppendBatch(ctx context.Context, events []*eventlog.Event) (in
 	for stored < len(events) {
 		batch := events[stored:min(stored+jsbatch.Max, len(events))]
 		next, last, err := ev.nextSeq(ctx, sid)
-		if errors.Is(err, errNoStream) && StreamMissing(ctx, ev.js, ev.Stream()) {
-			return stored, teambus.NotFoundf("team %s has no event log: create the team first", ev.team)
+		if errors.Is(err, errNoStream) && StreamMissing(ctx, ev.JS(), ev.Stream()) {
+			return stored, teambus.NotFoundf("team %s has no event log: create the team first", ev.Team())
 		}
 		if err != nil {
 			return stored, ev.publishErr(err)
@@ -59,16 +59,16 @@ func (ev *Events) AppendBatch(ctx context.Context, events []*eventlog.Event) (in
 		msgs := make([]*nats.Msg, len(batch))
 		for i, e := range batch {
 			e.Seq = next + int64(i)
-			msgs[i] = &nats.Msg{Subject: EventSubject(ev.team, sid, e.Type), Data: e.AppendJSON(nil), Header: nats.Header{}}
+			msgs[i] = &nats.Msg{Subject: EventSubject(ev.Team(), sid, e.Type), Data: e.AppendJSON(nil), Header: nats.Header{}}
 			msgs[i].Header.Set(jetstream.MsgIDHeader, eventMsgID(sid, e.Seq))
 		}
 		msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, ev.sessionFilter(sid))
 		msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
-		_, err = jsbatch.Publish(ctx, ev.js.Conn(), msgs)
+		_, err = jsbatch.Publish(ctx, ev.JS().Conn(), msgs)
 		if jsbatch.Disabled(err) && !upgraded {
 			upgraded = true
-			if uerr := jsbatch.AllowAtomic(ctx, ev.js, ev.Stream()); uerr != nil {
-				return stored, teambus.Unavailablef("append events to team %s: its event log predates batch writes and this connection can not upgrade it: %w", ev.team, uerr)
+			if uerr := jsbatch.AllowAtomic(ctx, ev.JS(), ev.Stream()); uerr != nil {
+				return stored, teambus.Unavailablef("append events to team %s: its event log predates batch writes and this connection can not upgrade it: %w", ev.Team(), uerr)
 			}
 			continue
 		}
@@ -77,7 +77,7 @@ func (ev *Events) AppendBatch(ctx context.Context, events []*eventlog.Event) (in
 			// Another writer appended to the session: number again.
 			select {
 			case <-ctx.Done():
-				return stored, teambus.Unavailablef("append events to team %s: %w", ev.team, ctx.Err())
+				return stored, teambus.Unavailablef("append events to team %s: %w", ev.Team(), ctx.Err())
 			case <-time.After(time.Duration(races%8+1) * time.Millisecond):
 			}
 			continue

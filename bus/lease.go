@@ -183,7 +183,7 @@ func (mb *Mailbox) noteTokenAcks(ctx context.Context, member string, seqs []uint
 	if len(seqs) == 0 {
 		return
 	}
-	cons, err := mb.js.Consumer(ctx, mb.Stream(), InboxConsumer(member))
+	cons, err := mb.JS().Consumer(ctx, mb.Stream(), InboxConsumer(member))
 	if err != nil {
 		return // removed: its acks were not kept, and what it had in flight comes back
 	}
@@ -196,7 +196,7 @@ func (mb *Mailbox) ackToken(ctx context.Context, member, token string, seq uint6
 		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 	}
-	if _, err := mb.js.Conn().RequestWithContext(ctx, token, []byte("+ACK")); err != nil {
+	if _, err := mb.JS().Conn().RequestWithContext(ctx, token, []byte("+ACK")); err != nil {
 		return teambus.Unavailablef("ack seq %d of %s: %w", seq, member, err)
 	}
 	return nil
@@ -208,7 +208,7 @@ func (mb *Mailbox) ReleaseToken(ctx context.Context, member, token string, seq u
 	if err := mb.checkToken(member, token, seq); err != nil {
 		return err
 	}
-	if err := mb.js.Conn().Publish(token, []byte("-NAK")); err != nil {
+	if err := mb.JS().Conn().Publish(token, []byte("-NAK")); err != nil {
 		return teambus.Unavailablef("release seq %d of %s: %w", seq, member, err)
 	}
 	return mb.flush(ctx)

@@ -64,7 +64,7 @@ func (c *MailboxConfig) defaults() {
 	if c.MaxBody <= 0 {
 		c.MaxBody = teambus.DefaultMaxBody
 	}
-	streamDefaults(&c.Duplicates, &c.Replicas)
+	StreamDefaults(&c.Duplicates, &c.Replicas)
 	if c.ConsumerIdle <= 0 {
 		c.ConsumerIdle = DefaultConsumerIdle
 	}
@@ -73,7 +73,7 @@ func (c *MailboxConfig) defaults() {
 // Mailbox is one team's durable mailbox. Stream, Declare and Delete are
 // those of its stream.
 type Mailbox struct {
-	teamStream
+	TeamStream
 	cfg MailboxConfig
 }
 
@@ -82,7 +82,7 @@ type Mailbox struct {
 func NewMailbox(js jetstream.JetStream, team string, cfg MailboxConfig) *Mailbox {
 	cfg.defaults()
 	p := "tb." + team + "."
-	return &Mailbox{cfg: cfg, teamStream: newTeamStream(js, team, MailboxPrefix, "mailbox", jetstream.StreamConfig{
+	return &Mailbox{cfg: cfg, TeamStream: NewTeamStream(js, team, MailboxPrefix, "mailbox", jetstream.StreamConfig{
 		Subjects:   []string{p + kindMail + ".>", p + kindCtl + ".>", p + kindHeld + ".>", p + kindInc + ".*"},
 		MaxBytes:   cfg.MaxBytes,
 		MaxMsgSize: int32(cfg.MaxBody + 64<<10),
@@ -179,7 +179,7 @@ func (mb *Mailbox) check(m *teambus.Message) error {
 }
 
 func (mb *Mailbox) subject(m *teambus.Message, held bool) string {
-	p := "tb." + mb.team + "."
+	p := "tb." + mb.Team() + "."
 	switch {
 	case held:
 		return p + kindHeld + "." + m.From + "." + m.To + "." + string(m.Type)
@@ -205,42 +205,42 @@ func (mb *Mailbox) publish(ctx context.Context, m *teambus.Message, held bool) (
 }
 
 // publishMsg publishes to the mailbox stream, waiting for a leader while
-// one is being elected (whileElecting): a publish nobody answered is
+// one is being elected (WhileElecting): a publish nobody answered is
 // retried with the same message id, so it is stored once.
 func (mb *Mailbox) publishMsg(ctx context.Context, subject string, b []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	ack, err := mb.js.Publish(ctx, subject, b, opts...)
+	ack, err := mb.JS().Publish(ctx, subject, b, opts...)
 	if err == nil || (!NoResponse(err) && !Electing(err)) {
 		return ack, err
 	}
-	return whileElecting(ctx, mb.js, mb.Stream(), "send to team "+mb.team, err, func(ctx context.Context) (*jetstream.PubAck, error) {
-		return mb.js.Publish(ctx, subject, b, opts...)
+	return WhileElecting(ctx, mb.JS(), mb.Stream(), "send to team "+mb.Team(), err, func(ctx context.Context) (*jetstream.PubAck, error) {
+		return mb.JS().Publish(ctx, subject, b, opts...)
 	})
 }
 
 func (mb *Mailbox) publishErr(err error) error {
-	if rerr := mb.refusal(err, "message", "sent", "teambus team checkpoint "+mb.team+" --export DIR"); rerr != nil {
+	if rerr := mb.Refusal(err, "message", "sent", "teambus team checkpoint "+mb.Team()+" --export DIR"); rerr != nil {
 		return rerr
 	}
 	if errors.Is(err, ErrNoLeader) {
 		return err
 	}
 	if errors.Is(err, nats.ErrMaxPayload) {
-		return teambus.Invalidf("message too large for the bus of team %s: nothing was sent; put large content in a file and send its path", mb.team)
+		return teambus.Invalidf("message too large for the bus of team %s: nothing was sent; put large content in a file and send its path", mb.Team())
 	}
-	if errors.Is(err, errStreamMissing) {
-		return teambus.NotFoundf("team %s has no mailbox: create the team first", mb.team)
+	if errors.Is(err, ErrStreamMissing) {
+		return teambus.NotFoundf("team %s has no mailbox: create the team first", mb.Team())
 	}
 	if NoResponse(err) {
 		// Not confirmed missing: a leader may be on its way.
-		return NoLeaderf("send to team %s: no server answers for its mailbox: nothing was stored", mb.team)
+		return NoLeaderf("send to team %s: no server answers for its mailbox: nothing was stored", mb.Team())
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
-		if why := StorageTrouble(mb.js.Conn()); why != "" {
-			return teambus.Unavailablef("send to team %s: the bus did not store it and reports: %s: nothing was acknowledged; fix that (a full disk: free space on the bus node and restart it), then send it again with the same message id", mb.team, why)
+		if why := StorageTrouble(mb.JS().Conn()); why != "" {
+			return teambus.Unavailablef("send to team %s: the bus did not store it and reports: %s: nothing was acknowledged; fix that (a full disk: free space on the bus node and restart it), then send it again with the same message id", mb.Team(), why)
 		}
-		return teambus.Unavailablef("send to team %s: timed out waiting for the bus to store it: it may be stored; send it again with the same message id to store it once", mb.team)
+		return teambus.Unavailablef("send to team %s: timed out waiting for the bus to store it: it may be stored; send it again with the same message id to store it once", mb.Team())
 	}
-	return teambus.Unavailablef("send to team %s: %w: send it again with the same message id to store it once", mb.team, err)
+	return teambus.Unavailablef("send to team %s: %w: send it again with the same message id to store it once", mb.Team(), err)
 }
 
 // DecodeMessage builds a message from a stored JetStream message's data,
@@ -379,8 +379,8 @@ func (mb *Mailbox) fetchAll(ctx context.Context, cons jetstream.Consumer, max in
 	}
 	// A member credential (its own inbox prefix) may not read the stream
 	// directly: it waits briefly instead of asking.
-	restricted := mb.js.Conn().Opts.InboxPrefix != ""
-	if len(out) == 0 && (restricted || undelivered(ctx, mb.js.Conn(), cons)) {
+	restricted := mb.JS().Conn().Opts.InboxPrefix != ""
+	if len(out) == 0 && (restricted || undelivered(ctx, mb.JS().Conn(), cons)) {
 		settle := 2 * time.Second
 		if restricted {
 			settle = 200 * time.Millisecond
@@ -530,7 +530,7 @@ func (mb *Mailbox) Ack(ctx context.Context, member string, seqs []uint64) (AckRe
 	// not the member's mail at all. A member credential may not look mail
 	// up by sequence (it would read the whole team's mailbox): it reports
 	// both as acknowledged before.
-	restricted := memberConn(mb.js.Conn())
+	restricted := MemberConn(mb.JS().Conn())
 	for s := range want {
 		if pending[s] != nil || restricted {
 			continue
@@ -567,7 +567,7 @@ func (mb *Mailbox) Ack(ctx context.Context, member string, seqs []uint64) (AckRe
 
 // lookup checks that seq is mail of member, by reading it from the stream.
 func (mb *Mailbox) lookup(ctx context.Context, member string, seq uint64) error {
-	msg, err := mb.js.Conn().Request("$JS.API.STREAM.MSG.GET."+mb.Stream(), fmt.Appendf(nil, `{"seq":%d}`, seq), mb.timeout(ctx))
+	msg, err := mb.JS().Conn().Request("$JS.API.STREAM.MSG.GET."+mb.Stream(), fmt.Appendf(nil, `{"seq":%d}`, seq), mb.timeout(ctx))
 	if err != nil {
 		return teambus.Unavailablef("look up seq %d: %w", seq, err)
 	}
@@ -577,7 +577,7 @@ func (mb *Mailbox) lookup(ctx context.Context, member string, seq uint64) error 
 		} `json:"message"`
 	}
 	if err := json.Unmarshal(msg.Data, &r); err != nil || r.Message == nil {
-		return teambus.NotFoundf("team %s has no message with seq %d: nothing acked", mb.team, seq)
+		return teambus.NotFoundf("team %s has no message with seq %d: nothing acked", mb.Team(), seq)
 	}
 	if !mb.forMember(r.Message.Subject, member) {
 		return teambus.NotFoundf("message seq %d is not in the mailbox of %s: nothing acked", seq, member)
@@ -585,16 +585,10 @@ func (mb *Mailbox) lookup(ctx context.Context, member string, seq uint64) error 
 	return nil
 }
 
-// memberConn reports whether nc uses a member credential's inbox prefix:
-// it may read only its own consumers.
-func memberConn(nc *nats.Conn) bool {
-	return nc != nil && strings.HasPrefix(nc.Opts.InboxPrefix, inboxRoot+".")
-}
-
 // flush waits until the server has the acks and naks sent so far; it works
 // with or without a deadline on ctx.
 func (mb *Mailbox) flush(ctx context.Context) error {
-	return mb.js.Conn().FlushTimeout(mb.timeout(ctx))
+	return mb.JS().Conn().FlushTimeout(mb.timeout(ctx))
 }
 
 func (mb *Mailbox) timeout(ctx context.Context) time.Duration {
@@ -605,7 +599,7 @@ func (mb *Mailbox) timeout(ctx context.Context) time.Duration {
 }
 
 func (mb *Mailbox) forMember(subject, member string) bool {
-	p := "tb." + mb.team + "." + kindMail + "."
+	p := "tb." + mb.Team() + "." + kindMail + "."
 	return strings.HasPrefix(subject, p+member+".") || strings.HasPrefix(subject, p+teambus.All+".")
 }
 
@@ -624,7 +618,7 @@ func (mb *Mailbox) forMember(subject, member string) bool {
 
 // MarkerSubject is the subject of member's incarnation markers.
 func (mb *Mailbox) MarkerSubject(member string) string {
-	return "tb." + mb.team + "." + kindInc + "." + member
+	return "tb." + mb.Team() + "." + kindInc + "." + member
 }
 
 // MarkIncarnation stores an incarnation marker of member at epoch and
@@ -635,12 +629,12 @@ func (mb *Mailbox) MarkIncarnation(ctx context.Context, member string, epoch int
 		return 0, err
 	}
 	b, _ := json.Marshal(map[string]any{"member": member, "epoch": epoch, "at": time.Now().UTC()})
-	ack, err := mb.js.Publish(ctx, mb.MarkerSubject(member), b)
+	ack, err := mb.JS().Publish(ctx, mb.MarkerSubject(member), b)
 	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 		if uerr := mb.Upgrade(ctx); uerr != nil {
 			return 0, uerr
 		}
-		ack, err = mb.js.Publish(ctx, mb.MarkerSubject(member), b)
+		ack, err = mb.JS().Publish(ctx, mb.MarkerSubject(member), b)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("mark incarnation %d of %s: %w", epoch, member, mb.publishErr(err))
@@ -651,20 +645,20 @@ func (mb *Mailbox) MarkIncarnation(ctx context.Context, member string, epoch int
 // Upgrade adds the incarnation marker subject to a mailbox stream declared
 // before it existed, changing nothing else. It is idempotent.
 func (mb *Mailbox) Upgrade(ctx context.Context) error {
-	st, err := mb.js.Stream(ctx, mb.Stream())
+	st, err := mb.JS().Stream(ctx, mb.Stream())
 	if err != nil {
-		return teambus.Unavailablef("open mailbox of team %s: %w", mb.team, err)
+		return teambus.Unavailablef("open mailbox of team %s: %w", mb.Team(), err)
 	}
 	cfg := st.CachedInfo().Config
-	want := "tb." + mb.team + "." + kindInc + ".*"
+	want := "tb." + mb.Team() + "." + kindInc + ".*"
 	for _, s := range cfg.Subjects {
 		if s == want {
 			return nil
 		}
 	}
 	cfg.Subjects = append(cfg.Subjects, want)
-	if _, err := mb.js.UpdateStream(ctx, cfg); err != nil {
-		return teambus.Unavailablef("upgrade mailbox of team %s: %w", mb.team, err)
+	if _, err := mb.JS().UpdateStream(ctx, cfg); err != nil {
+		return teambus.Unavailablef("upgrade mailbox of team %s: %w", mb.Team(), err)
 	}
 	return nil
 }

@@ -32,7 +32,7 @@ func (mb *Mailbox) SendAsync(m *teambus.Message, held bool) (jetstream.PubAckFut
 	if err != nil {
 		return nil, err
 	}
-	f, err := mb.js.PublishAsync(mb.subject(m, held), b, jetstream.WithMsgID(msgID), jetstream.WithStallWait(AsyncStallWait))
+	f, err := mb.JS().PublishAsync(mb.subject(m, held), b, jetstream.WithMsgID(msgID), jetstream.WithStallWait(AsyncStallWait))
 	if err != nil {
 		return nil, mb.publishErr(err)
 	}

@@ -70,11 +70,11 @@ func (mb *Mailbox) sendBatch(ctx context.Context, msgs []*teambus.Message, held 
 			nm[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(*marker, 10))
 			nm[0].Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, mb.MarkerSubject(batch[0].From))
 		}
-		ack, err := jsbatch.Publish(ctx, mb.js.Conn(), nm)
+		ack, err := jsbatch.Publish(ctx, mb.JS().Conn(), nm)
 		if err != nil && (NoResponse(err) || Electing(err)) {
 			// Nothing stored: the same batch again, once a leader answers.
-			ack, err = whileElecting(ctx, mb.js, mb.Stream(), "send a batch to team "+mb.team, err, func(ctx context.Context) (*jetstream.PubAck, error) {
-				return jsbatch.Publish(ctx, mb.js.Conn(), nm)
+			ack, err = WhileElecting(ctx, mb.JS(), mb.Stream(), "send a batch to team "+mb.Team(), err, func(ctx context.Context) (*jetstream.PubAck, error) {
+				return jsbatch.Publish(ctx, mb.JS().Conn(), nm)
 			})
 		}
 		switch {
@@ -85,8 +85,8 @@ func (mb *Mailbox) sendBatch(ctx context.Context, msgs []*teambus.Message, held 
 			}
 		case jsbatch.Disabled(err) && !upgraded:
 			upgraded = true
-			if uerr := jsbatch.AllowAtomic(ctx, mb.js, mb.Stream()); uerr != nil {
-				return out, teambus.Unavailablef("send a batch to team %s: its mailbox predates batch sends and this connection can not upgrade it: %w", mb.team, uerr)
+			if uerr := jsbatch.AllowAtomic(ctx, mb.JS(), mb.Stream()); uerr != nil {
+				return out, teambus.Unavailablef("send a batch to team %s: its mailbox predates batch sends and this connection can not upgrade it: %w", mb.Team(), uerr)
 			}
 			continue
 		case jserr.Is(err, jserr.BatchDuplicate):

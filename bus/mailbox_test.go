@@ -24,19 +24,19 @@ func mailCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// mailbox is a declared team mailbox on a fresh node with the lead and
+// teamMailbox is a declared team mailbox on a fresh node with the lead and
 // members as recipients.
-type mailbox struct {
+type teamMailbox struct {
 	*bus.Mailbox
 	js jetstream.JetStream
 }
 
-func newMailbox(t *testing.T, cfg bus.MailboxConfig, ackWait time.Duration, members ...string) *mailbox {
+func newMailbox(t *testing.T, cfg bus.MailboxConfig, ackWait time.Duration, members ...string) *teamMailbox {
 	t.Helper()
 	return newTeamMailbox(t, "alpha", cfg, ackWait, members...)
 }
 
-func newTeamMailbox(t *testing.T, team string, cfg bus.MailboxConfig, ackWait time.Duration, members ...string) *mailbox {
+func newTeamMailbox(t *testing.T, team string, cfg bus.MailboxConfig, ackWait time.Duration, members ...string) *teamMailbox {
 	t.Helper()
 	ctx := mailCtx(t)
 	n := nodetest.NewBareServer(t)
@@ -54,11 +54,11 @@ func newTeamMailbox(t *testing.T, team string, cfg bus.MailboxConfig, ackWait ti
 			t.Fatal(err)
 		}
 	}
-	return &mailbox{Mailbox: mb, js: c.JS}
+	return &teamMailbox{Mailbox: mb, js: c.JS}
 }
 
 // send stores a message and fails the test on error.
-func (m *mailbox) send(t *testing.T, from, to string, typ teambus.MessageType, id, body string) bus.SendResult {
+func (m *teamMailbox) send(t *testing.T, from, to string, typ teambus.MessageType, id, body string) bus.SendResult {
 	t.Helper()
 	res, err := m.Send(mailCtx(t), &teambus.Message{ID: id, From: from, To: to, Type: typ, Body: body}, false)
 	if err != nil {
@@ -68,7 +68,7 @@ func (m *mailbox) send(t *testing.T, from, to string, typ teambus.MessageType, i
 }
 
 // count is the number of messages in the stream.
-func (m *mailbox) count(t *testing.T) uint64 {
+func (m *teamMailbox) count(t *testing.T) uint64 {
 	t.Helper()
 	st, err := m.js.Stream(mailCtx(t), m.Stream())
 	if err != nil {
@@ -77,7 +77,7 @@ func (m *mailbox) count(t *testing.T) uint64 {
 	return st.CachedInfo().State.Msgs
 }
 
-func (m *mailbox) inbox(t *testing.T, member string, opts bus.InboxOptions) []teambus.Message {
+func (m *teamMailbox) inbox(t *testing.T, member string, opts bus.InboxOptions) []teambus.Message {
 	t.Helper()
 	msgs, err := m.Inbox(mailCtx(t), member, opts)
 	if err != nil {

@@ -29,13 +29,13 @@ func deleteOrdered(ctx context.Context, st jetstream.Stream, cons jetstream.Cons
 	_ = st.DeleteConsumer(dctx, info.Name) // best effort: an ordered consumer also expires by its inactive threshold
 }
 
-// readOrdered reads st through an ordered consumer made with cfg and calls
+// ReadOrdered reads st through an ordered consumer made with cfg and calls
 // fn with every message in sequence order; memory stays constant however
 // long the stream is. Without follow it stops at last (the last sequence
 // stored when the read began) or when nothing is pending; with follow it
 // waits for new messages until ctx is done. fn returns done to stop early.
 // what names the read in errors ("replay mailbox of team T").
-func readOrdered(ctx context.Context, st jetstream.Stream, cfg jetstream.OrderedConsumerConfig, last uint64, follow bool, what string,
+func ReadOrdered(ctx context.Context, st jetstream.Stream, cfg jetstream.OrderedConsumerConfig, last uint64, follow bool, what string,
 	fn func(jm jetstream.Msg, md *jetstream.MsgMetadata) (done bool, err error)) error {
 	if cfg.InactiveThreshold == 0 {
 		cfg.InactiveThreshold = orderedInactive

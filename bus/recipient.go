@@ -116,9 +116,9 @@ func (mb *Mailbox) AddRecipients(ctx context.Context, members []string, ackWait 
 			return err
 		}
 	}
-	st, err := mb.js.Stream(ctx, mb.Stream())
+	st, err := mb.JS().Stream(ctx, mb.Stream())
 	if err != nil {
-		return teambus.Unavailablef("open mailbox of team %s: %w", mb.team, err)
+		return teambus.Unavailablef("open mailbox of team %s: %w", mb.Team(), err)
 	}
 	floor := st.CachedInfo().State.LastSeq
 	records, err := mb.recipients(ctx)
@@ -137,7 +137,7 @@ func (mb *Mailbox) AddRecipients(ctx context.Context, members []string, ackWait 
 				}
 				cfg.InactiveThreshold = 0
 				if _, err := st.CreateConsumer(ctx, cfg); err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
-					return teambus.Unavailablef("create inbox %s of team %s: %w", cfg.Durable, mb.team, err)
+					return teambus.Unavailablef("create inbox %s of team %s: %w", cfg.Durable, mb.Team(), err)
 				}
 			}
 		}
@@ -147,12 +147,12 @@ func (mb *Mailbox) AddRecipients(ctx context.Context, members []string, ackWait 
 		msgs := make([]*nats.Msg, 0, len(members))
 		for _, m := range members {
 			b, _ := json.Marshal(mb.newRecipient(m, ackWait, floor))
-			msgs = append(msgs, &nats.Msg{Subject: "$KV." + RecipientBucketPrefix + mb.team + "." + recipientKey(m), Data: b, Header: nats.Header{
+			msgs = append(msgs, &nats.Msg{Subject: "$KV." + RecipientBucketPrefix + mb.Team() + "." + recipientKey(m), Data: b, Header: nats.Header{
 				// Whole only if none of them is registered yet.
 				jetstream.ExpectedLastSubjSeqHeader: []string{"0"},
 			}})
 		}
-		if _, err := jsbatch.Publish(ctx, mb.js.Conn(), msgs); err == nil {
+		if _, err := jsbatch.Publish(ctx, mb.JS().Conn(), msgs); err == nil {
 			return nil
 		}
 		// Some are registered, or the bucket takes no batches: one at a
@@ -187,7 +187,7 @@ var errRecordMoved = errors.New("recipient record moved")
 // open, so an ack costs two round trips more, not three.
 
 func (mb *Mailbox) recordSubject(member string) string {
-	return "$KV." + RecipientBucketPrefix + mb.team + "." + recipientKey(member)
+	return "$KV." + RecipientBucketPrefix + mb.Team() + "." + recipientKey(member)
 }
 
 // recipients reports whether the team has the bucket of recipient
@@ -209,19 +209,19 @@ func (mb *Mailbox) writeRecipient(ctx context.Context, rec *recipient, rev uint6
 	if err != nil {
 		return fmt.Errorf("encode recipient %s: %w", rec.Member, err)
 	}
-	_, err = mb.js.Publish(ctx, mb.recordSubject(rec.Member), b, jetstream.WithExpectLastSequencePerSubject(rev))
+	_, err = mb.JS().Publish(ctx, mb.recordSubject(rec.Member), b, jetstream.WithExpectLastSequencePerSubject(rev))
 	var apiErr *jetstream.APIError
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
 		return errRecordMoved
-	case NoResponse(err) && StreamMissing(ctx, mb.js, "KV_"+RecipientBucketPrefix+mb.team):
-		return teambus.NotFoundf("team %s has no state bucket for its recipient records: create the team first", mb.team)
+	case NoResponse(err) && StreamMissing(ctx, mb.JS(), "KV_"+RecipientBucketPrefix+mb.Team()):
+		return teambus.NotFoundf("team %s has no state bucket for its recipient records: create the team first", mb.Team())
 	case NoResponse(err) || Electing(err):
-		return NoLeaderf("record recipient %s of team %s: the bus is electing a leader: nothing was stored", rec.Member, mb.team)
+		return NoLeaderf("record recipient %s of team %s: the bus is electing a leader: nothing was stored", rec.Member, mb.Team())
 	}
-	return teambus.Unavailablef("record recipient %s of team %s: %w", rec.Member, mb.team, err)
+	return teambus.Unavailablef("record recipient %s of team %s: %w", rec.Member, mb.Team(), err)
 }
 
 // readRecipient returns member's recipient record and its revision;
@@ -234,28 +234,28 @@ func (mb *Mailbox) readRecipient(ctx context.Context, member string) (rec recipi
 		defer cancel()
 	}
 	req := fmt.Appendf(nil, `{"last_by_subj":%q}`, mb.recordSubject(member))
-	msg, err := mb.js.Conn().RequestWithContext(ctx, "$JS.API.DIRECT.GET.KV_"+RecipientBucketPrefix+mb.team, req)
+	msg, err := mb.JS().Conn().RequestWithContext(ctx, "$JS.API.DIRECT.GET.KV_"+RecipientBucketPrefix+mb.Team(), req)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return rec, 0, false, errNoRecords
 	}
 	if err != nil {
-		return rec, 0, false, teambus.Unavailablef("read recipient %s of team %s: %w", member, mb.team, err)
+		return rec, 0, false, teambus.Unavailablef("read recipient %s of team %s: %w", member, mb.Team(), err)
 	}
 	if st := msg.Header.Get("Status"); st != "" {
 		if st == "404" {
 			return rec, 0, false, nil
 		}
-		return rec, 0, false, teambus.Unavailablef("read recipient %s of team %s: status %s %s", member, mb.team, st, msg.Header.Get("Description"))
+		return rec, 0, false, teambus.Unavailablef("read recipient %s of team %s: status %s %s", member, mb.Team(), st, msg.Header.Get("Description"))
 	}
 	rev, err = strconv.ParseUint(msg.Header.Get(jetstream.SequenceHeader), 10, 64)
 	if err != nil {
-		return rec, 0, false, teambus.Unavailablef("read recipient %s of team %s: no revision", member, mb.team)
+		return rec, 0, false, teambus.Unavailablef("read recipient %s of team %s: no revision", member, mb.Team())
 	}
 	if op := msg.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
 		return rec, rev, false, nil
 	}
 	if err := json.Unmarshal(msg.Data, &rec); err != nil || rec.Member != member {
-		return rec, 0, false, fmt.Errorf("recipient record of %s in team %s (revision %d) is damaged: %v", member, mb.team, rev, err)
+		return rec, 0, false, fmt.Errorf("recipient record of %s in team %s (revision %d) is damaged: %v", member, mb.Team(), rev, err)
 	}
 	return rec, rev, true, nil
 }
@@ -263,7 +263,7 @@ func (mb *Mailbox) readRecipient(ctx context.Context, member string) (rec recipi
 // consumerConfig is the durable consumer of member's inbox or sidecar
 // mail, starting after floor.
 func (mb *Mailbox) consumerConfig(member string, sidecar bool, pos *position) jetstream.ConsumerConfig {
-	p := "tb." + mb.team + "."
+	p := "tb." + mb.Team() + "."
 	name := InboxConsumer(member)
 	filters := []string{p + kindMail + "." + member + ".>", p + kindMail + "." + teambus.All + ".>"}
 	if sidecar {
@@ -315,18 +315,18 @@ func (mb *Mailbox) AgentInbox(ctx context.Context, member string) (jetstream.Con
 // member's recipient record when the server has none (never created, or
 // removed idle). A member with neither is not a recipient.
 func (mb *Mailbox) consumer(ctx context.Context, name, member string) (jetstream.Consumer, error) {
-	cons, err := mb.js.Consumer(ctx, mb.Stream(), name)
+	cons, err := mb.JS().Consumer(ctx, mb.Stream(), name)
 	if err == nil {
 		return cons, nil
 	}
-	notMember := teambus.NotFoundf("team %s has no mailbox for %s: is %s a member?", mb.team, member, member)
+	notMember := teambus.NotFoundf("team %s has no mailbox for %s: is %s a member?", mb.Team(), member, member)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, notMember
 	}
 	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, teambus.Unavailablef("open inbox of %s: %w", member, err)
 	}
-	if memberConn(mb.js.Conn()) {
+	if MemberConn(mb.JS().Conn()) {
 		return nil, notMember // a member credential can not create consumers
 	}
 	rec, _, found, err := mb.readRecipient(ctx, member)
@@ -341,14 +341,14 @@ func (mb *Mailbox) consumer(ctx context.Context, name, member string) (jetstream
 	}
 	sidecar := name == SidecarConsumer(member)
 	pos := rec.pos(sidecar)
-	cons, err = mb.js.CreateConsumer(ctx, mb.Stream(), mb.consumerConfig(member, sidecar, pos))
+	cons, err = mb.JS().CreateConsumer(ctx, mb.Stream(), mb.consumerConfig(member, sidecar, pos))
 	if errors.Is(err, jetstream.ErrConsumerExists) {
 		// Created meanwhile by another reader (from a record one ack
 		// older or newer): use it.
-		cons, err = mb.js.Consumer(ctx, mb.Stream(), name)
+		cons, err = mb.JS().Consumer(ctx, mb.Stream(), name)
 	}
 	if err != nil {
-		return nil, teambus.Unavailablef("create inbox %s of team %s: %w", name, mb.team, err)
+		return nil, teambus.Unavailablef("create inbox %s of team %s: %w", name, mb.Team(), err)
 	}
 	return cons, nil
 }
@@ -483,7 +483,7 @@ func (mb *Mailbox) NoteAcked(ctx context.Context, member string, sidecar bool, c
 // after the consumer is removed, so it is logged, not returned.
 func (mb *Mailbox) noteAcked(ctx context.Context, member string, sidecar bool, cons jetstream.Consumer, seqs []uint64) {
 	if err := mb.NoteAcked(ctx, member, sidecar, cons, seqs...); err != nil {
-		slog.Warn("record acks", "team", mb.team, "member", member, "seqs", len(seqs), "err", err)
+		slog.Warn("record acks", "team", mb.Team(), "member", member, "seqs", len(seqs), "err", err)
 	}
 }
 
@@ -495,7 +495,7 @@ func (mb *Mailbox) heldCursor(ctx context.Context, st jetstream.Stream, member s
 	cfg := jetstream.ConsumerConfig{
 		Durable:       HeldConsumer(member),
 		Description:   "teambus held mail of " + member,
-		FilterSubject: "tb." + mb.team + "." + kindHeld + "." + member + ".>",
+		FilterSubject: "tb." + mb.Team() + "." + kindHeld + "." + member + ".>",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       30 * time.Second,
 		MaxAckPending: jsbatch.Max,
@@ -556,7 +556,7 @@ func (mb *Mailbox) noteReleased(ctx context.Context, member string, cons jetstre
 			return
 		}
 		if !errors.Is(err, errRecordMoved) {
-			slog.Warn("record released held mail", "team", mb.team, "member", member, "seq", seq, "err", err)
+			slog.Warn("record released held mail", "team", mb.Team(), "member", member, "seq", seq, "err", err)
 			return
 		}
 	}

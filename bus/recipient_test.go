@@ -15,7 +15,7 @@ import (
 )
 
 // consumers lists the consumers of the mailbox stream.
-func (m *mailbox) consumers(t *testing.T) []string {
+func (m *teamMailbox) consumers(t *testing.T) []string {
 	t.Helper()
 	st, err := m.js.Stream(mailCtx(t), m.Stream())
 	if err != nil {
@@ -33,7 +33,7 @@ func (m *mailbox) consumers(t *testing.T) []string {
 }
 
 // waitGone waits until the server has removed the consumer name.
-func (m *mailbox) waitGone(t *testing.T, name string, within time.Duration) {
+func (m *teamMailbox) waitGone(t *testing.T, name string, within time.Duration) {
 	t.Helper()
 	bustest.CheckFor(t, within, 50*time.Millisecond, func() error {
 		_, err := m.js.Consumer(mailCtx(t), m.Stream(), name)

@@ -58,7 +58,7 @@ func (mb *Mailbox) filterSubjects(f ReplayFilter) []string {
 		}
 		return s
 	}
-	p := "tb." + mb.team + "."
+	p := "tb." + mb.Team() + "."
 	tail := "." + tok(f.To) + "." + tok(string(f.Type)) + "." + tok(f.From)
 	subs := []string{p + kindMail + tail, p + kindCtl + tail}
 	if f.IncludeHeld {
@@ -75,12 +75,12 @@ func (mb *Mailbox) Replay(ctx context.Context, f ReplayFilter, fn func(teambus.M
 	if err := f.Validate(); err != nil {
 		return err
 	}
-	st, err := mb.js.Stream(ctx, mb.Stream())
+	st, err := mb.JS().Stream(ctx, mb.Stream())
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return teambus.NotFoundf("team %s not found: use `teambus team list`", mb.team)
+		return teambus.NotFoundf("team %s not found: use `teambus team list`", mb.Team())
 	}
 	if err != nil {
-		return teambus.Unavailablef("open mailbox of team %s: %w", mb.team, err)
+		return teambus.Unavailablef("open mailbox of team %s: %w", mb.Team(), err)
 	}
 	last := st.CachedInfo().State.LastSeq
 	if f.UntilSeq > 0 && f.UntilSeq < last && !f.Follow {
@@ -101,7 +101,7 @@ func (mb *Mailbox) Replay(ctx context.Context, f ReplayFilter, fn func(teambus.M
 		return nil
 	}
 	n := 0
-	return readOrdered(ctx, st, cfg, last, f.Follow, "replay mailbox of team "+mb.team, func(jm jetstream.Msg, md *jetstream.MsgMetadata) (bool, error) {
+	return ReadOrdered(ctx, st, cfg, last, f.Follow, "replay mailbox of team "+mb.Team(), func(jm jetstream.Msg, md *jetstream.MsgMetadata) (bool, error) {
 		seq := md.Sequence.Stream
 		if f.UntilSeq > 0 && seq > f.UntilSeq {
 			return true, nil
@@ -139,9 +139,9 @@ func undecodableReason(err error) string {
 // Tail returns the last n messages of the mailbox (mail and sidecar
 // traffic, not held mail), oldest first.
 func (mb *Mailbox) Tail(ctx context.Context, n int) ([]teambus.Message, error) {
-	st, err := mb.js.Stream(ctx, mb.Stream())
+	st, err := mb.JS().Stream(ctx, mb.Stream())
 	if err != nil {
-		return nil, teambus.Unavailablef("open mailbox of team %s: %w", mb.team, err)
+		return nil, teambus.Unavailablef("open mailbox of team %s: %w", mb.Team(), err)
 	}
 	last := st.CachedInfo().State.LastSeq
 	if last == 0 {
@@ -181,7 +181,7 @@ func HeldConsumer(member string) string { return "hd_" + member }
 // mail is held only while the member is a zombie and the release on leaving
 // zombie mode delivers it.
 func (mb *Mailbox) HeldPending(ctx context.Context, member string) (uint64, error) {
-	cons, err := mb.js.Consumer(ctx, mb.Stream(), HeldConsumer(member))
+	cons, err := mb.JS().Consumer(ctx, mb.Stream(), HeldConsumer(member))
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return 0, nil
 	}
@@ -203,9 +203,9 @@ func (mb *Mailbox) HeldPending(ctx context.Context, member string) (uint64, erro
 // message, so a release cut short by a crash and repeated stores each
 // message once.
 func (mb *Mailbox) ReleaseHeld(ctx context.Context, member string) ([]teambus.Message, error) {
-	st, err := mb.js.Stream(ctx, mb.Stream())
+	st, err := mb.JS().Stream(ctx, mb.Stream())
 	if err != nil {
-		return nil, teambus.Unavailablef("open mailbox of team %s: %w", mb.team, err)
+		return nil, teambus.Unavailablef("open mailbox of team %s: %w", mb.Team(), err)
 	}
 	cons, err := mb.heldCursor(ctx, st, member)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/teambus/teambus/bus"
 )
 
-func replayAll(t *testing.T, mb *mailbox, f bus.ReplayFilter) []teambus.Message {
+func replayAll(t *testing.T, mb *teamMailbox, f bus.ReplayFilter) []teambus.Message {
 	t.Helper()
 	var out []teambus.Message
 	err := mb.Replay(mailCtx(t), f, func(m teambus.Message) error {
@@ -27,7 +27,7 @@ func replayAll(t *testing.T, mb *mailbox, f bus.ReplayFilter) []teambus.Message 
 	return out
 }
 
-func sendHeld(t *testing.T, mb *mailbox, from, to, id, body string) bus.SendResult {
+func sendHeld(t *testing.T, mb *teamMailbox, from, to, id, body string) bus.SendResult {
 	t.Helper()
 	res, err := mb.Send(mailCtx(t), &teambus.Message{ID: id, From: from, To: to, Type: teambus.MsgInfo, Body: body}, true)
 	if err != nil {

@@ -11,9 +11,10 @@ import (
 	"github.com/teambus/teambus/internal/jserr"
 )
 
-// teamStream is what a team's mailbox and event log share: the team, the
-// JetStream context and the stream's config. Mailbox and Events embed it.
-type teamStream struct {
+// TeamStream is what a team's mailbox (package mailbox) and event log
+// (package eventlog) share: the team, the JetStream context and the
+// stream's config. Mailbox and Events embed it.
+type TeamStream struct {
 	js   jetstream.JetStream
 	team string
 	// what names the stream in its description and in errors: "mailbox",
@@ -22,10 +23,10 @@ type teamStream struct {
 	sc   jetstream.StreamConfig
 }
 
-// newTeamStream returns team's stream prefix+team. sc holds the subjects
+// NewTeamStream returns team's stream prefix+team. sc holds the subjects
 // and limits; the rest of the config is the same for the mailbox and the
 // event log.
-func newTeamStream(js jetstream.JetStream, team, prefix, what string, sc jetstream.StreamConfig) teamStream {
+func NewTeamStream(js jetstream.JetStream, team, prefix, what string, sc jetstream.StreamConfig) TeamStream {
 	sc.Name = prefix + team
 	sc.Description = "teambus " + what + " of team " + team
 	sc.Retention = jetstream.LimitsPolicy
@@ -41,12 +42,12 @@ func newTeamStream(js jetstream.JetStream, team, prefix, what string, sc jetstre
 	// Batch writes (SendBatch, AppendBatch): stored whole or not at all,
 	// one ack and a few fsyncs per batch.
 	sc.AllowAtomicPublish = true
-	return teamStream{js: js, team: team, what: what, sc: sc}
+	return TeamStream{js: js, team: team, what: what, sc: sc}
 }
 
-// streamDefaults sets the defaults the mailbox and the event log share: a
+// StreamDefaults sets the defaults the mailbox and the event log share: a
 // dedupe window of 10m and one replica.
-func streamDefaults(duplicates *time.Duration, replicas *int) {
+func StreamDefaults(duplicates *time.Duration, replicas *int) {
 	if *duplicates <= 0 {
 		*duplicates = 10 * time.Minute
 	}
@@ -56,11 +57,20 @@ func streamDefaults(duplicates *time.Duration, replicas *int) {
 }
 
 // Stream returns the name of the team's stream.
-func (s *teamStream) Stream() string { return s.sc.Name }
+func (s *TeamStream) Stream() string { return s.sc.Name }
+
+// JS returns the JetStream context the stream is used through.
+func (s *TeamStream) JS() jetstream.JetStream { return s.js }
+
+// Team returns the team whose stream it is.
+func (s *TeamStream) Team() string { return s.team }
+
+// StreamConfig returns the stream's config as Declare sends it.
+func (s *TeamStream) StreamConfig() jetstream.StreamConfig { return s.sc }
 
 // Declare creates or updates the team's stream with the configured limits.
 // It is idempotent.
-func (s *teamStream) Declare(ctx context.Context) error {
+func (s *TeamStream) Declare(ctx context.Context) error {
 	if err := teambus.ValidateID("team", s.team); err != nil {
 		return err
 	}
@@ -72,18 +82,18 @@ func (s *teamStream) Declare(ctx context.Context) error {
 
 // Delete removes the team's stream and its consumers; a stream already
 // gone is no error.
-func (s *teamStream) Delete(ctx context.Context) error {
+func (s *TeamStream) Delete(ctx context.Context) error {
 	if err := s.js.DeleteStream(ctx, s.Stream()); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return teambus.Unavailablef("delete %s of team %s: %w", s.what, s.team, err)
 	}
 	return nil
 }
 
-// refusal words a publish the stream refused as the mailbox and the event
+// Refusal words a publish the stream refused as the mailbox and the event
 // log both do: too large, full, or no stream. item is what was published
 // ("message", "event"), done what did not happen ("sent", "stored") and
 // export the command that exports the stream. Any other error is nil.
-func (s *teamStream) refusal(err error, item, done, export string) error {
+func (s *TeamStream) Refusal(err error, item, done, export string) error {
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) {
 		return nil

@@ -1,0 +1,58 @@
+package bus
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/internal/jserr"
+)
+
+// TestEventsPublishErr_Refusal checks that the event log words the
+// refusals it shares with the mailbox (TeamStream.Refusal) in its own
+// terms.
+func TestEventsPublishErr_Refusal(t *testing.T) {
+	ev := NewEvents(nil, "alpha", EventsConfig{MaxBytes: 8192})
+	api := func(code jetstream.ErrorCode, desc string) error {
+		return &jetstream.APIError{ErrorCode: code, Description: desc}
+	}
+	const (
+		fullMail = "mailbox of team alpha is full (limit 4096 bytes): nothing was sent; export it (`teambus team checkpoint alpha --export DIR`) and raise the limit"
+		fullEv   = "event log of team alpha is full (limit 8192 bytes): nothing was stored; export it (`teambus events export --team alpha`) and raise the limit"
+		byDesc   = "resource limits exceeded for account"
+	)
+	tests := []struct {
+		name     string
+		err      error
+		mail, ev string
+		is       error
+	}{
+		{"too large", api(jetstream.JSErrCodeStreamMessageExceedsMaximum, "message size exceeds maximum allowed"),
+			"message too large for the mailbox of team alpha: nothing was sent", "event too large for the event log of team alpha: nothing was stored", teambus.ErrInvalid},
+		{"store failed", api(jserr.StreamStoreFailed, "maximum bytes exceeded"), fullMail, fullEv, teambus.ErrUnavailable},
+		{"no resources", api(jserr.StorageResourcesExceeded, "insufficient storage resources available"), fullMail, fullEv, teambus.ErrUnavailable},
+		{"no stream", api(jetstream.JSErrCodeStreamNotFound, "stream not found"),
+			"team alpha has no mailbox: create the team first", "team alpha has no event log: create the team first", teambus.ErrNotFound},
+		{"full by its code", api(jserr.AccountResourcesExceeded, byDesc),
+			"mailbox of team alpha is full: nothing was sent: " + byDesc, "event log of team alpha is full: nothing was stored: " + byDesc, teambus.ErrUnavailable},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, c := range []struct {
+				got  error
+				want string
+			}{{ev.publishErr(tc.err), tc.ev}} {
+				if c.got == nil || c.got.Error() != c.want || !errors.Is(c.got, tc.is) {
+					t.Errorf("publishErr(%v) = %v, want %q (%v)", tc.err, c.got, c.want, tc.is)
+				}
+			}
+		})
+	}
+	// Errors are matched by their code, never by their text.
+	err := api(9999, "message size too big")
+	if got := ev.publishErr(err); errors.Is(got, teambus.ErrInvalid) {
+		t.Errorf("event log publishErr = %v, want no ErrInvalid", got)
+	}
+}
