@@ -65,7 +65,7 @@ type authenticator struct {
 	s        *server.Server      // set once the server is built
 	imported map[string]bool     // teams whose member account imports the service
 	js       jetstream.JetStream // the node's own connection; nil until attached
-	kv       jetstream.KeyValue  // bus.AuthBucket, once it exists
+	kv       jetstream.KeyValue  // AuthBucket, once it exists
 }
 
 // Check implements server.Authentication. The token holder lands in the
@@ -164,7 +164,7 @@ func (a *authenticator) verify(team, member, password string) bool {
 	if err != nil {
 		return false
 	}
-	e, err := kv.Get(ctx, bus.AuthKey(team, member))
+	e, err := kv.Get(ctx, AuthKey(team, member))
 	if err != nil {
 		if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			a.log.Warn("credential lookup failed", "user", bus.MemberUser(team, member), "err", err)
@@ -174,7 +174,7 @@ func (a *authenticator) verify(team, member, password string) bool {
 		}
 		return false
 	}
-	return bus.PasswordMatches(e.Value(), team, member, password)
+	return PasswordMatches(e.Value(), team, member, password)
 }
 
 // bucket returns AuthBucket: jetstream.ErrBucketNotFound while no
@@ -190,7 +190,7 @@ func (a *authenticator) bucket(ctx context.Context) (jetstream.KeyValue, error) 
 	if js == nil {
 		return nil, errors.New("node not attached")
 	}
-	kv, err := bus.OpenAuthBucket(ctx, js)
+	kv, err := OpenAuthBucket(ctx, js)
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +222,7 @@ func (a *authenticator) attach(ctx context.Context, s *server.Server, nc *nats.C
 		return nil, err
 	}
 	created := make(chan struct{}, 1)
-	sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.STREAM.CREATED.KV_"+bus.AuthBucket, func(*nats.Msg) {
+	sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.STREAM.CREATED.KV_"+AuthBucket, func(*nats.Msg) {
 		select {
 		case created <- struct{}{}:
 		default:
