@@ -45,7 +45,7 @@ type Member struct {
 	// stored, cleared after the release delivered it.
 	HeldSince *time.Time `json:"held_since,omitempty"`
 	// Marker is the mailbox seq of this incarnation's marker
-	// (bus.Mailbox.MarkIncarnation): a member's send expects it.
+	// (mailbox.Mailbox.MarkIncarnation): a member's send expects it.
 	Marker uint64 `json:"marker,omitempty"`
 	// Condition is why a live member is not working, as its agent session
 	// reported it (hooks, agent-wiring §12.3.14): "approval" (waiting for a

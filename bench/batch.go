@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 )
 
 // keyBatch is the row of batched sends; + the batch size.
@@ -19,7 +19,7 @@ var batchSizes = []int{64, 256}
 // batchMeters are the batched durable sends (Mailbox.SendBatch: a
 // JetStream atomic batch, stored whole with one ack) of each size, on mb.
 // Their rate is messages per second; a latency is one whole batch's.
-func batchMeters(mb *bus.Mailbox, size int, seq *atomic.Int64, sfx, label, note string) []meter {
+func batchMeters(mb *mailbox.Mailbox, size int, seq *atomic.Int64, sfx, label, note string) []meter {
 	var out []meter
 	for _, n := range batchSizes {
 		out = append(out, meter{group: "teambus", key: fmt.Sprint(keyBatch, n) + sfx,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/team"
 	memberapi "github.com/teambus/teambus/teamapi"
 )
@@ -294,7 +295,7 @@ func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
 	viaService := make([]beatFunc, n)
 	if err := inParallel(ctx, 8, n, func(i int) error {
 		teamID, member := where(i)
-		cr, err := bus.IssueCreds(ctx, conn, teamID, member, []string{d.URL})
+		cr, err := node.IssueCreds(ctx, conn, teamID, member, []string{d.URL})
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 )
 
@@ -225,7 +226,7 @@ func fillTeam(ctx context.Context, conn *bus.Conn, svc *team.Service, id string,
 // Mailbox.SendAsync, which gives the subject; the rest are the same JSON
 // published straight to that subject without a dedupe id, so a million
 // messages neither re-encode a body each nor fill the node's dedupe table.
-func fillMailbox(ctx context.Context, conn *bus.Conn, mb *bus.Mailbox, members, msgs, size int) error {
+func fillMailbox(ctx context.Context, conn *bus.Conn, mb *mailbox.Mailbox, members, msgs, size int) error {
 	js, err := jetstream.New(conn.NC, jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
 		return err
@@ -257,7 +258,7 @@ func fillMailbox(ctx context.Context, conn *bus.Conn, mb *bus.Mailbox, members, 
 			continue
 		}
 		buf = fmt.Appendf(buf[:0], `{"seq":0,"id":%q,"from":%q,"to":%q,"type":"info","body":%s,"data":null,"epoch":1,"ts":%s}`, id, from, to, bodyJSON, ts)
-		if _, err := js.PublishAsync(subj, append([]byte(nil), buf...), jetstream.WithStallWait(bus.AsyncStallWait)); err != nil {
+		if _, err := js.PublishAsync(subj, append([]byte(nil), buf...), jetstream.WithStallWait(mailbox.AsyncStallWait)); err != nil {
 			return err
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/relay"
 	"github.com/teambus/teambus/team"
@@ -85,14 +86,14 @@ func sendTeam(ctx context.Context, svc *team.Service, id string, members ...stri
 // bigMailbox is a team service whose new mailboxes hold a throughput loop
 // of any length.
 func bigMailbox(maxBytes int64) team.Config {
-	return team.Config{Mailbox: bus.MailboxConfig{MaxBytes: maxBytes}, KV: kv.Config{}}
+	return team.Config{Mailbox: mailbox.MailboxConfig{MaxBytes: maxBytes}, KV: kv.Config{}}
 }
 
 // benchMailbox is the mailbox of team with bigMailbox(maxBytes)'s limits,
 // as the team service builds it: the throughput rows measure the mailbox
 // itself, below the team service.
-func benchMailbox(conn *bus.Conn, team string, maxBytes int64) *bus.Mailbox {
-	return bus.NewMailbox(conn.JS, team, bus.MailboxConfig{MaxBytes: maxBytes, Replicas: bus.AutoReplicas(conn.NC)})
+func benchMailbox(conn *bus.Conn, team string, maxBytes int64) *mailbox.Mailbox {
+	return mailbox.NewMailbox(conn.JS, team, mailbox.MailboxConfig{MaxBytes: maxBytes, Replicas: bus.AutoReplicas(conn.NC)})
 }
 
 // meter is one figure of the throughput section.
@@ -271,7 +272,7 @@ const serviceWindow = 256
 // TCP and returns its team service client; the connection closes with
 // conn's node.
 func memberClient(ctx context.Context, conn *bus.Conn, nd *node.Node, a team.Actor) (*teamapi.Client, error) {
-	cr, err := bus.IssueCreds(ctx, conn, a.Team, a.Member, []string{nd.URL()})
+	cr, err := node.IssueCreds(ctx, conn, a.Team, a.Member, []string{nd.URL()})
 	if err != nil {
 		return nil, err
 	}
@@ -327,7 +328,7 @@ func concurrent(ctx context.Context, d time.Duration, n int, op func() error) (s
 
 // pipelined sends for d with up to 256 sends in flight and returns how
 // many were acknowledged in how long.
-func pipelined(ctx context.Context, conn *bus.Conn, mb *bus.Mailbox, d time.Duration, size int, seq *atomic.Int64) (sample, error) {
+func pipelined(ctx context.Context, conn *bus.Conn, mb *mailbox.Mailbox, d time.Duration, size int, seq *atomic.Int64) (sample, error) {
 	var futures []jetstream.PubAckFuture
 	start := time.Now()
 	for time.Since(start) < d {
@@ -469,7 +470,7 @@ func (r *run) clientKinds(ctx context.Context, nd *node.Node, teamID, member str
 		return "", "", err
 	}
 	defer conn.Close()
-	cr, err := bus.IssueCreds(ctx, conn, teamID, member, []string{nd.URL()})
+	cr, err := node.IssueCreds(ctx, conn, teamID, member, []string{nd.URL()})
 	if err != nil {
 		return "", "", err
 	}
@@ -591,7 +592,7 @@ func (r *run) inbox(ctx context.Context) error {
 		t0 := time.Now()
 		// A call has a deadline, as every command's does (--timeout).
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		msgs, err := svc.Inbox(cctx, reader, bus.InboxOptions{Max: 100, Ack: true})
+		msgs, err := svc.Inbox(cctx, reader, mailbox.InboxOptions{Max: 100, Ack: true})
 		cancel()
 		if err != nil {
 			return fmt.Errorf("inbox: %w", err)

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 )
 
@@ -149,7 +149,7 @@ func (s *agentSimulator) runLead(ctx context.Context) error {
 	s.say("lead session attached: reading the lead inbox")
 	for {
 		octx, cancel := s.op(ctx)
-		msgs, err := s.svc.Inbox(octx, s.a, bus.InboxOptions{Max: 100, Ack: true})
+		msgs, err := s.svc.Inbox(octx, s.a, mailbox.InboxOptions{Max: 100, Ack: true})
 		cancel()
 		switch {
 		case err == nil:
@@ -218,7 +218,7 @@ func (s *agentSimulator) runTeammate(ctx context.Context) error {
 func (s *agentSimulator) drainInbox(ctx context.Context) {
 	ctx, cancel := s.op(ctx)
 	defer cancel()
-	msgs, err := s.svc.Inbox(ctx, s.a, bus.InboxOptions{Max: 100, Ack: true})
+	msgs, err := s.svc.Inbox(ctx, s.a, mailbox.InboxOptions{Max: 100, Ack: true})
 	if err != nil {
 		return
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/proc"
 	"github.com/teambus/teambus/team"
@@ -673,7 +674,7 @@ func (d *demo) finish(ctx context.Context) error {
 func (d *demo) summary(ctx context.Context, v *team.View) error {
 	counts := map[teambus.MessageType]int{}
 	total, held := 0, 0
-	err := d.svc.ReplayMail(ctx, demoTeam, bus.ReplayFilter{IncludeHeld: true}, func(m teambus.Message) error {
+	err := d.svc.ReplayMail(ctx, demoTeam, mailbox.ReplayFilter{IncludeHeld: true}, func(m teambus.Message) error {
 		total++
 		if m.Held {
 			held++
@@ -950,7 +951,7 @@ func checkpointText(cp *teambus.Checkpoint) string {
 // watchMail follows the mailbox, held mail included, and narrates what
 // matters to the story: held and released mail, notices, probes.
 func (d *demo) watchMail(ctx context.Context) {
-	_ = d.svc.ReplayMail(ctx, demoTeam, bus.ReplayFilter{Follow: true, IncludeHeld: true}, func(m teambus.Message) error {
+	_ = d.svc.ReplayMail(ctx, demoTeam, mailbox.ReplayFilter{Follow: true, IncludeHeld: true}, func(m teambus.Message) error {
 		key := m.From + "/" + m.ID
 		d.mu.Lock()
 		release := false

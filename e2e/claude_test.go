@@ -20,7 +20,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/binding"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 )
 
@@ -196,7 +196,7 @@ func tail(s string, n int) string {
 	return s
 }
 
-func busLease() bus.LeaseOptions { return bus.LeaseOptions{Max: 100} }
+func busLease() mailbox.LeaseOptions { return mailbox.LeaseOptions{Max: 100} }
 
 // TestClaude_Real_MCPSendTool runs the real Claude Code with `teambus mcp`
 // as its MCP server (no hooks): the model's scripted tool call of

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 )
 
@@ -64,7 +64,7 @@ func TestCluster_KillTwoNodesUnderSendAndClaimLoad(t *testing.T) {
 	leader := func() (*clusterNode, error) {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		st, err := conn.JS.Stream(ctx, bus.MailboxPrefix+"ha")
+		st, err := conn.JS.Stream(ctx, mailbox.MailboxPrefix+"ha")
 		if err != nil {
 			return nil, err
 		}
@@ -192,7 +192,7 @@ func TestCluster_KillTwoNodesUnderSendAndClaimLoad(t *testing.T) {
 	caughtUp := func() error {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		st, err := conn.JS.Stream(ctx, bus.MailboxPrefix+"ha")
+		st, err := conn.JS.Stream(ctx, mailbox.MailboxPrefix+"ha")
 		if err != nil {
 			return err
 		}
@@ -267,7 +267,7 @@ func TestCluster_KillTwoNodesUnderSendAndClaimLoad(t *testing.T) {
 	e.waitFor(time.Minute, "replay", func() error {
 		clear(stored)
 		return attempt(ctx, func(ctx context.Context) error {
-			return svc.Mailbox("ha").Replay(ctx, bus.ReplayFilter{}, func(m teambus.Message) error {
+			return svc.Mailbox("ha").Replay(ctx, mailbox.ReplayFilter{}, func(m teambus.Message) error {
 				stored[m.From+"/"+m.ID]++
 				return nil
 			})

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 )
 
@@ -154,7 +155,7 @@ func TestCluster_KillNodeUnderLoad(t *testing.T) {
 	var info *jetstream.StreamInfo
 	e.waitFor(30*time.Second, "mailbox info", func() error {
 		return attempt(ctx, func(ctx context.Context) error {
-			st, err := conn.JS.Stream(ctx, bus.MailboxPrefix+"ha")
+			st, err := conn.JS.Stream(ctx, mailbox.MailboxPrefix+"ha")
 			if err != nil {
 				return err
 			}
@@ -243,7 +244,7 @@ func TestCluster_KillNodeUnderLoad(t *testing.T) {
 	e.waitFor(time.Minute, "replay", func() error {
 		clear(stored)
 		return attempt(ctx, func(ctx context.Context) error {
-			return svc.Mailbox("ha").Replay(ctx, bus.ReplayFilter{}, func(m teambus.Message) error {
+			return svc.Mailbox("ha").Replay(ctx, mailbox.ReplayFilter{}, func(m teambus.Message) error {
 				stored[m.From+"/"+m.ID]++
 				return nil
 			})
@@ -264,7 +265,7 @@ func TestCluster_KillNodeUnderLoad(t *testing.T) {
 	}
 	e.waitFor(time.Minute, "a mailbox leader among the survivors", func() error {
 		return attempt(ctx, func(ctx context.Context) error {
-			st, err := conn.JS.Stream(ctx, bus.MailboxPrefix+"ha")
+			st, err := conn.JS.Stream(ctx, mailbox.MailboxPrefix+"ha")
 			if err != nil {
 				return err
 			}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
@@ -246,7 +246,7 @@ func (e *env) task(teamID, id string) *teambus.Task {
 func (e *env) mail(teamID string) []teambus.Message {
 	e.t.Helper()
 	var out []teambus.Message
-	err := e.svc.Mailbox(teamID).Replay(context.Background(), bus.ReplayFilter{}, func(m teambus.Message) error {
+	err := e.svc.Mailbox(teamID).Replay(context.Background(), mailbox.ReplayFilter{}, func(m teambus.Message) error {
 		out = append(out, m)
 		return nil
 	})

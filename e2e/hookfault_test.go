@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
@@ -146,8 +146,8 @@ func TestHookFault_KillAnywhere_NoAckWithoutWrite(t *testing.T) {
 	mb := e.svc.Mailbox("alpha")
 	js := nodetest.Connect(t, e.node).JS
 	unacked := map[uint64]bool{}
-	e.waitFor(bus.InboxAckWait+30*time.Second, "every unacked message collected", func() error {
-		l, err := mb.Lease(ctx, "tm1", bus.LeaseOptions{Max: 500, Wait: 200 * time.Millisecond, Self: "tm1"})
+	e.waitFor(mailbox.InboxAckWait+30*time.Second, "every unacked message collected", func() error {
+		l, err := mb.Lease(ctx, "tm1", mailbox.LeaseOptions{Max: 500, Wait: 200 * time.Millisecond, Self: "tm1"})
 		if err != nil {
 			return err
 		}
@@ -155,7 +155,7 @@ func TestHookFault_KillAnywhere_NoAckWithoutWrite(t *testing.T) {
 		for _, m := range l.Messages {
 			unacked[m.Seq] = true
 		}
-		c, err := js.Consumer(ctx, mb.Stream(), bus.InboxConsumer("tm1"))
+		c, err := js.Consumer(ctx, mb.Stream(), mailbox.InboxConsumer("tm1"))
 		if err != nil {
 			return err
 		}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node/nodetest"
 )
 
@@ -32,7 +32,7 @@ func TestInterrupt_BlockedCommandSaysInterrupted(t *testing.T) {
 	e.waitFor(30*time.Second, "inbox --wait to block", func() error {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
-		c, err := conn.JS.Consumer(ctx, bus.MailboxPrefix+"alpha", bus.InboxConsumer("tm1"))
+		c, err := conn.JS.Consumer(ctx, mailbox.MailboxPrefix+"alpha", mailbox.InboxConsumer("tm1"))
 		if err != nil {
 			return err
 		}

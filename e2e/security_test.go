@@ -11,6 +11,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 )
 
@@ -142,11 +143,11 @@ func TestSecurity_MemberCredsCLI(t *testing.T) {
 		t.Errorf("user and password: exit %d %s %s", code, out, errOut)
 	}
 	// Beta's mail is untouched and nothing of alpha's tm1 reached it.
-	msgs, err := e.svc.Inbox(ctx, actor("beta", "tm1", ""), bus.InboxOptions{})
+	msgs, err := e.svc.Inbox(ctx, actor("beta", "tm1", ""), mailbox.InboxOptions{})
 	if err != nil || len(msgs) != 1 || msgs[0].Body != "beta secret" {
 		t.Errorf("beta tm1 inbox = %+v, %v", msgs, err)
 	}
-	lead, err := e.svc.Inbox(ctx, actor("beta", teambus.Lead, ""), bus.InboxOptions{})
+	lead, err := e.svc.Inbox(ctx, actor("beta", teambus.Lead, ""), mailbox.InboxOptions{})
 	if err != nil || len(lead) != 0 {
 		t.Errorf("beta lead inbox = %+v, %v", lead, err)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 )
 
@@ -309,7 +309,7 @@ func TestTeammate_ShutdownHandshake(t *testing.T) {
 	}
 	responses := func() map[string]bool {
 		out := map[string]bool{}
-		_ = e.svc.Mailbox("sh").Replay(ctx, bus.ReplayFilter{Type: teambus.MsgShutdownResponse}, func(m teambus.Message) error {
+		_ = e.svc.Mailbox("sh").Replay(ctx, mailbox.ReplayFilter{Type: teambus.MsgShutdownResponse}, func(m teambus.Message) error {
 			var d struct{ Approve bool }
 			_ = json.Unmarshal(m.Data, &d)
 			out[m.From] = d.Approve

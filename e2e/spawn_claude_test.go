@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/spawn"
 )
@@ -266,7 +265,7 @@ func (e *spawnEnv) hostCmd(name string, env []string) *child {
 
 // timeline logs the team's events with their times relative to t0.
 func (e *spawnEnv) timeline(t *testing.T, teamID string, t0 time.Time) {
-	err := e.svc.Events(teamID).Replay(context.Background(), bus.EventFilter{}, func(r *bus.EventRecord) error {
+	err := e.svc.Events(teamID).Replay(context.Background(), eventlog.EventFilter{}, func(r *eventlog.EventRecord) error {
 		if r.Event.TS.After(t0.Add(-time.Second)) {
 			t.Logf("%+8dms %s %s %s", r.Event.TS.Sub(t0).Milliseconds(), r.Event.Type, r.Event.Agent, tail(string(r.Event.Data), 160))
 		}

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/spawn"
@@ -125,7 +124,7 @@ func (e *spawnEnv) record(teamID, member string) *spawn.Record {
 func (e *spawnEnv) events(teamID, typ string) []eventlog.Event {
 	e.t.Helper()
 	var out []eventlog.Event
-	err := e.svc.Events(teamID).Replay(context.Background(), bus.EventFilter{Type: typ}, func(r *bus.EventRecord) error {
+	err := e.svc.Events(teamID).Replay(context.Background(), eventlog.EventFilter{Type: typ}, func(r *eventlog.EventRecord) error {
 		ev := r.Event
 		ev.Data = append([]byte(nil), ev.Data...)
 		out = append(out, ev)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 )
 
@@ -50,14 +51,14 @@ func openConsumers(t testing.TB, svc *team.Service, id string, recipients []stri
 
 // teamResources lists the streams and durable consumers a team must keep.
 func teamResources(id string, members []string) map[string][]string {
-	cons := []string{bus.InboxConsumer(teambus.Lead), bus.SidecarConsumer(teambus.Lead)}
+	cons := []string{mailbox.InboxConsumer(teambus.Lead), mailbox.SidecarConsumer(teambus.Lead)}
 	for _, m := range members {
-		cons = append(cons, bus.InboxConsumer(m), bus.SidecarConsumer(m))
+		cons = append(cons, mailbox.InboxConsumer(m), mailbox.SidecarConsumer(m))
 	}
 	return map[string][]string{
-		bus.MailboxPrefix + id: cons,
-		"KV_TBS_" + id:         nil,
-		"KV_TBH_" + id:         nil,
+		mailbox.MailboxPrefix + id: cons,
+		"KV_TBS_" + id:             nil,
+		"KV_TBH_" + id:             nil,
 	}
 }
 
@@ -120,7 +121,7 @@ func TestS1_BusKill9Loop(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	w.finishSending(60 * time.Second)
 	w.drain(90 * time.Second)
-	if _, err := scanMailbox(ctx, admin.JS, bus.MailboxPrefix+"k9", w.h); err != nil {
+	if _, err := scanMailbox(ctx, admin.JS, mailbox.MailboxPrefix+"k9", w.h); err != nil {
 		t.Fatal(err)
 	}
 	r := w.h.Check()

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node/nodetest"
 )
 
@@ -424,7 +424,7 @@ func TestChecker_SabotagedBus(t *testing.T) {
 	conn := nodetest.Connect(t, node)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	mb := bus.NewMailbox(conn.JS, "sab", bus.MailboxConfig{})
+	mb := mailbox.NewMailbox(conn.JS, "sab", mailbox.MailboxConfig{})
 	// A mailbox denies deleting messages; this one is made by hand so the
 	// test can sabotage it.
 	if _, err := conn.JS.CreateStream(ctx, jetstream.StreamConfig{Name: mb.Stream(), Subjects: []string{"tb.sab.mbx.>", "tb.sab.ctl.>", "tb.sab.held.>"}, Storage: jetstream.FileStorage, Duplicates: 10 * time.Minute}); err != nil {
@@ -497,7 +497,7 @@ func (h *History) clone() *History {
 	return c
 }
 
-func scanHistory(t *testing.T, ctx context.Context, js jetstream.JetStream, mb *bus.Mailbox, h *History) *Result {
+func scanHistory(t *testing.T, ctx context.Context, js jetstream.JetStream, mb *mailbox.Mailbox, h *History) *Result {
 	t.Helper()
 	if _, err := scanMailbox(ctx, js, mb.Stream(), h); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 )
@@ -119,7 +120,7 @@ func helperSender() {
 	if err != nil {
 		fatal("connect: %v", err)
 	}
-	mb := bus.NewMailbox(conn.JS, team, bus.MailboxConfig{})
+	mb := mailbox.NewMailbox(conn.JS, team, mailbox.MailboxConfig{})
 	send := func(id string) {
 		body := sendBody(id, 128)
 		for ctx.Err() == nil {
@@ -236,7 +237,7 @@ func TestS2_SenderKill9(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := scanMailbox(ctx, admin.JS, bus.MailboxPrefix+"s2", h); err != nil {
+	if _, err := scanMailbox(ctx, admin.JS, mailbox.MailboxPrefix+"s2", h); err != nil {
 		t.Fatal(err)
 	}
 	r := h.Check()
@@ -295,7 +296,7 @@ func helperConsumer() {
 	if err != nil {
 		fatal("effects bucket: %v", err)
 	}
-	cons, err := conn.JS.Consumer(ctx, bus.MailboxPrefix+team, bus.InboxConsumer(member))
+	cons, err := conn.JS.Consumer(ctx, mailbox.MailboxPrefix+team, mailbox.InboxConsumer(member))
 	if err != nil {
 		fatal("consumer: %v", err)
 	}
@@ -313,7 +314,7 @@ func helperConsumer() {
 			if err != nil {
 				continue
 			}
-			m, err := bus.DecodeMessage(jm.Data(), md.Sequence.Stream, jm.Subject())
+			m, err := mailbox.DecodeMessage(jm.Data(), md.Sequence.Stream, jm.Subject())
 			if err != nil {
 				log.add("U", md.Sequence.Stream)
 				_ = jm.Term()
@@ -355,7 +356,7 @@ func TestS3_ConsumerKill9(t *testing.T) {
 	}
 	n, generations := tier(200, 2000), tier(8, 40)
 	h := NewHistory()
-	mb := bus.NewMailbox(admin.JS, "s3", bus.MailboxConfig{})
+	mb := mailbox.NewMailbox(admin.JS, "s3", mailbox.MailboxConfig{})
 	for i := 1; i <= n; i++ {
 		id := MsgID("lead", uint64(i))
 		if _, err := sendOnce(ctx, h, mb, "lead", "worker", id, sendBody(id, 100), 5*time.Second, nil); err != nil {
@@ -387,7 +388,7 @@ func TestS3_ConsumerKill9(t *testing.T) {
 		extKills++
 	}
 	final := startHelper(t, "consumer#final", "consumer", env...)
-	cons, err := admin.JS.Consumer(ctx, bus.MailboxPrefix+"s3", bus.InboxConsumer("worker"))
+	cons, err := admin.JS.Consumer(ctx, mailbox.MailboxPrefix+"s3", mailbox.InboxConsumer("worker"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,7 +452,7 @@ func TestS3_ConsumerKill9(t *testing.T) {
 		execs[r[1]]++
 		h.Read(Read{Kind: Delivered, Mailbox: "worker", ID: r[1], Seq: seq, Digest: r[3]})
 	}
-	if _, err := scanMailbox(ctx, admin.JS, bus.MailboxPrefix+"s3", h); err != nil {
+	if _, err := scanMailbox(ctx, admin.JS, mailbox.MailboxPrefix+"s3", h); err != nil {
 		t.Fatal(err)
 	}
 	r := h.Check()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node"
 )
 
@@ -111,8 +112,8 @@ func TestS7_CorruptStore(t *testing.T) {
 		{name: "flip bytes in the index", apply: func(t *testing.T, dir, s string) {
 			flip(t, storeFiles(t, dir, s, "msgs/index.db")[0], 0.5, 8)
 		}},
-		{name: "zero a consumer's state", consumer: bus.InboxConsumer("r1"), apply: func(t *testing.T, dir, s string) {
-			zero(t, storeFiles(t, dir, s, "obs/"+bus.InboxConsumer("r1")+"/o.dat")[0])
+		{name: "zero a consumer's state", consumer: mailbox.InboxConsumer("r1"), apply: func(t *testing.T, dir, s string) {
+			zero(t, storeFiles(t, dir, s, "obs/"+mailbox.InboxConsumer("r1")+"/o.dat")[0])
 		}},
 		{name: "delete a stream's directory", gone: true, loses: true, apply: func(t *testing.T, dir, s string) {
 			if err := os.RemoveAll(streamDir(dir, s)); err != nil {
@@ -145,7 +146,7 @@ func TestS7_CorruptStore(t *testing.T) {
 			dir := t.TempDir()
 			h := NewHistory()
 			fillStore(t, dir, c.kill9, n, h)
-			c.apply(t, dir, bus.MailboxPrefix+"cx")
+			c.apply(t, dir, mailbox.MailboxPrefix+"cx")
 
 			log := &memLogger{}
 			t.Cleanup(func() {
@@ -191,7 +192,7 @@ func TestS7_CorruptStore(t *testing.T) {
 				return
 			}
 			checkResources(t, conn.JS, teamResources("cx", []string{"r1"}))
-			st, err := scanMailbox(ctx, conn.JS, bus.MailboxPrefix+"cx", h)
+			st, err := scanMailbox(ctx, conn.JS, mailbox.MailboxPrefix+"cx", h)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -215,7 +216,7 @@ func TestS7_CorruptStore(t *testing.T) {
 				if recreated != 1 || !strings.Contains(fmt.Sprint(damage), c.consumer) {
 					t.Errorf("store check damage %v, want consumer %s recreated", damage, c.consumer)
 				}
-				cons, err := conn.JS.Consumer(ctx, bus.MailboxPrefix+"cx", c.consumer)
+				cons, err := conn.JS.Consumer(ctx, mailbox.MailboxPrefix+"cx", c.consumer)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -255,7 +256,7 @@ func TestS7_CorruptStore(t *testing.T) {
 				t.Errorf("health reports %v with nothing lost and %d consumers recreated", hl.Errors, recreated)
 			}
 			// The node keeps working: a new send is stored and readable.
-			mb := bus.NewMailbox(conn.JS, "cx", bus.MailboxConfig{})
+			mb := mailbox.NewMailbox(conn.JS, "cx", mailbox.MailboxConfig{})
 			id := MsgID("s1", n+1)
 			if _, err := sendOnce(ctx, h, mb, "s1", "r1", id, sendBody(id, 200), 5*time.Second, nil); err != nil {
 				t.Errorf("send after restart on the damaged store: %v", err)
@@ -316,7 +317,7 @@ func fillStore(t *testing.T, dir string, kill9 bool, n int, h *History) {
 		}
 	}
 	loadTeam(t, conn, "cx", []string{"r1"}, teambus.DefaultPolicy())
-	mb := bus.NewMailbox(conn.JS, "cx", bus.MailboxConfig{})
+	mb := mailbox.NewMailbox(conn.JS, "cx", mailbox.MailboxConfig{})
 	for i := 1; i <= n; i++ {
 		id := MsgID("s1", uint64(i))
 		if _, err = sendOnce(ctx, h, mb, "s1", "r1", id, sendBody(id, 200), 5*time.Second, nil); err != nil {

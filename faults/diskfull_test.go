@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node"
 )
 
@@ -67,7 +67,7 @@ func TestS6_DiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	loadTeam(t, conn, "df", []string{"r1"}, teambus.DefaultPolicy())
-	mb := bus.NewMailbox(conn.JS, "df", bus.MailboxConfig{})
+	mb := mailbox.NewMailbox(conn.JS, "df", mailbox.MailboxConfig{})
 
 	// Send 16 KiB messages until three attempts in a row fail: the disk is
 	// full. Errors are recorded as unknown (they are timeouts on the wire):
@@ -124,11 +124,11 @@ func TestS6_DiskFull(t *testing.T) {
 	if h := nd.Health(); !h.OK {
 		t.Errorf("node health after space was freed and a restart = %+v", h)
 	}
-	if _, err := scanMailbox(ctx, conn.JS, bus.MailboxPrefix+"df", h); err != nil {
+	if _, err := scanMailbox(ctx, conn.JS, mailbox.MailboxPrefix+"df", h); err != nil {
 		t.Fatal(err)
 	}
 	// Sends work again.
-	mb = bus.NewMailbox(conn.JS, "df", bus.MailboxConfig{})
+	mb = mailbox.NewMailbox(conn.JS, "df", mailbox.MailboxConfig{})
 	after := 0
 	for i := 0; i < 5; i++ {
 		seq++
@@ -139,7 +139,7 @@ func TestS6_DiskFull(t *testing.T) {
 		}
 		after++
 	}
-	if _, err := scanMailbox(ctx, conn.JS, bus.MailboxPrefix+"df", h); err != nil {
+	if _, err := scanMailbox(ctx, conn.JS, mailbox.MailboxPrefix+"df", h); err != nil {
 		t.Fatal(err)
 	}
 	r := h.Check()

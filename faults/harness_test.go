@@ -22,6 +22,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node"
 )
 
@@ -319,7 +320,7 @@ func scanMailbox(ctx context.Context, js jetstream.JetStream, stream string, h *
 			}
 			seq = md.Sequence.Stream
 			st.Messages++
-			m, err := bus.DecodeMessage(jm.Data(), seq, jm.Subject())
+			m, err := mailbox.DecodeMessage(jm.Data(), seq, jm.Subject())
 			if err != nil {
 				st.Undecodable = append(st.Undecodable, seq)
 				h.Read(Read{Kind: Stored, ID: fmt.Sprintf("undecodable@%d", seq), Seq: seq})
@@ -349,7 +350,7 @@ func sendBody(id string, size int) string {
 // sendOnce makes one attempt to send id and records its outcome: an ack,
 // or unknown for any error (a timeout or a lost connection leaves it
 // ambiguous), or failed when definite reports a definite refusal.
-func sendOnce(ctx context.Context, h *History, mb *bus.Mailbox, from, to, id, body string, timeout time.Duration, definite func(error) bool) (bus.SendResult, error) {
+func sendOnce(ctx context.Context, h *History, mb *mailbox.Mailbox, from, to, id, body string, timeout time.Duration, definite func(error) bool) (mailbox.SendResult, error) {
 	m := &teambus.Message{ID: id, From: from, To: to, Type: teambus.MsgInfo, Body: body}
 	h.Invoke(to, id, []byte(body))
 	actx, cancel := context.WithTimeout(ctx, timeout)

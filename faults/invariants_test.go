@@ -17,7 +17,9 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/team"
 )
@@ -97,12 +99,12 @@ func TestS10_ConfigInvariants(t *testing.T) {
 		check(heartbeats || c.PersistMode != jetstream.AsyncPersistMode, "stream %s uses PersistMode async: acknowledged messages can be lost on kill -9", c.Name)
 		check(c.Storage == jetstream.FileStorage, "stream %s is not file storage", c.Name)
 		check(c.MaxBytes > 0, "stream %s has no explicit MaxBytes", c.Name)
-		if !strings.HasPrefix(c.Name, bus.MailboxPrefix) && !strings.HasPrefix(c.Name, bus.EventsPrefix) {
+		if !strings.HasPrefix(c.Name, mailbox.MailboxPrefix) && !strings.HasPrefix(c.Name, eventlog.EventsPrefix) {
 			continue
 		}
 		check(c.Discard == jetstream.DiscardNew, "stream %s discards old messages when full", c.Name)
 		check(c.MaxAge == 0 && c.MaxMsgsPerSubject <= 0, "stream %s ages out or caps messages (max age %s, per subject %d)", c.Name, c.MaxAge, c.MaxMsgsPerSubject)
-		if strings.HasPrefix(c.Name, bus.MailboxPrefix) {
+		if strings.HasPrefix(c.Name, mailbox.MailboxPrefix) {
 			check(c.Duplicates >= 10*time.Minute, "mailbox %s dedupe window %s, want at least 10m", c.Name, c.Duplicates)
 			st, err := conn.JS.Stream(ctx, c.Name)
 			if err != nil {
@@ -158,7 +160,7 @@ func TestS11_NoLeaksAcrossRestarts(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conn.Close()
-		mb := bus.NewMailbox(conn.JS, "leak", bus.MailboxConfig{MaxBytes: 8 << 20})
+		mb := mailbox.NewMailbox(conn.JS, "leak", mailbox.MailboxConfig{MaxBytes: 8 << 20})
 		if err := mb.Declare(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -168,7 +170,7 @@ func TestS11_NoLeaksAcrossRestarts(t *testing.T) {
 		if _, err := mb.Send(ctx, &teambus.Message{ID: fmt.Sprint(i), From: "s1", To: "r1", Type: teambus.MsgInfo, Body: "x"}, false); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := mb.Inbox(ctx, "r1", bus.InboxOptions{Ack: true}); err != nil {
+		if _, err := mb.Inbox(ctx, "r1", mailbox.InboxOptions{Ack: true}); err != nil {
 			t.Fatal(err)
 		}
 	}

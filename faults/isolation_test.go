@@ -21,6 +21,8 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/eventlog"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
@@ -114,7 +116,7 @@ func newIsoWorld(t *testing.T) *isoWorld {
 		}
 	}
 	w.traffic(ctx, "setup", true)
-	cr, err := bus.IssueCreds(ctx, op, "alpha", "tm1", []string{n.URL()})
+	cr, err := node.IssueCreds(ctx, op, "alpha", "tm1", []string{n.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +158,7 @@ func (w *isoWorld) traffic(ctx context.Context, round string, readTM2 bool) {
 	if !readTM2 {
 		return
 	}
-	if _, err := w.svc.Inbox(ctx, team.Actor{Team: "alpha", Member: "tm2", Session: "s-tm2"}, bus.InboxOptions{}); err != nil {
+	if _, err := w.svc.Inbox(ctx, team.Actor{Team: "alpha", Member: "tm2", Session: "s-tm2"}, mailbox.InboxOptions{}); err != nil {
 		w.t.Fatal(err)
 	}
 }
@@ -392,7 +394,7 @@ func judge(before, after worldSnap, allow func(stream string, m storedMsg) bool)
 			switch {
 			case !ok:
 				out = append(out, fmt.Sprintf("stream %s: consumer %s was deleted", name, c))
-			case q != p && !(name == bus.MailboxPrefix+"alpha" && strings.HasSuffix(c, "_tm1")):
+			case q != p && !(name == mailbox.MailboxPrefix+"alpha" && strings.HasSuffix(c, "_tm1")):
 				out = append(out, fmt.Sprintf("stream %s: consumer %s of another member moved (delivered %d→%d, ack floor %d→%d)", name, c, p.delivered, q.delivered, p.ackFloor, q.ackFloor))
 			}
 		}
@@ -435,7 +437,7 @@ func ownKey(stream, subject string) bool {
 func forged(stream string, m storedMsg, before worldSnap) string {
 	marked := bytes.Contains(m.data, []byte(attackMark))
 	switch stream {
-	case bus.MailboxPrefix + "alpha":
+	case mailbox.MailboxPrefix + "alpha":
 		t := strings.Split(m.subject, ".")
 		if len(t) == 4 && t[2] == "inc" {
 			if t[3] == "tm1" {
@@ -499,7 +501,7 @@ func forged(stream string, m storedMsg, before worldSnap) string {
 			return ""
 		}
 		return "a heartbeat of " + strings.TrimPrefix(m.subject, "$KV.TBH_alpha.")
-	case bus.EventsPrefix + "alpha":
+	case eventlog.EventsPrefix + "alpha":
 		var ev struct {
 			Type string `json:"type"`
 		}
@@ -624,7 +626,7 @@ func (n names) targets() []target {
 		for _, key := range []string{"member.tm1", "member.tm2", "lead"} {
 			add("$KV.TBH_"+tm+"."+key, []byte(attackMark))
 		}
-		add("$KV."+bus.AuthBucket+"."+tm+".tm2", []byte(`{"sha256":"`+attackMark+`"}`))
+		add("$KV."+node.AuthBucket+"."+tm+".tm2", []byte(`{"sha256":"`+attackMark+`"}`))
 		for _, v := range verbs {
 			add("tbsvc."+tm+"."+v, verbPayload(v))
 		}
@@ -841,7 +843,7 @@ func isolationAttacks() []isoAttack {
 			w.traffic(ctx, "during", false)
 			return nil
 		}, allow: func(stream string, m storedMsg) bool {
-			return bytes.Contains(m.data, []byte(secretMark)) || bytes.Contains(m.data, []byte("work for tm1")) || (strings.HasPrefix(stream, "KV_TBS_") && strings.Contains(m.subject, ".activity.")) || stream == bus.EventsPrefix+"beta"
+			return bytes.Contains(m.data, []byte(secretMark)) || bytes.Contains(m.data, []byte("work for tm1")) || (strings.HasPrefix(stream, "KV_TBS_") && strings.Contains(m.subject, ".activity.")) || stream == eventlog.EventsPrefix+"beta"
 		}},
 		{name: "wrong inbox prefixes: the default _INBOX, tm2's, beta/tm1's", run: func(ctx context.Context, w *isoWorld, a *attacker, n names) []string {
 			var out []string

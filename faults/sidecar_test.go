@@ -13,6 +13,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 )
@@ -96,7 +97,7 @@ func (s *sidecars) consuming(teamID, member string, p *proc) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		c, err := s.svc.Store().JetStream().Consumer(ctx, bus.MailboxPrefix+teamID, bus.SidecarConsumer(member))
+		c, err := s.svc.Store().JetStream().Consumer(ctx, mailbox.MailboxPrefix+teamID, mailbox.SidecarConsumer(member))
 		if err != nil {
 			return err
 		}
@@ -143,7 +144,7 @@ func (s *sidecars) member(teamID, id string) *teambus.Member {
 func (s *sidecars) crashNotices(teamID, member string) int {
 	s.t.Helper()
 	n := 0
-	err := s.svc.Mailbox(teamID).Replay(context.Background(), bus.ReplayFilter{}, func(m teambus.Message) error {
+	err := s.svc.Mailbox(teamID).Replay(context.Background(), mailbox.ReplayFilter{}, func(m teambus.Message) error {
 		if m.Type == teambus.MsgSystem && strings.Contains(m.Body, member+" crashed") {
 			n++
 		}

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/lead"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/teammate"
@@ -191,7 +191,7 @@ func clockSkew(t *testing.T, leadSkew, mateSkew time.Duration) {
 
 	// Mail: read back in stream order; the timestamps disagree with it.
 	var msgs []teambus.Message
-	if err := admin.Mailbox("sk").Replay(ctx, bus.ReplayFilter{}, func(m teambus.Message) error {
+	if err := admin.Mailbox("sk").Replay(ctx, mailbox.ReplayFilter{}, func(m teambus.Message) error {
 		if _, _, ok := ParseMsgID(m.ID); ok {
 			msgs = append(msgs, m)
 			h.Read(Read{Kind: Stored, Mailbox: m.To, ID: m.ID, Seq: m.Seq, Digest: Digest([]byte(m.Body))})
@@ -222,7 +222,7 @@ func clockSkew(t *testing.T, leadSkew, mateSkew time.Duration) {
 	// not crashed.
 	checkFor(t, 30*time.Second, func() error {
 		n := 0
-		err := admin.Mailbox("sk").Replay(ctx, bus.ReplayFilter{To: "tm1", Type: teambus.MsgStatusCheck}, func(teambus.Message) error {
+		err := admin.Mailbox("sk").Replay(ctx, mailbox.ReplayFilter{To: "tm1", Type: teambus.MsgStatusCheck}, func(teambus.Message) error {
 			n++
 			return nil
 		})

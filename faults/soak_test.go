@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 )
 
@@ -86,7 +86,7 @@ func TestS12_CombinedSoak(t *testing.T) {
 	}
 	w.finishSending(2 * time.Minute)
 	w.drain(3 * time.Minute)
-	if _, err := scanMailbox(ctx, admin.JS, bus.MailboxPrefix+"mix", w.h); err != nil {
+	if _, err := scanMailbox(ctx, admin.JS, mailbox.MailboxPrefix+"mix", w.h); err != nil {
 		t.Fatal(err)
 	}
 	stays(t, pol.MemberTimeout+pol.ProbeTimeout, "after the mix", func() error { return noCrash(t, s.svc, "crew", sides) })

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 )
 
 // workload is the mailbox load of the bus scenarios: senders that connect
@@ -70,7 +71,7 @@ func startWorkload(t testing.TB, url, team string, senders int, recipients []str
 func (w *workload) send(conn *bus.Conn, name string, seed uint64, pause time.Duration) {
 	defer w.senders.Done()
 	rng := rand.New(rand.NewPCG(seed, 99))
-	mb := bus.NewMailbox(conn.JS, w.team, bus.MailboxConfig{})
+	mb := mailbox.NewMailbox(conn.JS, w.team, mailbox.MailboxConfig{})
 	ctx := context.Background()
 	for seq := uint64(1); ; seq++ {
 		select {
@@ -106,7 +107,7 @@ func (w *workload) consume(conn *bus.Conn, recipient string) {
 		cancel()
 	}()
 	for ctx.Err() == nil {
-		cons, err := conn.JS.Consumer(ctx, bus.MailboxPrefix+w.team, bus.InboxConsumer(recipient))
+		cons, err := conn.JS.Consumer(ctx, mailbox.MailboxPrefix+w.team, mailbox.InboxConsumer(recipient))
 		if err != nil {
 			w.fetchErrs.Add(1)
 			sleepCtx(ctx, 100*time.Millisecond)
@@ -138,7 +139,7 @@ func (w *workload) record(ctx context.Context, recipient string, jm jetstream.Ms
 	if err != nil {
 		return
 	}
-	m, err := bus.DecodeMessage(jm.Data(), md.Sequence.Stream, jm.Subject())
+	m, err := mailbox.DecodeMessage(jm.Data(), md.Sequence.Stream, jm.Subject())
 	id := m.ID
 	if err != nil {
 		id = fmt.Sprintf("undecodable@%d", md.Sequence.Stream)

@@ -18,6 +18,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
@@ -59,7 +60,7 @@ func newSecEnv(t *testing.T) *secEnv {
 			}
 		}
 	}
-	cr, err := bus.IssueCreds(ctx, c, "alpha", "tm1", []string{n.URL()})
+	cr, err := node.IssueCreds(ctx, c, "alpha", "tm1", []string{n.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +257,7 @@ func TestMemberCreds_DeniedMatrix(t *testing.T) {
 	if snap, err := svc.Store().Snapshot(ctx, "beta"); err == nil {
 		t.Errorf("member of alpha read team beta: %+v", snap.Team)
 	}
-	if _, err := svc.Inbox(ctx, team.Actor{Team: "beta", Member: "tm1"}, bus.InboxOptions{}); err == nil {
+	if _, err := svc.Inbox(ctx, team.Actor{Team: "beta", Member: "tm1"}, mailbox.InboxOptions{}); err == nil {
 		t.Errorf("member of alpha read the inbox of beta's tm1")
 	}
 	if m.Denied() == nil {
@@ -279,7 +280,7 @@ func TestMemberCreds_DeniedMatrix(t *testing.T) {
 		t.Errorf("beta's t1 = %+v, want untouched", tk)
 	}
 	for _, tm := range []struct{ team, member string }{{"alpha", "tm2"}, {"beta", "tm1"}, {"alpha", teambus.Lead}} {
-		msgs, err := e.admin.Mailbox(tm.team).Inbox(ctx, tm.member, bus.InboxOptions{})
+		msgs, err := e.admin.Mailbox(tm.team).Inbox(ctx, tm.member, mailbox.InboxOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -442,7 +443,7 @@ func TestMemberCreds_Works(t *testing.T) {
 	if err != nil || tk.Status != teambus.TaskComplete || tk.AssignedTo != "tm1" {
 		t.Errorf("t1 = %+v, %v; want done by tm1", tk, err)
 	}
-	lead, err := e.admin.Mailbox("alpha").Inbox(ctx, teambus.Lead, bus.InboxOptions{})
+	lead, err := e.admin.Mailbox("alpha").Inbox(ctx, teambus.Lead, mailbox.InboxOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,7 +514,7 @@ func TestMemberCreds_RestartRotateRevoke(t *testing.T) {
 	ctx := testCtx(t)
 
 	// Issuing again replaces the password: the old one is refused.
-	cr2, err := bus.IssueCreds(ctx, admin, "alpha", "tm1", []string{n.URL()})
+	cr2, err := node.IssueCreds(ctx, admin, "alpha", "tm1", []string{n.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -534,7 +535,7 @@ func TestMemberCreds_RestartRotateRevoke(t *testing.T) {
 	defer m2.Close()
 
 	// Revoking closes the open connections and refuses new ones.
-	if err := bus.RevokeCreds(ctx, admin, "alpha", "tm1"); err != nil {
+	if err := node.RevokeCreds(ctx, admin, "alpha", "tm1"); err != nil {
 		t.Fatal(err)
 	}
 	bustest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
@@ -546,7 +547,7 @@ func TestMemberCreds_RestartRotateRevoke(t *testing.T) {
 	if _, err := bus.Connect(ctx, bus.ConnectConfig{Creds: file2, Timeout: time.Second}); err == nil {
 		t.Error("a revoked credential connects")
 	}
-	if err := bus.RevokeCreds(ctx, admin, "alpha", "tm1"); err != nil {
+	if err := node.RevokeCreds(ctx, admin, "alpha", "tm1"); err != nil {
 		t.Errorf("revoking twice: %v", err)
 	}
 }
@@ -557,7 +558,7 @@ func TestIssueCreds_InvalidIDs(t *testing.T) {
 	for _, tt := range []struct{ team, member string }{
 		{"alpha", "*"}, {"alpha", ">"}, {"al.pha", "tm1"}, {"alpha", "tm.1"}, {"*", "tm1"}, {"alpha", ""}, {"", "tm1"}, {"alpha", teambus.All},
 	} {
-		if _, err := bus.IssueCreds(testCtx(t), c, tt.team, tt.member, nil); !errors.Is(err, teambus.ErrInvalid) {
+		if _, err := node.IssueCreds(testCtx(t), c, tt.team, tt.member, nil); !errors.Is(err, teambus.ErrInvalid) {
 			t.Errorf("IssueCreds(%q, %q) = %v, want ErrInvalid", tt.team, tt.member, err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
@@ -103,7 +104,7 @@ func TestCluster_TeamReplicatedAndMemberCreds(t *testing.T) {
 		}
 		return err
 	})
-	for _, name := range []string{bus.MailboxPrefix + "alpha", "KV_" + kv.StatePrefix + "alpha", "KV_" + kv.HeartbeatPrefix + "alpha"} {
+	for _, name := range []string{mailbox.MailboxPrefix + "alpha", "KV_" + kv.StatePrefix + "alpha", "KV_" + kv.HeartbeatPrefix + "alpha"} {
 		st, err := admin.JS.Stream(ctx, name)
 		if err != nil {
 			t.Fatal(err)
@@ -112,7 +113,7 @@ func TestCluster_TeamReplicatedAndMemberCreds(t *testing.T) {
 			t.Errorf("%s has %d replicas, want 3", name, info.Config.Replicas)
 		}
 	}
-	cr, err := bus.IssueCreds(ctx, admin, "alpha", "tm1", []string{nodes[2].URL()})
+	cr, err := node.IssueCreds(ctx, admin, "alpha", "tm1", []string{nodes[2].URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func TestCluster_TeamReplicatedAndMemberCreds(t *testing.T) {
 		_, err := cl.Send(ctx, teamapi.SendRequest{ID: "hello", Body: "from n3"})
 		return err
 	})
-	msgs, err := svc.Inbox(ctx, team.Actor{Team: "alpha", Member: teambus.Lead}, bus.InboxOptions{})
+	msgs, err := svc.Inbox(ctx, team.Actor{Team: "alpha", Member: teambus.Lead}, mailbox.InboxOptions{})
 	if err != nil || len(msgs) != 1 || msgs[0].Body != "from n3" {
 		t.Errorf("lead inbox = %+v, %v", msgs, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/teamapi"
@@ -40,10 +41,10 @@ func TestCluster_NoLeaderIsTransient(t *testing.T) {
 	msg := func(id string) *teambus.Message {
 		return &teambus.Message{ID: id, From: teambus.Lead, To: "tm1", Type: teambus.MsgInfo, Body: "hello"}
 	}
-	if _, err := bus.NewMailbox(admin.JS, "cl", bus.MailboxConfig{}).Send(ctx, msg("m1"), false); err != nil {
+	if _, err := mailbox.NewMailbox(admin.JS, "cl", mailbox.MailboxConfig{}).Send(ctx, msg("m1"), false); err != nil {
 		t.Fatalf("send with a leader: %v", err)
 	}
-	_, err := bus.NewMailbox(admin.JS, "nosuch", bus.MailboxConfig{}).Send(ctx, msg("m1"), false)
+	_, err := mailbox.NewMailbox(admin.JS, "nosuch", mailbox.MailboxConfig{}).Send(ctx, msg("m1"), false)
 	if !errors.Is(err, teambus.ErrNotFound) || errors.Is(err, bus.ErrNoLeader) || !strings.Contains(err.Error(), "has no mailbox") {
 		t.Fatalf("send to a team that does not exist = %v, want ErrNotFound has no mailbox", err)
 	}
@@ -56,7 +57,7 @@ func TestCluster_NoLeaderIsTransient(t *testing.T) {
 	// on: each is stored (the retry covers the election) or, if the
 	// election outlasts it, transient; never "has no mailbox".
 	// The new leader is n1, which stays when the others go below.
-	if _, err := admin.NC.RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+bus.MailboxPrefix+"cl", []byte(`{"placement":{"preferred":"n1"}}`)); err != nil {
+	if _, err := admin.NC.RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+mailbox.MailboxPrefix+"cl", []byte(`{"placement":{"preferred":"n1"}}`)); err != nil {
 		t.Fatalf("leader stepdown: %v", err)
 	}
 	for i := range 5 {
@@ -67,7 +68,7 @@ func TestCluster_NoLeaderIsTransient(t *testing.T) {
 		t.Logf("send %d during an election: %v", i, err)
 	}
 	bustest.CheckFor(t, 10*time.Second, 100*time.Millisecond, func() error {
-		st, err := admin.JS.Stream(ctx, bus.MailboxPrefix+"cl")
+		st, err := admin.JS.Stream(ctx, mailbox.MailboxPrefix+"cl")
 		if err != nil {
 			return err
 		}
@@ -91,7 +92,7 @@ func TestCluster_NoLeaderIsTransient(t *testing.T) {
 	// transient too.
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err = bus.NewMailbox(admin.JS, "cl", bus.MailboxConfig{}).Send(sctx, msg("m2"), false)
+	_, err = mailbox.NewMailbox(admin.JS, "cl", mailbox.MailboxConfig{}).Send(sctx, msg("m2"), false)
 	if err == nil || errors.Is(err, teambus.ErrNotFound) || teambus.ExitCode(err) != teambus.ExitTransient {
 		t.Errorf("send without a leader = %v (exit %d), want exit 1", err, teambus.ExitCode(err))
 	}
@@ -123,17 +124,17 @@ func TestNoResponse_Classified(t *testing.T) {
 	if !bus.NoResponse(err) || bus.Electing(err) {
 		t.Fatalf("publish without a stream = %v: NoResponse %t, Electing %t; want NoResponse only", err, bus.NoResponse(err), bus.Electing(err))
 	}
-	if !bus.StreamMissing(ctx, c.JS, bus.MailboxPrefix+"nosuch") {
+	if !bus.StreamMissing(ctx, c.JS, mailbox.MailboxPrefix+"nosuch") {
 		t.Errorf("StreamMissing of a stream that does not exist = false")
 	}
-	mb := bus.NewMailbox(c.JS, "here", bus.MailboxConfig{})
+	mb := mailbox.NewMailbox(c.JS, "here", mailbox.MailboxConfig{})
 	if err := mb.Declare(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if bus.StreamMissing(ctx, c.JS, mb.Stream()) {
 		t.Errorf("StreamMissing of a stream that exists = true")
 	}
-	_, err = bus.NewMailbox(c.JS, "nosuch", bus.MailboxConfig{}).Send(ctx, &teambus.Message{ID: "m1", From: teambus.Lead, To: "tm1", Type: teambus.MsgInfo, Body: "x"}, false)
+	_, err = mailbox.NewMailbox(c.JS, "nosuch", mailbox.MailboxConfig{}).Send(ctx, &teambus.Message{ID: "m1", From: teambus.Lead, To: "tm1", Type: teambus.MsgInfo, Body: "x"}, false)
 	if !errors.Is(err, teambus.ErrNotFound) || errors.Is(err, bus.ErrNoLeader) {
 		t.Errorf("send to a team without a mailbox = %v, want ErrNotFound", err)
 	}

@@ -7,7 +7,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
+	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/teamapi"
@@ -39,7 +40,7 @@ func TestService_ShutdownRequestOnlyFromLead(t *testing.T) {
 		t.Fatalf("shutdown_response to the lead: %v", err)
 	}
 	// The lead's own credential may ask.
-	cr, err := bus.IssueCreds(ctx, nodetest.Connect(t, e.node), "alpha", teambus.Lead, []string{e.node.URL()})
+	cr, err := node.IssueCreds(ctx, nodetest.Connect(t, e.node), "alpha", teambus.Lead, []string{e.node.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func TestService_ShutdownRequestOnlyFromLead(t *testing.T) {
 	if _, err := lead.Send(ctx, teamapi.SendRequest{To: "tm2", Type: string(teambus.MsgShutdownRequest), Body: "stop"}); err != nil {
 		t.Fatalf("shutdown_request from the lead: %v", err)
 	}
-	msgs, err := e.admin.Mailbox("alpha").Inbox(ctx, "tm2", bus.InboxOptions{Sidecar: true})
+	msgs, err := e.admin.Mailbox("alpha").Inbox(ctx, "tm2", mailbox.InboxOptions{Sidecar: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/teamapi"
 )
@@ -25,7 +25,7 @@ func TestService_SendBatch_MemberCredential(t *testing.T) {
 	mb := e.admin.Mailbox("alpha")
 	stored := func() int {
 		n := 0
-		if err := mb.Replay(ctx, bus.ReplayFilter{}, func(teambus.Message) error { n++; return nil }); err != nil {
+		if err := mb.Replay(ctx, mailbox.ReplayFilter{}, func(teambus.Message) error { n++; return nil }); err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -48,7 +48,7 @@ func TestService_SendBatch_MemberCredential(t *testing.T) {
 		}
 	}
 	var got []teambus.Message
-	if err := mb.Replay(ctx, bus.ReplayFilter{}, func(m teambus.Message) error { got = append(got, m); return nil }); err != nil {
+	if err := mb.Replay(ctx, mailbox.ReplayFilter{}, func(m teambus.Message) error { got = append(got, m); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 3 || got[0].From != "tm1" || got[0].To != "tm2" || got[1].To != teambus.Lead || got[1].Type != teambus.MsgQuestion ||

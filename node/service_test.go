@@ -11,6 +11,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
@@ -51,7 +52,7 @@ func newEnv(t *testing.T) *env {
 			t.Fatal(err)
 		}
 	}
-	cr, err := bus.IssueCreds(ctx, c, "alpha", "tm1", []string{n.URL()})
+	cr, err := node.IssueCreds(ctx, c, "alpha", "tm1", []string{n.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func TestService_MemberSendThroughImport(t *testing.T) {
 	if res.Seq == 0 || res.Duplicate {
 		t.Fatalf("send = %+v, want a new seq", res)
 	}
-	msgs, err := e.admin.Inbox(ctx, team.Actor{Team: "alpha", Member: "tm2"}, bus.InboxOptions{})
+	msgs, err := e.admin.Inbox(ctx, team.Actor{Team: "alpha", Member: "tm2"}, mailbox.InboxOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

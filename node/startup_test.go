@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node"
 )
 
@@ -65,7 +66,7 @@ func TestStartup_Measure(t *testing.T) {
 	}
 	t0 := time.Now()
 	for s := 1; s <= streams; s++ {
-		name := fmt.Sprintf("%sstartup%d", bus.MailboxPrefix, s)
+		name := fmt.Sprintf("%sstartup%d", mailbox.MailboxPrefix, s)
 		st, err := c.JS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{fmt.Sprintf("startup.%d.>", s)}, Storage: jetstream.FileStorage, Duplicates: dupWindow})
 		if err != nil {
 			t.Fatal(err)
@@ -89,7 +90,7 @@ func TestStartup_Measure(t *testing.T) {
 	t.Logf("fill: %s", time.Since(t0).Round(time.Millisecond))
 	var newest time.Time
 	for s := 1; s <= streams; s++ {
-		st, err := c.JS.Stream(ctx, fmt.Sprintf("%sstartup%d", bus.MailboxPrefix, s))
+		st, err := c.JS.Stream(ctx, fmt.Sprintf("%sstartup%d", mailbox.MailboxPrefix, s))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,8 +15,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/internal/atomicfile"
+	"github.com/teambus/teambus/mailbox"
 )
 
 // MarksFile is the node's record of its high-water marks, in its
@@ -81,7 +82,7 @@ func (d *StoreDamage) lose(from, to uint64) {
 // stream: mailboxes and event logs keep everything (Discard New, no age
 // or count limit), so every sequence from 1 to the last must be readable.
 func neverDeletes(name string) bool {
-	return strings.HasPrefix(name, bus.MailboxPrefix) || strings.HasPrefix(name, bus.EventsPrefix)
+	return strings.HasPrefix(name, mailbox.MailboxPrefix) || strings.HasPrefix(name, eventlog.EventsPrefix)
 }
 
 // CheckStore reads every message of the streams teambus never deletes from

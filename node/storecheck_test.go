@@ -14,8 +14,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/eventlog"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 )
@@ -45,7 +46,7 @@ func TestCheckStore(t *testing.T) {
 	c := nodetest.Connect(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	mb := bus.NewMailbox(c.JS, "chk", bus.MailboxConfig{})
+	mb := mailbox.NewMailbox(c.JS, "chk", mailbox.MailboxConfig{})
 	// A mailbox denies deleting messages; this one is made by hand so the
 	// test can lose one.
 	if _, err := c.JS.CreateStream(ctx, jetstream.StreamConfig{Name: mb.Stream(), Subjects: []string{"tb.chk.mbx.>", "tb.chk.ctl.>", "tb.chk.held.>"}, Storage: jetstream.FileStorage}); err != nil {
@@ -172,7 +173,7 @@ func setMark(t *testing.T, dir, stream string, seq uint64) {
 // last marks were older) is found at start.
 func TestCheckStore_SinceMarks(t *testing.T) {
 	const n = 400
-	stream := bus.MailboxPrefix + "since"
+	stream := mailbox.MailboxPrefix + "since"
 	for _, tc := range []struct {
 		name   string
 		markAt uint64 // 0: the marks of the clean stop
@@ -233,7 +234,7 @@ func TestScrub_Resumes(t *testing.T) {
 	c := nodetest.Connect(t, nd)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	a, b := bus.MailboxPrefix+"a", bus.EventsPrefix+"b"
+	a, b := mailbox.MailboxPrefix+"a", eventlog.EventsPrefix+"b"
 	fillStream(t, ctx, c.JS, a, n, 0)
 	fillStream(t, ctx, c.JS, b, n, 0)
 	st, err := c.JS.Stream(ctx, a)
@@ -266,7 +267,7 @@ func TestScrub_Resumes(t *testing.T) {
 	}
 
 	// A stream made meanwhile is read by the continued scrub.
-	fillStream(t, ctx, c.JS, bus.MailboxPrefix+"c", 10, 0)
+	fillStream(t, ctx, c.JS, mailbox.MailboxPrefix+"c", 10, 0)
 
 	res, err := node.Scrub(ctx, c.JS, node.ScrubConfig{PositionFile: pos})
 	if err != nil {
@@ -301,7 +302,7 @@ func TestCheckStore_IdleConsumerGoneIsNotDamage(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	stream := bus.MailboxPrefix + "idle"
+	stream := mailbox.MailboxPrefix + "idle"
 	n1 := nodetest.NewBareServerConfig(t, node.NodeConfig{Dir: dir})
 	storeDamage(t, n1)
 	c := nodetest.Connect(t, n1)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/relay"
@@ -48,7 +49,7 @@ func newEnv(t *testing.T) *env {
 	if _, err := svc.CreateTeam(ctx, "alpha", "", []team.MemberSpec{{ID: "tm1"}, {ID: "tm2"}}, teambus.DefaultPolicy()); err != nil {
 		t.Fatal(err)
 	}
-	cr, err := bus.IssueCreds(ctx, c, "alpha", "tm1", []string{n.URL()})
+	cr, err := node.IssueCreds(ctx, c, "alpha", "tm1", []string{n.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func (e *env) client(t *testing.T, auth relay.Auth, who string) (*teamapi.Client
 func (e *env) mail(t *testing.T) []teambus.Message {
 	t.Helper()
 	var got []teambus.Message
-	if err := e.admin.Mailbox("alpha").Replay(testCtx(t), bus.ReplayFilter{}, func(m teambus.Message) error { got = append(got, m); return nil }); err != nil {
+	if err := e.admin.Mailbox("alpha").Replay(testCtx(t), mailbox.ReplayFilter{}, func(m teambus.Message) error { got = append(got, m); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return got

@@ -12,7 +12,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/initclaude"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/spawn"
 	"github.com/teambus/teambus/team"
@@ -341,7 +341,7 @@ func TestRespawn_FailedStartTellsTheLead(t *testing.T) {
 	if res, _, err := f.spawner("h2").Respawn(ctx, "alpha", "tm1"); res != nil || err != nil {
 		t.Errorf("second try: %+v %v, want nothing (the claim stays)", res, err)
 	}
-	l, err := f.svc.Mailbox("alpha").Lease(ctx, teambus.Lead, bus.LeaseOptions{Max: 10})
+	l, err := f.svc.Mailbox("alpha").Lease(ctx, teambus.Lead, mailbox.LeaseOptions{Max: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/teamapi"
 )
 
@@ -91,7 +91,7 @@ func (x API) SendBatch(ctx context.Context, r teamapi.SendBatchRequest) (teamapi
 		specs[i] = SendSpec{To: to, Type: typ, ID: m.ID, Body: m.Body, Data: m.Data, Line: m.Line}
 	}
 	if r.Check {
-		return teamapi.SendBatchReply{Results: []bus.SendResult{}}, x.s.CheckBatch(ctx, a, specs)
+		return teamapi.SendBatchReply{Results: []mailbox.SendResult{}}, x.s.CheckBatch(ctx, a, specs)
 	}
 	res, err := x.s.SendBatch(ctx, a, specs)
 	return teamapi.SendBatchReply{Results: res}, err
@@ -112,7 +112,7 @@ func (x API) Inbox(ctx context.Context, r teamapi.InboxRequest) (teamapi.InboxRe
 	}
 	switch r.Mode {
 	case "", teamapi.InboxPeek, teamapi.InboxAck:
-		msgs, err := x.s.Inbox(ctx, a, bus.InboxOptions{Max: r.Max, Wait: r.Wait(), Ack: r.Mode == teamapi.InboxAck})
+		msgs, err := x.s.Inbox(ctx, a, mailbox.InboxOptions{Max: r.Max, Wait: r.Wait(), Ack: r.Mode == teamapi.InboxAck})
 		if err != nil {
 			return out, err
 		}
@@ -123,7 +123,7 @@ func (x API) Inbox(ctx context.Context, r teamapi.InboxRequest) (teamapi.InboxRe
 		if err := x.s.checkActor(ctx, a); err != nil {
 			return out, err
 		}
-		l, err := x.s.Mailbox(a.Team).Lease(ctx, a.Member, bus.LeaseOptions{Max: r.Max, Wait: r.Wait(), Self: a.Member})
+		l, err := x.s.Mailbox(a.Team).Lease(ctx, a.Member, mailbox.LeaseOptions{Max: r.Max, Wait: r.Wait(), Self: a.Member})
 		if err != nil {
 			return out, err
 		}
@@ -172,10 +172,10 @@ func (s *Service) incarnation(ctx context.Context, a Actor) (*teambus.Team, *tea
 	return t, m, m.Fenced(a.Session)
 }
 
-func leaseTokens(ts []teamapi.Token) []bus.LeaseToken {
-	out := make([]bus.LeaseToken, 0, len(ts))
+func leaseTokens(ts []teamapi.Token) []mailbox.LeaseToken {
+	out := make([]mailbox.LeaseToken, 0, len(ts))
 	for _, t := range ts {
-		out = append(out, bus.LeaseToken{Seq: t.Seq, Reply: t.Token})
+		out = append(out, mailbox.LeaseToken{Seq: t.Seq, Reply: t.Token})
 	}
 	return out
 }
@@ -189,7 +189,7 @@ func (x API) Ack(ctx context.Context, r teamapi.AckRequest) (teamapi.AckReply, e
 	if len(r.Tokens) > 0 && len(r.Seqs) > 0 {
 		return teamapi.AckReply{}, teambus.Invalidf("ack by sequences or by tokens, not both")
 	}
-	var res bus.AckResult
+	var res mailbox.AckResult
 	if len(r.Tokens) > 0 {
 		if err := x.s.checkActor(ctx, a); err != nil {
 			return teamapi.AckReply{}, err
@@ -352,7 +352,7 @@ func (x API) Replay(ctx context.Context, r teamapi.ReplayRequest) (teamapi.Repla
 	if limit <= 0 || limit > teamapi.ReplayMax {
 		limit = teamapi.ReplayMax
 	}
-	err = x.s.Mailbox(a.Team).Replay(ctx, bus.ReplayFilter{SinceSeq: r.SinceSeq}, func(m teambus.Message) error {
+	err = x.s.Mailbox(a.Team).Replay(ctx, mailbox.ReplayFilter{SinceSeq: r.SinceSeq}, func(m teambus.Message) error {
 		if m.To != a.Member && m.From != a.Member && m.To != teambus.All {
 			return nil
 		}

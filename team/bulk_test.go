@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/team"
 )
@@ -63,7 +62,7 @@ func TestService_ImportTasks_DependenciesFirst(t *testing.T) {
 		t.Errorf("schema = %+v, want available", s)
 	}
 	var added []string
-	err = f.svc.Events("imp").Replay(testCtx(t), bus.EventFilter{Type: eventlog.EvTaskAdded}, func(r *bus.EventRecord) error {
+	err = f.svc.Events("imp").Replay(testCtx(t), eventlog.EventFilter{Type: eventlog.EvTaskAdded}, func(r *eventlog.EventRecord) error {
 		added = append(added, string(r.Event.Data))
 		return nil
 	})

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/internal/atomicfile"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/mailbox"
 )
 
 // CheckpointTeam records a team checkpoint: the team's checkpoint
@@ -116,7 +116,7 @@ func (s *Service) ExportCheckpoint(ctx context.Context, team, dir string) (*Expo
 	err = writeExport(dir, MailboxFile, func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false)
-		return s.Mailbox(team).Replay(ctx, bus.ReplayFilter{}, func(m teambus.Message) error {
+		return s.Mailbox(team).Replay(ctx, mailbox.ReplayFilter{}, func(m teambus.Message) error {
 			out.Messages++
 			m.Held = false
 			if len(m.Data) == 0 {

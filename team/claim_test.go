@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 )
 
@@ -132,7 +132,7 @@ func TestService_MissingSession(t *testing.T) {
 	checks := map[string]error{}
 	_, checks["claim"] = f.svc.Claim(ctx, bare, "a")
 	_, checks["send"] = f.svc.Send(ctx, bare, team.SendSpec{Body: "hi"})
-	_, checks["inbox"] = f.svc.Inbox(ctx, bare, bus.InboxOptions{})
+	_, checks["inbox"] = f.svc.Inbox(ctx, bare, mailbox.InboxOptions{})
 	for verb, err := range checks {
 		if teambus.ExitCode(err) != teambus.ExitPermanent || !strings.Contains(fmt.Sprint(err), "missing --session (TEAMBUS_SESSION)") {
 			t.Errorf("%s without a session = %v (exit %d), want exit 2 missing --session", verb, err, teambus.ExitCode(err))

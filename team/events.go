@@ -8,7 +8,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/eventlog"
 )
 
@@ -23,7 +22,7 @@ import (
 //     transitions, and session.end when the team completes or is aborted.
 //     Its events come from whatever process did the operation (a command,
 //     a sidecar), so its seq is assigned by the event log itself:
-//     compare-and-set on the session's last event (bus.Events.Append with
+//     compare-and-set on the session's last event (eventlog.Events.Append with
 //     eventlog.AutoSeq).
 //   - Every sidecar run is a session of its own, sid
 //     "teambus:<team>:<member>:<epoch>" (member "lead" for the lead and
@@ -47,8 +46,8 @@ func SidecarSessionID(team, member string, epoch int64) string {
 }
 
 // Events returns the event log of team with the service's limits.
-func (s *Service) Events(team string) *bus.Events {
-	return bus.NewEvents(s.js, team, s.cfg.Events)
+func (s *Service) Events(team string) *eventlog.Events {
+	return eventlog.NewEvents(s.js, team, s.cfg.Events)
 }
 
 // LogEvent appends an event of type typ to the team session of team. agent

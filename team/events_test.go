@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/lead"
@@ -52,7 +51,7 @@ func evCreate(t *testing.T, svc *team.Service, id, leadSession string, members .
 func evTypes(t *testing.T, svc *team.Service, teamID string) []string {
 	t.Helper()
 	var out []string
-	err := svc.Events(teamID).Replay(testCtx(t), bus.EventFilter{SID: team.SessionID(teamID)}, func(r *bus.EventRecord) error {
+	err := svc.Events(teamID).Replay(testCtx(t), eventlog.EventFilter{SID: team.SessionID(teamID)}, func(r *eventlog.EventRecord) error {
 		s := r.Event.Type
 		if r.Event.Agent != "" {
 			s += "(" + r.Event.Agent + ")"

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 )
 
@@ -66,7 +66,7 @@ func TestService_FenceAndWrite_RaceJoin(t *testing.T) {
 			wg                sync.WaitGroup
 			start             = make(chan struct{})
 			writeErr, joinErr error
-			sent              bus.SendResult
+			sent              mailbox.SendResult
 		)
 		wg.Add(2)
 		go func() {
@@ -144,7 +144,7 @@ func TestService_FenceAndWrite_RaceJoin(t *testing.T) {
 	markers := map[int64]uint64{}
 	var mail []teambus.Message
 	mb := f.svc.Mailbox("fence")
-	if err := mb.Replay(ctx, bus.ReplayFilter{From: "tm1"}, func(m teambus.Message) error {
+	if err := mb.Replay(ctx, mailbox.ReplayFilter{From: "tm1"}, func(m teambus.Message) error {
 		mail = append(mail, m)
 		return nil
 	}); err != nil {
@@ -202,7 +202,7 @@ type marker struct {
 func markerSeqs(t *testing.T, f *fixture, teamID, member string) []marker {
 	t.Helper()
 	ctx := testCtx(t)
-	st, err := f.conn.JS.Stream(ctx, bus.MailboxPrefix+teamID)
+	st, err := f.conn.JS.Stream(ctx, mailbox.MailboxPrefix+teamID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,14 +3,14 @@ package team
 import (
 	"context"
 
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 )
 
-// Lease leases the actor's unacknowledged mail (bus.Mailbox.Lease): the
+// Lease leases the actor's unacknowledged mail (mailbox.Mailbox.Lease): the
 // messages stay in flight, invisible to other readers, until the caller
 // acks or releases them. The actor is checked for fencing first, and a
 // lease counts as the member's activity.
-func (s *Service) Lease(ctx context.Context, a Actor, opts bus.LeaseOptions) (*bus.Lease, error) {
+func (s *Service) Lease(ctx context.Context, a Actor, opts mailbox.LeaseOptions) (*mailbox.Lease, error) {
 	if err := s.check(ctx, a); err != nil {
 		return nil, err
 	}

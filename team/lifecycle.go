@@ -55,7 +55,7 @@ func (s *Service) Join(ctx context.Context, team, member, session string) (*team
 
 // markIncarnation fences the mail of m's earlier incarnations, which m's
 // record now refuses: it stores the incarnation marker that their sends
-// expect not to exist (bus.Mailbox.SendFenced), then records its sequence
+// expect not to exist (mailbox.Mailbox.SendFenced), then records its sequence
 // with m so the new incarnation's sends expect it. A send of an old
 // incarnation that read the record before it changed is refused by the
 // server once the marker is stored, and Join returns only after that.

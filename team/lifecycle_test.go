@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 )
 
@@ -45,7 +45,7 @@ func TestService_Join_FencesOldSession(t *testing.T) {
 		"release":    func() error { _, err := f.svc.Release(ctx, s1, "x"); return err },
 		"checkpoint": func() error { _, err := f.svc.Checkpoint(ctx, s1, team.CheckpointSpec{LastAction: "z"}); return err },
 		"send":       func() error { _, err := f.svc.Send(ctx, s1, team.SendSpec{Body: "from the past"}); return err },
-		"inbox":      func() error { _, err := f.svc.Inbox(ctx, s1, bus.InboxOptions{}); return err },
+		"inbox":      func() error { _, err := f.svc.Inbox(ctx, s1, mailbox.InboxOptions{}); return err },
 	} {
 		err := call()
 		if !errors.Is(err, teambus.ErrFenced) || teambus.ExitCode(err) != teambus.ExitConflict {
@@ -317,7 +317,7 @@ func TestService_CreateTeam(t *testing.T) {
 	if _, err := f.svc.Send(ctx, team.Actor{Team: "alpha", Member: "be"}, team.SendSpec{To: "qa", Body: "welcome"}); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := f.svc.Inbox(ctx, team.Actor{Team: "alpha", Member: "qa"}, bus.InboxOptions{})
+	msgs, err := f.svc.Inbox(ctx, team.Actor{Team: "alpha", Member: "qa"}, mailbox.InboxOptions{})
 	if err != nil || !reflect.DeepEqual(msgBodies(msgs), []string{"welcome"}) {
 		t.Errorf("qa inbox = %v, %v", msgBodies(msgs), err)
 	}
@@ -338,7 +338,7 @@ func TestService_RestartKeepsMailAndTasks(t *testing.T) {
 	if _, err := f.svc.Checkpoint(ctx, tm1, team.CheckpointSpec{Done: []string{"x"}, LastAction: "before restart"}); err != nil {
 		t.Fatal(err)
 	}
-	var sent []bus.SendResult
+	var sent []mailbox.SendResult
 	for i := 0; i < 10; i++ {
 		from, to := tm1, teambus.Lead
 		if i%2 == 1 {
@@ -377,7 +377,7 @@ func TestService_RestartKeepsMailAndTasks(t *testing.T) {
 		t.Errorf("task a after restart = %+v", a)
 	}
 	var replayed []uint64
-	err = g.svc.Mailbox("alpha").Replay(ctx, bus.ReplayFilter{}, func(m teambus.Message) error {
+	err = g.svc.Mailbox("alpha").Replay(ctx, mailbox.ReplayFilter{}, func(m teambus.Message) error {
 		replayed = append(replayed, m.Seq)
 		return nil
 	})
@@ -392,7 +392,7 @@ func TestService_RestartKeepsMailAndTasks(t *testing.T) {
 		t.Errorf("mailbox after restart = %v, want every sent message %v", replayed, want)
 	}
 	// Mail never read before the restart is in the inbox at once.
-	msgs, err := g.svc.Inbox(ctx, ld, bus.InboxOptions{})
+	msgs, err := g.svc.Inbox(ctx, ld, mailbox.InboxOptions{})
 	if err != nil || len(msgs) != 5 {
 		t.Errorf("lead inbox after restart = %v, %v; want 5 messages", msgBodies(msgs), err)
 	}
@@ -400,8 +400,8 @@ func TestService_RestartKeepsMailAndTasks(t *testing.T) {
 	// not acked: it comes back, the acked message never does. It may take
 	// up to ack-wait: TestService_RestartInboxImmediate.
 	wantInbox := []string{"message 3", "message 5", "message 7", "message 9"}
-	bustest.CheckFor(t, bus.InboxAckWait+5*time.Second, 50*time.Millisecond, func() error {
-		msgs, err := g.svc.Inbox(ctx, tm1, bus.InboxOptions{})
+	bustest.CheckFor(t, mailbox.InboxAckWait+5*time.Second, 50*time.Millisecond, func() error {
+		msgs, err := g.svc.Inbox(ctx, tm1, mailbox.InboxOptions{})
 		if err != nil {
 			return err
 		}
@@ -430,7 +430,7 @@ func TestService_RestartKeepsMailAndTasks(t *testing.T) {
 // TestService_RestartInboxImmediate: Inbox reads mail by fetching it from
 // the member's consumer and Nak-ing it, and a Nak is not persisted. After a
 // node restart, mail that was read but not acked counts as delivered and
-// awaiting its ack; the inbox consumer's short ack wait (bus.InboxAckWait,
+// awaiting its ack; the inbox consumer's short ack wait (mailbox.InboxAckWait,
 // not the team's ack-wait of a minute here) brings it back soon.
 func TestService_RestartInboxImmediate(t *testing.T) {
 	dir := t.TempDir()
@@ -442,13 +442,13 @@ func TestService_RestartInboxImmediate(t *testing.T) {
 	if _, err := f.svc.Send(ctx, leadOf("alpha", "L"), team.SendSpec{To: "tm1", Body: "read before the restart"}); err != nil {
 		t.Fatal(err)
 	}
-	if msgs, err := f.svc.Inbox(ctx, actorOf("alpha", "tm1"), bus.InboxOptions{}); err != nil || len(msgs) != 1 {
+	if msgs, err := f.svc.Inbox(ctx, actorOf("alpha", "tm1"), mailbox.InboxOptions{}); err != nil || len(msgs) != 1 {
 		t.Fatalf("inbox before restart = %v, %v", msgBodies(msgs), err)
 	}
 	f.close(t)
 	g := newFixtureDir(t, dir, team.Config{})
-	bustest.CheckFor(t, bus.InboxAckWait+5*time.Second, 100*time.Millisecond, func() error {
-		msgs, err := g.svc.Inbox(testCtx(t), actorOf("alpha", "tm1"), bus.InboxOptions{})
+	bustest.CheckFor(t, mailbox.InboxAckWait+5*time.Second, 100*time.Millisecond, func() error {
+		msgs, err := g.svc.Inbox(testCtx(t), actorOf("alpha", "tm1"), mailbox.InboxOptions{})
 		if err != nil || len(msgs) != 1 {
 			return fmt.Errorf("inbox after restart = %v, %v; want the unacked message", msgBodies(msgs), err)
 		}

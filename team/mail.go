@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/mailbox"
 )
 
 // SendSpec is a message to send.
@@ -71,12 +71,12 @@ func NewMessageID() string {
 // and nothing is stored. Mail of a member in zombie mode is held durably
 // (Held, no seq yet) and released in order before any later mail of the
 // member; see deliver.
-func (s *Service) Send(ctx context.Context, a Actor, spec SendSpec) (bus.SendResult, error) {
+func (s *Service) Send(ctx context.Context, a Actor, spec SendSpec) (mailbox.SendResult, error) {
 	if err := a.Validate(); err != nil {
-		return bus.SendResult{}, err
+		return mailbox.SendResult{}, err
 	}
 	if err := spec.normalize(); err != nil {
-		return bus.SendResult{}, err
+		return mailbox.SendResult{}, err
 	}
 	var recipients []string
 	if spec.To != teambus.Lead && spec.To != teambus.All && spec.To != a.Member {
@@ -84,21 +84,21 @@ func (s *Service) Send(ctx context.Context, a Actor, spec SendSpec) (bus.SendRes
 	}
 	r, err := s.readForSend(ctx, a, recipients)
 	if err != nil {
-		return bus.SendResult{}, err
+		return mailbox.SendResult{}, err
 	}
 	mb := s.teamMailbox(r.team)
 	if max := mb.Config().MaxBody; len(spec.Body) > max {
-		return bus.SendResult{}, teambus.Invalidf("message body is %d bytes, at most %d: nothing sent; put large content in a file and send its path", len(spec.Body), max)
+		return mailbox.SendResult{}, teambus.Invalidf("message body is %d bytes, at most %d: nothing sent; put large content in a file and send its path", len(spec.Body), max)
 	}
 	epoch, err := r.senderEpoch(a)
 	if err != nil {
-		return bus.SendResult{}, err
+		return mailbox.SendResult{}, err
 	}
 	if spec.To == a.Member {
-		return bus.SendResult{}, teambus.Invalidf("%s can not send mail to itself", a.Member)
+		return mailbox.SendResult{}, teambus.Invalidf("%s can not send mail to itself", a.Member)
 	}
 	if len(recipients) > 0 && r.recipientErr[0] != nil {
-		return bus.SendResult{}, fmt.Errorf("%w: nothing sent", r.recipientErr[0])
+		return mailbox.SendResult{}, fmt.Errorf("%w: nothing sent", r.recipientErr[0])
 	}
 	m := &teambus.Message{ID: spec.ID, From: a.Member, To: spec.To, Type: spec.Type, Body: spec.Body, Data: spec.Data, Epoch: epoch, TS: s.Now()}
 	// The member's activity is recorded while the message is stored: two
@@ -199,20 +199,20 @@ func (r sendReads) senderEpoch(a Actor) (int64, error) {
 // that finds, once stored, that the member left zombie mode meanwhile
 // (after the release that ran then) releases it itself and reports the
 // seq it got.
-func (s *Service) deliver(ctx context.Context, a Actor, mb *bus.Mailbox, m *teambus.Message, sender *teambus.Member, rev uint64) (bus.SendResult, error) {
+func (s *Service) deliver(ctx context.Context, a Actor, mb *mailbox.Mailbox, m *teambus.Message, sender *teambus.Member, rev uint64) (mailbox.SendResult, error) {
 	if sender == nil {
 		return mb.Send(ctx, m, false)
 	}
 	sender, held, err := s.holdMode(ctx, a, sender, rev)
 	if err != nil {
-		return bus.SendResult{}, err
+		return mailbox.SendResult{}, err
 	}
 	m.Epoch = sender.Epoch
 	res, err := s.sendFenced(ctx, a, mb, m, sender, held)
 	if err != nil || !held {
 		return res, err
 	}
-	out := []bus.SendResult{res}
+	out := []mailbox.SendResult{res}
 	s.releaseIfAwake(ctx, a, out)
 	return out[0], nil
 }
@@ -257,7 +257,7 @@ func (s *Service) holdMode(ctx context.Context, a Actor, sender *teambus.Member,
 // release's: 0 until then) and, when the member left zombie mode while
 // they were stored, releases its held mail and reports the seq each got.
 // A failed release leaves them held: the next release delivers them.
-func (s *Service) releaseIfAwake(ctx context.Context, a Actor, res []bus.SendResult) {
+func (s *Service) releaseIfAwake(ctx context.Context, a Actor, res []mailbox.SendResult) {
 	for i := range res {
 		res[i].Seq = 0
 	}
@@ -341,8 +341,8 @@ func (s *Service) ReleaseHeld(ctx context.Context, team, member string) ([]teamb
 // marker the sender saw before a check that passed can not be one a later
 // incarnation stored, so an old incarnation's mail never lands after a
 // new one registered (Join returned).
-func (s *Service) sendFenced(ctx context.Context, a Actor, mb *bus.Mailbox, m *teambus.Message, sender *teambus.Member, held bool) (bus.SendResult, error) {
-	var res bus.SendResult
+func (s *Service) sendFenced(ctx context.Context, a Actor, mb *mailbox.Mailbox, m *teambus.Message, sender *teambus.Member, held bool) (mailbox.SendResult, error) {
+	var res mailbox.SendResult
 	err := s.retryFenced(ctx, a, sender, m.Epoch, "the message", func() string { return "nothing sent" }, func(marker uint64) (err error) {
 		res, err = mb.SendFenced(ctx, m, held, marker)
 		return err
@@ -359,7 +359,7 @@ func (s *Service) retryFenced(ctx context.Context, a Actor, sender *teambus.Memb
 	marker := sender.Marker
 	for attempt := 0; ; attempt++ {
 		err := send(marker)
-		var moved *bus.MarkerMovedError
+		var moved *mailbox.MarkerMovedError
 		if !errors.As(err, &moved) || attempt >= kv.MaxRetries {
 			return err
 		}
@@ -378,7 +378,7 @@ func (s *Service) retryFenced(ctx context.Context, a Actor, sender *teambus.Memb
 }
 
 // Inbox returns the actor's unacknowledged mail, oldest first.
-func (s *Service) Inbox(ctx context.Context, a Actor, opts bus.InboxOptions) ([]teambus.Message, error) {
+func (s *Service) Inbox(ctx context.Context, a Actor, opts mailbox.InboxOptions) ([]teambus.Message, error) {
 	if err := s.check(ctx, a); err != nil {
 		return nil, err
 	}
@@ -391,12 +391,12 @@ func (s *Service) Inbox(ctx context.Context, a Actor, opts bus.InboxOptions) ([]
 }
 
 // Ack acknowledges the actor's mail by sequence.
-func (s *Service) Ack(ctx context.Context, a Actor, seqs []uint64) (bus.AckResult, error) {
+func (s *Service) Ack(ctx context.Context, a Actor, seqs []uint64) (mailbox.AckResult, error) {
 	if len(seqs) == 0 {
-		return bus.AckResult{}, teambus.Invalidf("nothing to ack: give the sequence numbers `teambus inbox` printed")
+		return mailbox.AckResult{}, teambus.Invalidf("nothing to ack: give the sequence numbers `teambus inbox` printed")
 	}
 	if err := s.check(ctx, a); err != nil {
-		return bus.AckResult{}, err
+		return mailbox.AckResult{}, err
 	}
 	res, err := s.Mailbox(a.Team).Ack(ctx, a.Member, seqs)
 	if err == nil {
@@ -430,12 +430,12 @@ func (s *Service) check(ctx context.Context, a Actor) error {
 // Notify sends mail on behalf of a sidecar or teambus itself: a status
 // reply, a crash notice, an escalation. It is never held and is not the
 // member's activity. id makes it idempotent: the same notice is stored once.
-func (s *Service) Notify(ctx context.Context, team, from string, epoch int64, to string, typ teambus.MessageType, id, body string, data any) (bus.SendResult, error) {
+func (s *Service) Notify(ctx context.Context, team, from string, epoch int64, to string, typ teambus.MessageType, id, body string, data any) (mailbox.SendResult, error) {
 	m := &teambus.Message{ID: id, From: from, To: to, Type: typ, Body: body, Epoch: epoch, TS: s.Now()}
 	if data != nil {
 		b, err := json.Marshal(data)
 		if err != nil {
-			return bus.SendResult{}, fmt.Errorf("encode notice data: %w", err)
+			return mailbox.SendResult{}, fmt.Errorf("encode notice data: %w", err)
 		}
 		m.Data = b
 	}

@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 )
 
@@ -38,7 +38,7 @@ func TestService_Send_StoredSeqAndInbox(t *testing.T) {
 	if res.Seq == 0 || res.Duplicate || res.ID == "" {
 		t.Fatalf("send = %+v, want a stored seq and a generated id", res)
 	}
-	msgs, err := f.svc.Inbox(ctx, leadOf("alpha", "L"), bus.InboxOptions{})
+	msgs, err := f.svc.Inbox(ctx, leadOf("alpha", "L"), mailbox.InboxOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestService_Send_DuplicateID(t *testing.T) {
 }
 
 func TestService_Send_RefusedStoresNothing(t *testing.T) {
-	f := newFixture(t, team.Config{Mailbox: bus.MailboxConfig{MaxBody: 2048}})
+	f := newFixture(t, team.Config{Mailbox: mailbox.MailboxConfig{MaxBody: 2048}})
 	f.create(t, "alpha", "L", testPolicy(), "tm1", "tm2")
 	ctx := testCtx(t)
 	tests := []struct {
@@ -125,7 +125,7 @@ func TestService_Broadcast(t *testing.T) {
 		t.Errorf("a broadcast stored %d messages, want 1", got)
 	}
 	for _, m := range []string{"tm1", "tm2", "tm3"} {
-		msgs, err := f.svc.Inbox(ctx, actorOf("alpha", m), bus.InboxOptions{})
+		msgs, err := f.svc.Inbox(ctx, actorOf("alpha", m), mailbox.InboxOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,12 +134,12 @@ func TestService_Broadcast(t *testing.T) {
 		}
 	}
 	// The sender does not get its own broadcast.
-	msgs, err := f.svc.Inbox(ctx, leadOf("alpha", "L"), bus.InboxOptions{})
+	msgs, err := f.svc.Inbox(ctx, leadOf("alpha", "L"), mailbox.InboxOptions{})
 	if err != nil || len(msgs) != 0 {
 		t.Errorf("lead inbox = %v, %v; want its own broadcast skipped", msgBodies(msgs), err)
 	}
 	// Each member acks on its own.
-	if _, err := f.svc.Inbox(ctx, actorOf("alpha", "tm1"), bus.InboxOptions{Ack: true}); err != nil {
+	if _, err := f.svc.Inbox(ctx, actorOf("alpha", "tm1"), mailbox.InboxOptions{Ack: true}); err != nil {
 		t.Fatal(err)
 	}
 	ack, err := f.svc.Ack(ctx, actorOf("alpha", "tm2"), []uint64{res.Seq})
@@ -147,7 +147,7 @@ func TestService_Broadcast(t *testing.T) {
 		t.Fatalf("tm2 ack = %+v, %v", ack, err)
 	}
 	for m, want := range map[string]int{"tm1": 0, "tm2": 0, "tm3": 1} {
-		msgs, err := f.svc.Inbox(ctx, actorOf("alpha", m), bus.InboxOptions{})
+		msgs, err := f.svc.Inbox(ctx, actorOf("alpha", m), mailbox.InboxOptions{})
 		if err != nil || len(msgs) != want {
 			t.Errorf("inbox of %s after acks = %v, %v; want %d", m, msgBodies(msgs), err, want)
 		}
@@ -156,11 +156,11 @@ func TestService_Broadcast(t *testing.T) {
 	if _, err := f.svc.Send(ctx, actorOf("alpha", "tm3"), team.SendSpec{To: teambus.All, Body: "from tm3"}); err != nil {
 		t.Fatal(err)
 	}
-	msgs, _ = f.svc.Inbox(ctx, leadOf("alpha", "L"), bus.InboxOptions{})
+	msgs, _ = f.svc.Inbox(ctx, leadOf("alpha", "L"), mailbox.InboxOptions{})
 	if !reflect.DeepEqual(msgBodies(msgs), []string{"from tm3"}) {
 		t.Errorf("lead inbox = %v, want tm3's broadcast", msgBodies(msgs))
 	}
-	msgs, _ = f.svc.Inbox(ctx, actorOf("alpha", "tm3"), bus.InboxOptions{})
+	msgs, _ = f.svc.Inbox(ctx, actorOf("alpha", "tm3"), mailbox.InboxOptions{})
 	if !reflect.DeepEqual(msgBodies(msgs), []string{"standup"}) {
 		t.Errorf("tm3 inbox = %v, want only the lead's broadcast", msgBodies(msgs))
 	}
@@ -190,7 +190,7 @@ func TestService_Ack(t *testing.T) {
 	if _, err := f.svc.Ack(ctx, tm1, []uint64{s1, s2}); err == nil || teambus.ExitCode(err) != teambus.ExitPermanent {
 		t.Fatalf("ack including tm2's mail = %v, want a refusal (exit 2)", err)
 	}
-	msgs, _ := f.svc.Inbox(ctx, tm1, bus.InboxOptions{})
+	msgs, _ := f.svc.Inbox(ctx, tm1, mailbox.InboxOptions{})
 	if len(msgs) != 1 {
 		t.Fatalf("tm1 inbox after a refused ack = %v, want its mail still there", msgBodies(msgs))
 	}
@@ -205,7 +205,7 @@ func TestService_Ack(t *testing.T) {
 	if _, err := f.svc.Ack(ctx, team.Actor{Team: "alpha", Member: "tm2", Session: "old"}, []uint64{s2}); !errors.Is(err, teambus.ErrFenced) {
 		t.Errorf("ack from an old session = %v, want ErrFenced", err)
 	}
-	if msgs, _ := f.svc.Inbox(ctx, actorOf("alpha", "tm2"), bus.InboxOptions{}); len(msgs) != 1 {
+	if msgs, _ := f.svc.Inbox(ctx, actorOf("alpha", "tm2"), mailbox.InboxOptions{}); len(msgs) != 1 {
 		t.Errorf("tm2 inbox = %v: a fenced ack acked something", msgBodies(msgs))
 	}
 }
@@ -222,7 +222,7 @@ func TestService_Redelivery_PolicyAckWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A hook that has the agent's inbox pushed to it and never acks.
-	cons := f.consumer(t, "alpha", bus.InboxConsumer("tm1"))
+	cons := f.consumer(t, "alpha", mailbox.InboxConsumer("tm1"))
 	got := make(chan jetstream.MsgMetadata, 10)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		if md, err := m.Metadata(); err == nil {
@@ -252,7 +252,7 @@ func TestService_Redelivery_PolicyAckWait(t *testing.T) {
 }
 
 func TestService_Send_FullMailbox(t *testing.T) {
-	f := newFixture(t, team.Config{Mailbox: bus.MailboxConfig{MaxBytes: 32 << 10, MaxBody: 4096}})
+	f := newFixture(t, team.Config{Mailbox: mailbox.MailboxConfig{MaxBytes: 32 << 10, MaxBody: 4096}})
 	f.create(t, "alpha", "L", testPolicy(), "tm1")
 	ctx := testCtx(t)
 	tm1 := actorOf("alpha", "tm1")
@@ -260,7 +260,7 @@ func TestService_Send_FullMailbox(t *testing.T) {
 	var stored []uint64
 	var err error
 	for i := 0; i < 100; i++ {
-		var res bus.SendResult
+		var res mailbox.SendResult
 		res, err = f.svc.Send(ctx, tm1, team.SendSpec{ID: fmt.Sprint("m", i), Body: body})
 		if err != nil {
 			break
@@ -276,7 +276,7 @@ func TestService_Send_FullMailbox(t *testing.T) {
 	if got := f.msgCount(t, "alpha"); got != uint64(len(stored)) {
 		t.Errorf("stream holds %d messages, want the %d stored", got, len(stored))
 	}
-	msgs, err := f.svc.Inbox(ctx, leadOf("alpha", "L"), bus.InboxOptions{Max: 1000})
+	msgs, err := f.svc.Inbox(ctx, leadOf("alpha", "L"), mailbox.InboxOptions{Max: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,14 +301,14 @@ func TestService_Zombie_HeldMailReleased(t *testing.T) {
 		}
 	}
 	ld := leadOf("alpha", "L")
-	if msgs, _ := f.svc.Inbox(ctx, ld, bus.InboxOptions{}); len(msgs) != 0 {
+	if msgs, _ := f.svc.Inbox(ctx, ld, mailbox.InboxOptions{}); len(msgs) != 0 {
 		t.Fatalf("lead inbox = %v: held mail was delivered", msgBodies(msgs))
 	}
 	rel, err := f.svc.Mailbox("alpha").ReleaseHeld(ctx, "tm1")
 	if err != nil || !reflect.DeepEqual(msgBodies(rel), []string{"z1", "z2"}) {
 		t.Fatalf("release = %v, %v", msgBodies(rel), err)
 	}
-	msgs, _ := f.svc.Inbox(ctx, ld, bus.InboxOptions{})
+	msgs, _ := f.svc.Inbox(ctx, ld, mailbox.InboxOptions{})
 	if !reflect.DeepEqual(msgBodies(msgs), []string{"z1", "z2"}) || msgs[0].Seq != rel[0].Seq || msgs[0].HeldSince == nil {
 		t.Errorf("lead inbox after release = %v", msgs)
 	}
@@ -325,10 +325,10 @@ func TestService_Inbox_SidecarTrafficSeparate(t *testing.T) {
 		t.Fatal(err)
 	}
 	tm1 := actorOf("alpha", "tm1")
-	if msgs, _ := f.svc.Inbox(ctx, tm1, bus.InboxOptions{}); len(msgs) != 0 {
+	if msgs, _ := f.svc.Inbox(ctx, tm1, mailbox.InboxOptions{}); len(msgs) != 0 {
 		t.Errorf("agent inbox = %v, want no status_check", msgBodies(msgs))
 	}
-	msgs, err := f.svc.Inbox(ctx, tm1, bus.InboxOptions{Sidecar: true})
+	msgs, err := f.svc.Inbox(ctx, tm1, mailbox.InboxOptions{Sidecar: true})
 	if err != nil || len(msgs) != 1 || msgs[0].Type != teambus.MsgStatusCheck {
 		t.Errorf("sidecar inbox = %v, %v", msgs, err)
 	}
@@ -340,13 +340,13 @@ func TestService_Inbox_Wait(t *testing.T) {
 	ctx := testCtx(t)
 	done := make(chan []teambus.Message, 1)
 	go func() {
-		msgs, err := f.svc.Inbox(ctx, actorOf("alpha", "tm1"), bus.InboxOptions{Wait: 10 * time.Second, Ack: true})
+		msgs, err := f.svc.Inbox(ctx, actorOf("alpha", "tm1"), mailbox.InboxOptions{Wait: 10 * time.Second, Ack: true})
 		if err != nil {
 			t.Error(err)
 		}
 		done <- msgs
 	}()
-	cons := f.consumer(t, "alpha", bus.InboxConsumer("tm1"))
+	cons := f.consumer(t, "alpha", mailbox.InboxConsumer("tm1"))
 	bustest.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
 		info, err := cons.Info(ctx)
 		if err != nil {
@@ -393,7 +393,7 @@ func TestService_Held_ReleasedBeforeNewMail(t *testing.T) {
 	if err != nil || res.Held {
 		t.Fatalf("send after zombie mode = %+v, %v", res, err)
 	}
-	msgs, err := f.svc.Inbox(ctx, leadOf("alpha", "L"), bus.InboxOptions{})
+	msgs, err := f.svc.Inbox(ctx, leadOf("alpha", "L"), mailbox.InboxOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +407,7 @@ func TestService_Held_ReleasedBeforeNewMail(t *testing.T) {
 		t.Errorf("held_since marks = %v, %v, want on released mail only", msgs[0].HeldSince, msgs[2].HeldSince)
 	}
 	var replayed []uint64
-	if err := f.svc.Mailbox("alpha").Replay(ctx, bus.ReplayFilter{From: "tm1"}, func(m teambus.Message) error {
+	if err := f.svc.Mailbox("alpha").Replay(ctx, mailbox.ReplayFilter{From: "tm1"}, func(m teambus.Message) error {
 		replayed = append(replayed, m.Seq)
 		return nil
 	}); err != nil {
@@ -440,7 +440,7 @@ func TestService_CreateTeam_NoIdleConsumers(t *testing.T) {
 	}
 	consumers := func() []string {
 		t.Helper()
-		st, err := f.conn.JS.Stream(ctx, bus.MailboxPrefix+"alpha")
+		st, err := f.conn.JS.Stream(ctx, mailbox.MailboxPrefix+"alpha")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -458,10 +458,10 @@ func TestService_CreateTeam_NoIdleConsumers(t *testing.T) {
 	if got := consumers(); len(got) != 0 {
 		t.Fatalf("consumers of a new team = %v, want none", got)
 	}
-	if bus.RecipientBucketPrefix != kv.StatePrefix {
-		t.Fatalf("recipient records in bucket %s…, the state bucket is %s…", bus.RecipientBucketPrefix, kv.StatePrefix)
+	if mailbox.RecipientBucketPrefix != kv.StatePrefix {
+		t.Fatalf("recipient records in bucket %s…, the state bucket is %s…", mailbox.RecipientBucketPrefix, kv.StatePrefix)
 	}
-	state, err := f.conn.JS.KeyValue(ctx, bus.RecipientBucketPrefix+"alpha")
+	state, err := f.conn.JS.KeyValue(ctx, mailbox.RecipientBucketPrefix+"alpha")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +493,7 @@ func TestService_CreateTeam_NoIdleConsumers(t *testing.T) {
 		if _, err := f.svc.Join(ctx, "alpha", c.member, "s-"+c.member); err != nil {
 			t.Fatal(err)
 		}
-		msgs, err := f.svc.Inbox(ctx, actorOf("alpha", c.member), bus.InboxOptions{})
+		msgs, err := f.svc.Inbox(ctx, actorOf("alpha", c.member), mailbox.InboxOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -501,10 +501,10 @@ func TestService_CreateTeam_NoIdleConsumers(t *testing.T) {
 			t.Errorf("inbox of %s = %v, want %v", c.member, got, c.want)
 		}
 	}
-	if got, want := consumers(), []string{bus.InboxConsumer("tm1"), bus.InboxConsumer("tm3")}; !reflect.DeepEqual(got, want) {
+	if got, want := consumers(), []string{mailbox.InboxConsumer("tm1"), mailbox.InboxConsumer("tm3")}; !reflect.DeepEqual(got, want) {
 		t.Errorf("consumers after tm1 and tm3 read = %v, want %v", got, want)
 	}
-	if _, err := f.svc.Inbox(ctx, actorOf("alpha", "tm9"), bus.InboxOptions{}); !errors.Is(err, teambus.ErrNotFound) {
+	if _, err := f.svc.Inbox(ctx, actorOf("alpha", "tm9"), mailbox.InboxOptions{}); !errors.Is(err, teambus.ErrNotFound) {
 		t.Errorf("inbox of a non-member = %v, want ErrNotFound", err)
 	}
 }
@@ -514,7 +514,7 @@ func TestService_CreateTeam_NoIdleConsumers(t *testing.T) {
 // and none it acked (out of order), before any new mail.
 func TestSidecarAPI_ConsumeSidecar_AfterIdleRemoval(t *testing.T) {
 	t.Parallel() // waits on server timers
-	f := newFixture(t, team.Config{Mailbox: bus.MailboxConfig{ConsumerIdle: time.Second}})
+	f := newFixture(t, team.Config{Mailbox: mailbox.MailboxConfig{ConsumerIdle: time.Second}})
 	f.create(t, "alpha", "L", testPolicy(), "tm1")
 	ctx := testCtx(t)
 	send := func(id string) uint64 {
@@ -554,7 +554,7 @@ func TestSidecarAPI_ConsumeSidecar_AfterIdleRemoval(t *testing.T) {
 	}
 	stop(back...)
 	bustest.CheckFor(t, 60*time.Second, 50*time.Millisecond, func() error {
-		_, err := f.conn.JS.Consumer(ctx, bus.MailboxPrefix+"alpha", bus.SidecarConsumer("tm1"))
+		_, err := f.conn.JS.Consumer(ctx, mailbox.MailboxPrefix+"alpha", mailbox.SidecarConsumer("tm1"))
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return nil
 		}

@@ -12,7 +12,7 @@ import (
 	"sync"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 )
 
 // MaxSendBatch caps the messages of one SendBatch (one request of the
@@ -21,7 +21,7 @@ const MaxSendBatch = 1000
 
 // SendBatch stores the messages of specs from the actor, in order, as
 // Send does each (same defaults, same checks, same holding of a zombie's
-// mail), in atomic batches (bus.Mailbox.SendBatch): consecutive sequences
+// mail), in atomic batches (mailbox.Mailbox.SendBatch): consecutive sequences
 // for the messages stored together, and a few fsyncs instead of one per
 // message. Every message is checked before anything is sent — the team
 // and the sender's incarnation once, each distinct recipient once — and
@@ -30,7 +30,7 @@ const MaxSendBatch = 1000
 // comes back Duplicate with the original seq, so a batch repeated after a
 // crash stores each message once. It returns one result per message, in
 // order; on an error after the checks, the results of what was stored.
-func (s *Service) SendBatch(ctx context.Context, a Actor, specs []SendSpec) ([]bus.SendResult, error) {
+func (s *Service) SendBatch(ctx context.Context, a Actor, specs []SendSpec) ([]mailbox.SendResult, error) {
 	p, err := s.planBatch(ctx, a, specs)
 	if err != nil {
 		return nil, err
@@ -59,7 +59,7 @@ func (s *Service) CheckBatch(ctx context.Context, a Actor, specs []SendSpec) err
 // batchPlan is a checked batch: its messages, the mailbox, and the sender
 // as read (nil for the lead) at revision rev.
 type batchPlan struct {
-	mb     *bus.Mailbox
+	mb     *mailbox.Mailbox
 	msgs   []*teambus.Message
 	sender *teambus.Member
 	rev    uint64
@@ -140,7 +140,7 @@ func (s *Service) planBatch(ctx context.Context, a Actor, specs []SendSpec) (*ba
 
 // deliverBatch stores the messages of p as deliver stores one: the
 // lead's directly, a member's fenced on its incarnation, a zombie's held.
-func (s *Service) deliverBatch(ctx context.Context, a Actor, p *batchPlan) ([]bus.SendResult, error) {
+func (s *Service) deliverBatch(ctx context.Context, a Actor, p *batchPlan) ([]mailbox.SendResult, error) {
 	if p.sender == nil {
 		return p.mb.SendBatch(ctx, p.msgs, false)
 	}
@@ -162,8 +162,8 @@ func (s *Service) deliverBatch(ctx context.Context, a Actor, p *batchPlan) ([]bu
 // in sender, is the latest one, as sendFenced does for one message: when
 // the server reports a newer marker, the member record is checked again
 // (retryFenced) and the messages not stored yet are sent with that marker.
-func (s *Service) sendBatchFenced(ctx context.Context, a Actor, mb *bus.Mailbox, msgs []*teambus.Message, sender *teambus.Member, held bool) ([]bus.SendResult, error) {
-	var out []bus.SendResult
+func (s *Service) sendBatchFenced(ctx context.Context, a Actor, mb *mailbox.Mailbox, msgs []*teambus.Message, sender *teambus.Member, held bool) ([]mailbox.SendResult, error) {
+	var out []mailbox.SendResult
 	sent := func() string { return fmt.Sprintf("%d of %d messages sent", len(out), len(msgs)) }
 	err := s.retryFenced(ctx, a, sender, msgs[0].Epoch, "the batch", sent, func(marker uint64) error {
 		res, err := mb.SendBatchFenced(ctx, msgs[len(out):], held, marker)

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 )
 
@@ -46,7 +46,7 @@ func TestService_SendBatch_OrderSeqsRerun(t *testing.T) {
 		}
 	}
 	var got []string
-	if err := f.svc.Mailbox("alpha").Replay(ctx, bus.ReplayFilter{From: "tm1"}, func(m teambus.Message) error {
+	if err := f.svc.Mailbox("alpha").Replay(ctx, mailbox.ReplayFilter{From: "tm1"}, func(m teambus.Message) error {
 		want := specs[len(got)]
 		if m.Epoch != 1 || m.Type != teambus.MsgInfo || (want.To != "" && m.To != want.To) || (want.To == "" && m.To != teambus.Lead) {
 			t.Errorf("stored %+v for line %d", m, want.Line)
@@ -85,7 +85,7 @@ func TestService_SendBatch_OrderSeqsRerun(t *testing.T) {
 // TestService_SendBatch_RefusedStoresNothing: one bad message refuses the
 // whole batch, the error names its line, and nothing is stored.
 func TestService_SendBatch_RefusedStoresNothing(t *testing.T) {
-	f := newFixture(t, team.Config{Mailbox: bus.MailboxConfig{MaxBody: 2048}})
+	f := newFixture(t, team.Config{Mailbox: mailbox.MailboxConfig{MaxBody: 2048}})
 	f.create(t, "alpha", "L", testPolicy(), "tm1", "tm2")
 	ctx := testCtx(t)
 	with := func(i int, edit func(*team.SendSpec)) []team.SendSpec {
@@ -181,7 +181,7 @@ func TestService_SendBatch_Zombie(t *testing.T) {
 		t.Fatalf("member = %+v, want the held mark", m)
 	}
 	ld := leadOf("alpha", "L")
-	if msgs, _ := f.svc.Inbox(ctx, ld, bus.InboxOptions{}); len(msgs) != 0 {
+	if msgs, _ := f.svc.Inbox(ctx, ld, mailbox.InboxOptions{}); len(msgs) != 0 {
 		t.Fatalf("lead inbox = %v: held mail was delivered", msgBodies(msgs))
 	}
 	if err := f.svc.SetMemberStatus(ctx, "alpha", "tm1", epoch, teambus.MemberIdle); err != nil {
@@ -191,7 +191,7 @@ func TestService_SendBatch_Zombie(t *testing.T) {
 	if err != nil || res[0].Held || res[1].Seq != res[0].Seq+1 {
 		t.Fatalf("batch after zombie mode = %+v, %v", res, err)
 	}
-	msgs, err := f.svc.Inbox(ctx, ld, bus.InboxOptions{})
+	msgs, err := f.svc.Inbox(ctx, ld, mailbox.InboxOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
@@ -159,7 +160,7 @@ func (f *fixture) member(t testing.TB, teamID, id string) *teambus.Member {
 // counting incarnation markers (one per Join).
 func (f *fixture) msgCount(t testing.TB, teamID string) uint64 {
 	t.Helper()
-	st, err := f.conn.JS.Stream(testCtx(t), bus.MailboxPrefix+teamID)
+	st, err := f.conn.JS.Stream(testCtx(t), mailbox.MailboxPrefix+teamID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func (f *fixture) consumer(t testing.TB, teamID, name string) jetstream.Consumer
 	case strings.HasPrefix(name, "sc_"):
 		c, err = mb.SidecarInbox(testCtx(t), strings.TrimPrefix(name, "sc_"))
 	default:
-		c, err = f.conn.JS.Consumer(testCtx(t), bus.MailboxPrefix+teamID, name)
+		c, err = f.conn.JS.Consumer(testCtx(t), mailbox.MailboxPrefix+teamID, name)
 	}
 	if err != nil {
 		t.Fatal(err)

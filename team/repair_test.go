@@ -8,9 +8,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 )
 
@@ -33,7 +33,7 @@ func (f *fixture) putGarbage(t *testing.T, teamID, key, value string) uint64 {
 func (f *fixture) repairEvents(t *testing.T, teamID string) []eventlog.Event {
 	t.Helper()
 	var out []eventlog.Event
-	err := f.svc.Events(teamID).Replay(testCtx(t), bus.EventFilter{Type: eventlog.EvStateRepaired}, func(r *bus.EventRecord) error {
+	err := f.svc.Events(teamID).Replay(testCtx(t), eventlog.EventFilter{Type: eventlog.EvStateRepaired}, func(r *eventlog.EventRecord) error {
 		e := r.Event
 		e.Data = append([]byte(nil), e.Data...)
 		out = append(out, e)
@@ -163,7 +163,7 @@ func TestInbox_UndecodableMessageSkipped(t *testing.T) {
 	}
 	send("after")
 
-	l, err := f.svc.Lease(ctx, actorOf("alpha", "tm2"), bus.LeaseOptions{})
+	l, err := f.svc.Lease(ctx, actorOf("alpha", "tm2"), mailbox.LeaseOptions{})
 	if err != nil {
 		t.Fatalf("lease: %v", err)
 	}
@@ -173,7 +173,7 @@ func TestInbox_UndecodableMessageSkipped(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := f.svc.Inbox(ctx, actorOf("alpha", "tm2"), bus.InboxOptions{Ack: true})
+	msgs, err := f.svc.Inbox(ctx, actorOf("alpha", "tm2"), mailbox.InboxOptions{Ack: true})
 	if err != nil {
 		t.Fatalf("inbox: %v", err)
 	}
@@ -185,7 +185,7 @@ func TestInbox_UndecodableMessageSkipped(t *testing.T) {
 		t.Errorf("tail = %s, %v", bodies(tail), err)
 	}
 	var undecodable int
-	err = f.svc.Mailbox("alpha").Replay(ctx, bus.ReplayFilter{OnUndecodable: func(uint64, string) error {
+	err = f.svc.Mailbox("alpha").Replay(ctx, mailbox.ReplayFilter{OnUndecodable: func(uint64, string) error {
 		undecodable++
 		return nil
 	}}, func(teambus.Message) error { return nil })

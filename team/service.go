@@ -15,16 +15,17 @@ import (
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/teamapi"
 )
 
 // Config holds the storage limits of new teams and the clock.
 type Config struct {
-	Mailbox bus.MailboxConfig
+	Mailbox mailbox.MailboxConfig
 	KV      kv.Config
 	// Events are the limits of new teams' event logs; replicas left at 0
 	// follow the mailbox's.
-	Events bus.EventsConfig
+	Events eventlog.EventsConfig
 	// Logger, if set, receives what the service can not do without
 	// failing the operation (an event it could not log); nil discards.
 	Logger *slog.Logger
@@ -77,17 +78,17 @@ func New(js jetstream.JetStream, cfg Config) *Service {
 func (s *Service) Store() *kv.Store { return s.store }
 
 // Mailbox returns the mailbox of team with the service's limits.
-func (s *Service) Mailbox(team string) *bus.Mailbox {
-	return bus.NewMailbox(s.js, team, s.cfg.Mailbox)
+func (s *Service) Mailbox(team string) *mailbox.Mailbox {
+	return mailbox.NewMailbox(s.js, team, s.cfg.Mailbox)
 }
 
 // teamMailbox returns the mailbox of t with the body limit stored with it.
-func (s *Service) teamMailbox(t *teambus.Team) *bus.Mailbox {
+func (s *Service) teamMailbox(t *teambus.Team) *mailbox.Mailbox {
 	cfg := s.cfg.Mailbox
 	if t.MaxBody > 0 {
 		cfg.MaxBody = t.MaxBody
 	}
-	return bus.NewMailbox(s.js, t.ID, cfg)
+	return mailbox.NewMailbox(s.js, t.ID, cfg)
 }
 
 // Now returns the service clock in UTC.
@@ -206,7 +207,7 @@ func (s *Service) createTeam(ctx context.Context, id, leadSession string, member
 	}
 	// After the state bucket, which holds recipient records: on defaults
 	// there are none to write, and the recipients' consumers are made when
-	// first read (bus.Mailbox.AddRecipient).
+	// first read (mailbox.Mailbox.AddRecipient).
 	if err := mb.AddRecipients(ctx, append([]string{teambus.Lead}, keys(seen)...), policy.AckWait); err != nil {
 		return nil, err
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/mailbox"
 )
 
 // SidecarAPI is the team service as the lead and teammate sidecars use it:
@@ -349,17 +349,17 @@ func delivery(m jetstream.Msg) teambus.Delivery {
 		d.Err = err
 		return d
 	}
-	d.Msg, d.Err = bus.DecodeMessage(m.Data(), md.Sequence.Stream, m.Subject())
+	d.Msg, d.Err = mailbox.DecodeMessage(m.Data(), md.Sequence.Stream, m.Subject())
 	return d
 }
 
 // settler settles a sidecar delivery; with mb, an ack (or a term) is
-// also recorded in the member's recipient record (bus.Mailbox.NoteAcked),
+// also recorded in the member's recipient record (mailbox.Mailbox.NoteAcked),
 // so the sidecar consumer, removed when idle and created again, does not
 // deliver it twice.
 type settler struct {
 	m      jetstream.Msg
-	mb     *bus.Mailbox
+	mb     *mailbox.Mailbox
 	member string
 	cons   jetstream.Consumer
 }

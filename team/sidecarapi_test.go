@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/lead"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
@@ -138,7 +138,7 @@ func TestSidecarAPI_TeammateFencedLeavesSuccessorMail(t *testing.T) {
 		t.Fatalf("old sidecar stopped with %s, %v: want fenced", old.out, old.err)
 	}
 	// The successor's sidecar reads the check now.
-	msgs, err := svc.Mailbox("fe").Inbox(ctx, "tm1", bus.InboxOptions{Sidecar: true, Wait: 2 * time.Second})
+	msgs, err := svc.Mailbox("fe").Inbox(ctx, "tm1", mailbox.InboxOptions{Sidecar: true, Wait: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func sendHeld(t *testing.T, svc *team.Service, teamID, session, body string) {
 func leadGets(t *testing.T, svc *team.Service, teamID string, bodies ...string) {
 	t.Helper()
 	bustest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
-		msgs, err := svc.Mailbox(teamID).Inbox(context.Background(), teambus.Lead, bus.InboxOptions{})
+		msgs, err := svc.Mailbox(teamID).Inbox(context.Background(), teambus.Lead, mailbox.InboxOptions{})
 		if err != nil {
 			return err
 		}
@@ -295,7 +295,7 @@ func TestSidecarAPI_LeadProbeResent(t *testing.T) {
 
 	// The member never beats: the lead probes it after member-timeout.
 	checks := func() []teambus.Message {
-		msgs, err := svc.Mailbox("pr").Inbox(ctx, "tm1", bus.InboxOptions{Sidecar: true, Ack: true, Wait: 200 * time.Millisecond})
+		msgs, err := svc.Mailbox("pr").Inbox(ctx, "tm1", mailbox.InboxOptions{Sidecar: true, Ack: true, Wait: 200 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}

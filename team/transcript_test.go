@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/transcript"
@@ -127,7 +126,7 @@ func TestRestoreTranscript(t *testing.T) {
 		t.Fatalf("restore: %+v %s %v", info, out, err)
 	}
 	var got []string
-	err = f.svc.Events("trr").Replay(ctx, bus.EventFilter{Type: eventlog.EvTranscriptRestored}, func(r *bus.EventRecord) error {
+	err = f.svc.Events("trr").Replay(ctx, eventlog.EventFilter{Type: eventlog.EvTranscriptRestored}, func(r *eventlog.EventRecord) error {
 		var d struct {
 			OK       bool   `json:"ok"`
 			Reason   string `json:"reason"`

@@ -7,8 +7,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/mailbox"
 )
 
 // The reads and watches below are what the live view, the demo, the hooks
@@ -54,9 +54,9 @@ func (s *Service) WatchHeartbeats(ctx context.Context, team string, opts ...jets
 }
 
 // ReplayMail calls fn with the stored mail of team that f selects, in
-// order (bus.Mailbox.Replay); with f.Follow it waits for new mail until ctx
+// order (mailbox.Mailbox.Replay); with f.Follow it waits for new mail until ctx
 // ends.
-func (s *Service) ReplayMail(ctx context.Context, team string, f bus.ReplayFilter, fn func(teambus.Message) error) error {
+func (s *Service) ReplayMail(ctx context.Context, team string, f mailbox.ReplayFilter, fn func(teambus.Message) error) error {
 	return s.Mailbox(team).Replay(ctx, f, fn)
 }
 
@@ -91,7 +91,7 @@ func (s *Service) tail(ctx context.Context, stream string, n int) (uint64, error
 // reading the member record first: for a caller that checks fencing
 // itself, in parallel (the hooks, on the hot path of every prompt). It
 // does not count as the member's activity; Lease is the checked form.
-func (s *Service) LeaseInbox(ctx context.Context, team, member string, opts bus.LeaseOptions) (*bus.Lease, error) {
+func (s *Service) LeaseInbox(ctx context.Context, team, member string, opts mailbox.LeaseOptions) (*mailbox.Lease, error) {
 	opts.Self = member
 	return s.Mailbox(team).Lease(ctx, member, opts)
 }

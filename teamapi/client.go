@@ -13,6 +13,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 )
 
 // DefaultTimeout bounds one request when the context has no deadline.
@@ -198,9 +199,9 @@ func (c *Client) request(ctx context.Context, team, verb string, b []byte, resp 
 // before any request (teambus.ErrInvalid); the team's own limit is the
 // service's to check. A message without an id gets a random one here, so
 // a request sent again stores it once.
-func (c *Client) Send(ctx context.Context, req SendRequest) (bus.SendResult, error) {
+func (c *Client) Send(ctx context.Context, req SendRequest) (mailbox.SendResult, error) {
 	req.Actor = c.actor(req.Actor)
-	var res bus.SendResult
+	var res mailbox.SendResult
 	if err := c.reaches(req.Actor); err != nil {
 		return res, err
 	}
@@ -303,7 +304,7 @@ func (c *Client) teamMaxBody(ctx context.Context, a Actor) int64 {
 // messages a request, and the request must fit the connection's
 // MaxPayload: a longer list is split by the caller, checked whole first
 // (CheckFit, then with check).
-func (c *Client) SendMessages(ctx context.Context, msgs []BatchMessage, check bool) ([]bus.SendResult, error) {
+func (c *Client) SendMessages(ctx context.Context, msgs []BatchMessage, check bool) ([]mailbox.SendResult, error) {
 	for i, m := range msgs {
 		// As Send: invalid UTF-8 is refused while the bytes are the user's.
 		if err := teambus.ValidateBody(m.Body); err != nil {
@@ -335,15 +336,15 @@ func (c *Client) Read(ctx context.Context, mode string, max int, wait time.Durat
 }
 
 // AckSeqs acknowledges the caller's mail by sequence.
-func (c *Client) AckSeqs(ctx context.Context, seqs []uint64) (bus.AckResult, error) {
+func (c *Client) AckSeqs(ctx context.Context, seqs []uint64) (mailbox.AckResult, error) {
 	res, err := c.Ack(ctx, AckRequest{Seqs: seqs})
-	return bus.AckResult{Acked: res.Acked, Already: res.Already}, err
+	return mailbox.AckResult{Acked: res.Acked, Already: res.Already}, err
 }
 
 // AckLeased acknowledges leased mail by its tokens.
-func (c *Client) AckLeased(ctx context.Context, msgs []Leased) (bus.AckResult, error) {
+func (c *Client) AckLeased(ctx context.Context, msgs []Leased) (mailbox.AckResult, error) {
 	res, err := c.Ack(ctx, AckRequest{Tokens: tokens(msgs)})
-	return bus.AckResult{Acked: res.Acked, Already: res.Already}, err
+	return mailbox.AckResult{Acked: res.Acked, Already: res.Already}, err
 }
 
 // ReleaseLeased returns leased mail for redelivery now.

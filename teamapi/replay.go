@@ -4,13 +4,13 @@ import (
 	"context"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 )
 
 // ReplayOwn calls fn for the caller's own mail (to it, from it,
 // broadcasts) that matches f, oldest first, paging through the service's
 // replay and applying f here. Follow is not offered through the service.
-func ReplayOwn(ctx context.Context, api API, a Actor, f bus.ReplayFilter, fn func(teambus.Message) error) error {
+func ReplayOwn(ctx context.Context, api API, a Actor, f mailbox.ReplayFilter, fn func(teambus.Message) error) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func ReplayOwn(ctx context.Context, api API, a Actor, f bus.ReplayFilter, fn fun
 }
 
 // replayMatch applies the filters the mailbox applies by subject or start.
-func replayMatch(f bus.ReplayFilter, m teambus.Message) bool {
+func replayMatch(f mailbox.ReplayFilter, m teambus.Message) bool {
 	switch {
 	case f.From != "" && m.From != f.From,
 		f.To != "" && m.To != f.To,

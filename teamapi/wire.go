@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 )
 
 // SendRequest is a message to send. From is never part of it: the
@@ -44,7 +44,7 @@ type SendBatchRequest struct {
 
 // SendBatchReply is one result per message, in order (none for Check).
 type SendBatchReply struct {
-	Results []bus.SendResult `json:"results"`
+	Results []mailbox.SendResult `json:"results"`
 }
 
 // Inbox read modes.

@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/eventlog"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 )
 
@@ -55,7 +56,7 @@ type EventItem struct {
 	Error  string          `json:"error,omitempty"`
 }
 
-func eventItem(rec *bus.EventRecord) EventItem {
+func eventItem(rec *eventlog.EventRecord) EventItem {
 	if rec.Err != nil {
 		return EventItem{Seq: rec.StreamSeq, Stored: rec.Stored, Error: "not an event: " + oneLine(rec.Err.Error())}
 	}
@@ -192,9 +193,9 @@ func Depths(tasks []*teambus.Task) map[string]int {
 }
 
 // mailFilter reads from, to, type, text and limit from the query.
-func mailFilter(r *http.Request) (bus.ReplayFilter, string, int, error) {
+func mailFilter(r *http.Request) (mailbox.ReplayFilter, string, int, error) {
 	q := r.URL.Query()
-	f := bus.ReplayFilter{From: q.Get("from"), To: q.Get("to"), Type: teambus.MessageType(q.Get("type"))}
+	f := mailbox.ReplayFilter{From: q.Get("from"), To: q.Get("to"), Type: teambus.MessageType(q.Get("type"))}
 	if err := f.Validate(); err != nil {
 		return f, "", 0, err
 	}
@@ -245,13 +246,13 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		httpError(w, err)
 		return
 	}
-	f := bus.EventFilter{Type: q.Get("type"), Agent: q.Get("agent")}
+	f := eventlog.EventFilter{Type: q.Get("type"), Agent: q.Get("agent")}
 	if err := f.Validate(); err != nil {
 		httpError(w, err)
 		return
 	}
 	writeTail(s, w, r, id, limit, func(ctx context.Context, ring *ring[EventItem]) error {
-		return s.cfg.Service.Events(id).Replay(ctx, f, func(rec *bus.EventRecord) error {
+		return s.cfg.Service.Events(id).Replay(ctx, f, func(rec *eventlog.EventRecord) error {
 			ring.add(eventItem(rec))
 			return nil
 		})

@@ -12,6 +12,8 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/eventlog"
+	"github.com/teambus/teambus/mailbox"
 )
 
 // keepAlive is how often an idle live stream gets a comment line, so
@@ -237,7 +239,7 @@ func (f *feed) followMail(ctx context.Context) {
 			}
 		}
 		if next > 0 {
-			err := f.s.cfg.Service.ReplayMail(ctx, f.team, bus.ReplayFilter{SinceSeq: next, Follow: true}, func(m teambus.Message) error {
+			err := f.s.cfg.Service.ReplayMail(ctx, f.team, mailbox.ReplayFilter{SinceSeq: next, Follow: true}, func(m teambus.Message) error {
 				attempt = 0
 				next = m.Seq + 1
 				fr := frame("mail", m)
@@ -269,7 +271,7 @@ func (f *feed) followEvents(ctx context.Context) {
 			}
 		}
 		if next > 0 {
-			err := ev.Replay(ctx, bus.EventFilter{SinceSeq: next, Follow: true}, func(rec *bus.EventRecord) error {
+			err := ev.Replay(ctx, eventlog.EventFilter{SinceSeq: next, Follow: true}, func(rec *eventlog.EventRecord) error {
 				attempt = 0
 				next = rec.StreamSeq + 1
 				fr := frame("event", eventItem(rec))

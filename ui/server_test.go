@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/ui"
@@ -93,7 +93,7 @@ func newFixture(t *testing.T, cfg ui.Config) *fixture {
 	return &fixture{svc: svc, srv: srv, http: hs, pol: pol}
 }
 
-func send(t *testing.T, svc *team.Service, from, to, body string) bus.SendResult {
+func send(t *testing.T, svc *team.Service, from, to, body string) mailbox.SendResult {
 	t.Helper()
 	a := team.Actor{Team: teamID, Member: from}
 	if from == teambus.Lead {
@@ -613,7 +613,7 @@ func TestServer_Actions(t *testing.T) {
 	}
 	// The probe is a status_check to the member's sidecar.
 	var probes []teambus.Message
-	if err := f.svc.Mailbox(teamID).Replay(ctx, bus.ReplayFilter{To: "tm2", Type: teambus.MsgStatusCheck}, func(m teambus.Message) error {
+	if err := f.svc.Mailbox(teamID).Replay(ctx, mailbox.ReplayFilter{To: "tm2", Type: teambus.MsgStatusCheck}, func(m teambus.Message) error {
 		probes = append(probes, m)
 		return nil
 	}); err != nil {
@@ -624,7 +624,7 @@ func TestServer_Actions(t *testing.T) {
 	}
 	// Every action that did something is in the event log.
 	var actions []string
-	if err := f.svc.Events(teamID).Replay(ctx, bus.EventFilter{Type: "ui.action"}, func(r *bus.EventRecord) error {
+	if err := f.svc.Events(teamID).Replay(ctx, eventlog.EventFilter{Type: "ui.action"}, func(r *eventlog.EventRecord) error {
 		var d struct{ Action string }
 		_ = json.Unmarshal(r.Event.Data, &d)
 		actions = append(actions, d.Action)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/binding"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 )
 
@@ -17,7 +17,7 @@ const MaxLease = 50
 
 // drained is mail leased and rendered, not yet settled.
 type drained struct {
-	lease *bus.Lease
+	lease *mailbox.Lease
 	mail  Mail
 }
 
@@ -42,7 +42,7 @@ func (h *hook) drainLock(ctx context.Context) bool {
 // drain leases the member's mail and renders it within max characters;
 // nil when there is none.
 func (h *hook) drain(ctx context.Context, max int) (*drained, error) {
-	l, err := h.svc.LeaseInbox(ctx, h.b.Team, h.b.Member, bus.LeaseOptions{Max: MaxLease})
+	l, err := h.svc.LeaseInbox(ctx, h.b.Team, h.b.Member, mailbox.LeaseOptions{Max: MaxLease})
 	return h.render(leased{lease: l, err: err}, max)
 }
 
@@ -140,7 +140,7 @@ func (h *hook) deliverEvent(ctx context.Context, event string, notices bool) int
 
 // leased is the outcome of a lease of the member's inbox.
 type leased struct {
-	lease *bus.Lease
+	lease *mailbox.Lease
 	err   error
 }
 
@@ -150,7 +150,7 @@ func (h *hook) leaseAsync(ctx context.Context) <-chan leased {
 	ch := make(chan leased, 1)
 	svc, teamID, member := h.svc, h.b.Team, h.b.Member
 	go func() {
-		l, err := svc.LeaseInbox(ctx, teamID, member, bus.LeaseOptions{Max: MaxLease})
+		l, err := svc.LeaseInbox(ctx, teamID, member, mailbox.LeaseOptions{Max: MaxLease})
 		ch <- leased{lease: l, err: err}
 	}()
 	return ch

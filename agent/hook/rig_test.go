@@ -17,6 +17,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/binding"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
@@ -207,7 +208,7 @@ func (r *rig) hookLog() string {
 // unread leases the member's inbox, releases it, and returns the seqs.
 func (r *rig) unread(member string) []uint64 {
 	r.t.Helper()
-	l, err := r.svc.Mailbox("alpha").Lease(context.Background(), member, bus.LeaseOptions{Max: 100, Self: member})
+	l, err := r.svc.Mailbox("alpha").Lease(context.Background(), member, mailbox.LeaseOptions{Max: 100, Self: member})
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func TestHooks_TranscriptSync(t *testing.T) {
 		size = fi.Size()
 	}
 	var synced []string
-	err = r.svc.Events("alpha").Replay(ctx, bus.EventFilter{Type: eventlog.EvTranscriptSynced}, func(e *bus.EventRecord) error {
+	err = r.svc.Events("alpha").Replay(ctx, eventlog.EventFilter{Type: eventlog.EvTranscriptSynced}, func(e *eventlog.EventRecord) error {
 		var d struct{ Via string }
 		_ = json.Unmarshal(e.Event.Data, &d)
 		synced = append(synced, d.Via)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus/agent/binding"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/proc"
 )
 
@@ -160,7 +160,7 @@ func (h *hook) watch(ctx context.Context, found chan<- string) {
 			found <- "notice"
 			return
 		}
-		l, err := h.svc.LeaseInbox(ctx, h.b.Team, h.b.Member, bus.LeaseOptions{Max: 1, Wait: WaitPull})
+		l, err := h.svc.LeaseInbox(ctx, h.b.Team, h.b.Member, mailbox.LeaseOptions{Max: 1, Wait: WaitPull})
 		if err != nil {
 			if ctx.Err() != nil {
 				return

@@ -16,6 +16,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/mcpserver"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
@@ -117,7 +118,7 @@ func member(m string) mcpserver.Identity {
 // 0600 file, as `teambus team creds alpha --member m` does.
 func (f *fixture) credsFile(m string) string {
 	f.t.Helper()
-	cr, err := bus.IssueCreds(testCtx(f.t), f.conn, "alpha", m, []string{f.node.URL()})
+	cr, err := node.IssueCreds(testCtx(f.t), f.conn, "alpha", m, []string{f.node.URL()})
 	if err != nil {
 		f.t.Fatalf("issue credential of %s: %v", m, err)
 	}
@@ -324,7 +325,7 @@ func (f *fixture) sendN(n int, to string) []uint64 {
 // acking (every read returns it to the inbox).
 func (f *fixture) unacked(to string) []uint64 {
 	f.t.Helper()
-	msgs, err := f.svc.Inbox(testCtx(f.t), member(to).Actor(), bus.InboxOptions{Max: 100})
+	msgs, err := f.svc.Inbox(testCtx(f.t), member(to).Actor(), mailbox.InboxOptions{Max: 100})
 	if err != nil {
 		f.t.Fatalf("inbox of %s: %v", to, err)
 	}

@@ -24,8 +24,8 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/mcpserver"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 )
 
@@ -335,7 +335,7 @@ func TestCommand_Creds(t *testing.T) {
 	}
 	var sent mcpserver.SendOut
 	ok(t, cs, "send", map[string]any{"to": "tm2", "body": "from the credential"}, &sent)
-	msgs, err := f.svc.Inbox(testCtx(t), member("tm2").Actor(), bus.InboxOptions{})
+	msgs, err := f.svc.Inbox(testCtx(t), member("tm2").Actor(), mailbox.InboxOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

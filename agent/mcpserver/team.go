@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/teamapi"
 )
@@ -28,7 +28,7 @@ func errLeadCall(what, teamID string) error {
 	return teambus.Invalidf("a member credential can not %s in team %s: use the operator's bus (the node token, e.g. `teambus` on the node's host)", what, teamID)
 }
 
-func (s calls) send(ctx context.Context, a team.Actor, req teamapi.SendRequest) (bus.SendResult, error) {
+func (s calls) send(ctx context.Context, a team.Actor, req teamapi.SendRequest) (mailbox.SendResult, error) {
 	req.Actor = a
 	return s.api.Send(ctx, req)
 }
@@ -125,15 +125,15 @@ func (l *lease) Release(ctx context.Context) error {
 	return nil
 }
 
-func (s calls) ack(ctx context.Context, a team.Actor, seqs []uint64) (bus.AckResult, error) {
+func (s calls) ack(ctx context.Context, a team.Actor, seqs []uint64) (mailbox.AckResult, error) {
 	res, err := s.api.Ack(ctx, teamapi.AckRequest{Actor: a, Seqs: seqs})
-	return bus.AckResult{Acked: res.Acked, Already: res.Already}, err
+	return mailbox.AckResult{Acked: res.Acked, Already: res.Already}, err
 }
 
 // replay calls fn for the mailbox messages that match f and that a may
 // read: the whole mailbox on the team state, else the actor's own mail
 // (to it, from it, broadcasts) through the member API.
-func (s calls) replay(ctx context.Context, a team.Actor, f bus.ReplayFilter, fn func(teambus.Message) error) error {
+func (s calls) replay(ctx context.Context, a team.Actor, f mailbox.ReplayFilter, fn func(teambus.Message) error) error {
 	if s.direct != nil {
 		return s.direct.ReplayMail(ctx, a.Team, f, fn)
 	}

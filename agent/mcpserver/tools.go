@@ -14,7 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/teamapi"
 )
@@ -377,7 +377,7 @@ func (s *Server) readMessage(ctx context.Context, _ *mcp.CallToolRequest, id Ide
 		return MessageOut{}, "", teambus.Invalidf("invalid seq 0: give the seq inbox returned")
 	}
 	var found *teambus.Message
-	err := s.team.replay(ctx, id.Actor(), bus.ReplayFilter{SinceSeq: in.Seq, UntilSeq: in.Seq, Limit: 1}, func(m teambus.Message) error {
+	err := s.team.replay(ctx, id.Actor(), mailbox.ReplayFilter{SinceSeq: in.Seq, UntilSeq: in.Seq, Limit: 1}, func(m teambus.Message) error {
 		if m.Seq == in.Seq {
 			found = &m
 		}
@@ -611,7 +611,7 @@ func (s *Server) replay(ctx context.Context, _ *mcp.CallToolRequest, id Identity
 	if in.Limit < 0 {
 		return MessagesOut{}, "", teambus.Invalidf("invalid limit %d: must not be negative", in.Limit)
 	}
-	f := bus.ReplayFilter{From: in.From, To: in.To, Type: teambus.MessageType(in.Type), Limit: in.Limit}
+	f := mailbox.ReplayFilter{From: in.From, To: in.To, Type: teambus.MessageType(in.Type), Limit: in.Limit}
 	if f.Limit == 0 || f.Limit > replayMax {
 		f.Limit = replayMax
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 )
@@ -168,7 +169,7 @@ func TestBusScrub(t *testing.T) {
 	c := nodetest.Connect(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	name := bus.MailboxPrefix + "scrub"
+	name := mailbox.MailboxPrefix + "scrub"
 	if _, err := c.JS.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{"scrubtest.>"}, Storage: jetstream.FileStorage}); err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +200,7 @@ func TestBusScrub(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(n.Dir(), node.ScrubFile)); !os.IsNotExist(err) {
 		t.Errorf("position left after a complete scrub: %v", err)
 	}
-	for _, s := range []string{"TB_AUTH", bus.MailboxPrefix + "none"} {
+	for _, s := range []string{"TB_AUTH", mailbox.MailboxPrefix + "none"} {
 		if r := runCLI(t, "bus", "scrub", "--dir", n.Dir(), "--stream", s); r.code != 2 || !strings.Contains(r.stderr, s) {
 			t.Errorf("bus scrub --stream %s: exit %d: %s", s, r.code, r.stderr)
 		}

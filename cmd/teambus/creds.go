@@ -11,6 +11,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/node"
 )
 
 // teamCredsCommand is `teambus team creds T --member M`: issue (or revoke)
@@ -53,7 +54,7 @@ func teamCreds(c *cli.Context) error {
 	}
 	return withSession(c, func(s *session) error {
 		if c.Bool("revoke") {
-			if err := bus.RevokeCreds(s.ctx, s.conn, teamID, member); err != nil {
+			if err := node.RevokeCreds(s.ctx, s.conn, teamID, member); err != nil {
 				return err
 			}
 			fmt.Fprintf(c.App.Writer, "revoked the credential of %s in team %s\n", member, teamID)
@@ -68,7 +69,7 @@ func teamCreds(c *cli.Context) error {
 				return err
 			}
 		}
-		cr, err := bus.IssueCreds(s.ctx, s.conn, teamID, member, credsServers(c))
+		cr, err := node.IssueCreds(s.ctx, s.conn, teamID, member, credsServers(c))
 		if err != nil {
 			return err
 		}

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
@@ -75,7 +75,7 @@ func TestAgentSim_WorksTheQueue(t *testing.T) {
 		}
 	}
 	var reports int
-	err = svc.Mailbox("sim").Replay(t.Context(), bus.ReplayFilter{To: teambus.Lead, Type: teambus.MsgReport}, func(teambus.Message) error {
+	err = svc.Mailbox("sim").Replay(t.Context(), mailbox.ReplayFilter{To: teambus.Lead, Type: teambus.MsgReport}, func(teambus.Message) error {
 		reports++
 		return nil
 	})
@@ -180,7 +180,7 @@ func TestAgentSim_Lead(t *testing.T) {
 	bustest.CheckFor(t, 5*time.Second, 50*time.Millisecond, func() error {
 		ictx, icancel := context.WithTimeout(ctx, 5*time.Second) // Inbox needs a deadline
 		defer icancel()
-		msgs, err := svc.Inbox(ictx, team.Actor{Team: "sim", Member: teambus.Lead, Session: "L1"}, bus.InboxOptions{Max: 10})
+		msgs, err := svc.Inbox(ictx, team.Actor{Team: "sim", Member: teambus.Lead, Session: "L1"}, mailbox.InboxOptions{Max: 10})
 		if err != nil {
 			return err
 		}

@@ -356,7 +356,7 @@ func eventsImport(c *cli.Context, teamID string) error {
 		return teambus.Invalidf("events file %s: %w", path, errorCause(err))
 	}
 	defer f.Close()
-	var res bus.ImportResult
+	var res eventlog.ImportResult
 	err = withTeamLog(c, teamID, func(s *streamSession) error {
 		res, err = s.svc.Events(teamID).Import(c.Context, f)
 		return err
@@ -433,7 +433,7 @@ func eventsReplayCommand() *cli.Command {
 }
 
 func eventsReplay(c *cli.Context, teamID string) error {
-	f := bus.EventFilter{Type: c.String("type"), Agent: c.String("agent"), SID: c.String("sid"), Limit: c.Int("limit"), Follow: c.Bool("follow")}
+	f := eventlog.EventFilter{Type: c.String("type"), Agent: c.String("agent"), SID: c.String("sid"), Limit: c.Int("limit"), Follow: c.Bool("follow")}
 	var err error
 	if f.SinceSeq, f.SinceTime, err = parseSeqOrTime("--since", c.String("since")); err != nil {
 		return err
@@ -447,7 +447,7 @@ func eventsReplay(c *cli.Context, teamID string) error {
 	asJSON := c.Bool("json")
 	w := c.App.Writer
 	return withTeamLog(c, teamID, func(s *streamSession) error {
-		return s.svc.Events(teamID).Replay(c.Context, f, func(r *bus.EventRecord) error {
+		return s.svc.Events(teamID).Replay(c.Context, f, func(r *eventlog.EventRecord) error {
 			if asJSON {
 				// The envelope exactly as stored: JSON Lines as export writes.
 				if _, err := w.Write(r.Raw); err != nil {
@@ -462,7 +462,7 @@ func eventsReplay(c *cli.Context, teamID string) error {
 	})
 }
 
-func printEventRecord(w io.Writer, r *bus.EventRecord) {
+func printEventRecord(w io.Writer, r *eventlog.EventRecord) {
 	if r.Err != nil {
 		fmt.Fprintf(w, "#%d (not an event: %v) %s\n", r.StreamSeq, r.Err, teambus.OneLine(string(r.Raw), 120))
 		return

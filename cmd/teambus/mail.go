@@ -12,7 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/teamapi"
 )
@@ -328,8 +328,8 @@ func parseSeqOrTime(name, v string) (uint64, time.Time, error) {
 	return 0, t, nil
 }
 
-func replayFilter(c *cli.Context) (bus.ReplayFilter, error) {
-	f := bus.ReplayFilter{From: c.String("from"), To: c.String("to"), Type: teambus.MessageType(c.String("type")),
+func replayFilter(c *cli.Context) (mailbox.ReplayFilter, error) {
+	f := mailbox.ReplayFilter{From: c.String("from"), To: c.String("to"), Type: teambus.MessageType(c.String("type")),
 		Limit: c.Int("limit"), Follow: c.Bool("follow"), IncludeHeld: c.Bool("held")}
 	var err error
 	if f.SinceSeq, f.SinceTime, err = parseSeqOrTime("--since", c.String("since")); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/teamapi"
 )
@@ -32,7 +33,7 @@ func sendAction(c *cli.Context) error {
 // sendLine is one message of `send --from --json`: what the service
 // stored, and the line it came from.
 type sendLine struct {
-	bus.SendResult
+	mailbox.SendResult
 	Line int `json:"line"`
 }
 
@@ -72,7 +73,7 @@ func sendFrom(c *cli.Context) error {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		// The whole send may outlast --timeout: it bounds each request.
-		call := func(chunk []teamapi.BatchMessage, check bool) ([]bus.SendResult, error) {
+		call := func(chunk []teamapi.BatchMessage, check bool) ([]mailbox.SendResult, error) {
 			ctx, cancel, err := withTimeout(c)
 			if err != nil {
 				return nil, err
@@ -96,7 +97,7 @@ func sendFrom(c *cli.Context) error {
 				}
 			}
 		}
-		var res []bus.SendResult
+		var res []mailbox.SendResult
 		for _, chunk := range chunks {
 			got, err := call(chunk, false)
 			res = append(res, got...)
@@ -146,7 +147,7 @@ func sendChunks(msgs []teamapi.BatchMessage, maxPayload int64) ([][]teamapi.Batc
 
 // printSendFrom prints the results of send --from: one line of totals, or
 // with --json one line per message.
-func printSendFrom(c *cli.Context, msgs []teamapi.BatchMessage, res []bus.SendResult) error {
+func printSendFrom(c *cli.Context, msgs []teamapi.BatchMessage, res []mailbox.SendResult) error {
 	if c.Bool("json") {
 		out := newJSONLines(c.App.Writer)
 		for i, r := range res {

@@ -12,6 +12,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/relay"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/teamapi"
@@ -58,7 +59,7 @@ func openSession(c *cli.Context, viaService bool) (*session, error) {
 	}
 	ctx, cancel = watchDenied(c, ctx, cancel, conn)
 	r := conn.Replicas()
-	return &session{ctx: ctx, cancel: cancel, conn: conn, svc: team.New(conn.JS, team.Config{Mailbox: bus.MailboxConfig{Replicas: r}, KV: kv.Config{Replicas: r}})}, nil
+	return &session{ctx: ctx, cancel: cancel, conn: conn, svc: team.New(conn.JS, team.Config{Mailbox: mailbox.MailboxConfig{Replicas: r}, KV: kv.Config{Replicas: r}})}, nil
 }
 
 func (s *session) close() {

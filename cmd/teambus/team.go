@@ -12,8 +12,10 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/mailbox"
+	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/spawn"
 	"github.com/teambus/teambus/team"
 )
@@ -77,7 +79,7 @@ func teamCreate(c *cli.Context) error {
 			specs = append(specs, spec)
 		}
 	}
-	var mbc bus.MailboxConfig
+	var mbc mailbox.MailboxConfig
 	maxBody, err := parseSize("--max-body", c.String("max-body"))
 	if err != nil {
 		return err
@@ -98,7 +100,7 @@ func teamCreate(c *cli.Context) error {
 		return teambus.Invalidf("invalid --dedupe-window %s: at least 1s", c.String("dedupe-window"))
 	}
 	mbc.MaxBody = int(maxBody)
-	evc := bus.EventsConfig{Duplicates: mbc.Duplicates}
+	evc := eventlog.EventsConfig{Duplicates: mbc.Duplicates}
 	if evc.MaxBytes, err = parseSize("--events-max-bytes", c.String("events-max-bytes")); err != nil {
 		return err
 	}
@@ -377,7 +379,7 @@ func teamDelete(c *cli.Context, s *session, id string) error {
 		known = known || t == id
 	}
 	if !known {
-		if _, err := s.conn.JS.Stream(s.ctx, bus.MailboxPrefix+id); err != nil {
+		if _, err := s.conn.JS.Stream(s.ctx, mailbox.MailboxPrefix+id); err != nil {
 			return teambus.NotFoundf("team %s not found: use `teambus team list`", id)
 		}
 	}
@@ -398,7 +400,7 @@ func teamDelete(c *cli.Context, s *session, id string) error {
 		}
 	}
 	for _, m := range who {
-		if err := bus.RevokeCreds(s.ctx, s.conn, id, m); err != nil {
+		if err := node.RevokeCreds(s.ctx, s.conn, id, m); err != nil {
 			return err
 		}
 	}

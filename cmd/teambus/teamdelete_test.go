@@ -8,7 +8,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
@@ -103,7 +102,7 @@ func TestTeamDelete(t *testing.T) {
 	evOK(t, append([]string{"team", "create", "del", "--member", "tm1", "--member", "tm2"}, dir...)...)
 	conn := nodetest.Connect(t, n)
 	ctx := t.Context()
-	if _, err := bus.IssueCreds(ctx, conn, "del", "tm1", nil); err != nil {
+	if _, err := node.IssueCreds(ctx, conn, "del", "tm1", nil); err != nil {
 		t.Fatal(err)
 	}
 	svc := team.New(conn.JS, team.Config{})
@@ -119,7 +118,7 @@ func TestTeamDelete(t *testing.T) {
 	if left := teamStreams(t, n, "del"); len(left) > 0 {
 		t.Errorf("delete left %v behind", left)
 	}
-	auth, err := conn.JS.KeyValue(context.WithoutCancel(ctx), bus.AuthBucket)
+	auth, err := conn.JS.KeyValue(context.WithoutCancel(ctx), node.AuthBucket)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/ui"
 )
@@ -70,7 +70,7 @@ func runUI(c *cli.Context) error {
 	}
 	defer conn.Close()
 	r := conn.Replicas()
-	svc := team.New(conn.JS, team.Config{Logger: log, Mailbox: bus.MailboxConfig{Replicas: r}, KV: kv.Config{Replicas: r}})
+	svc := team.New(conn.JS, team.Config{Logger: log, Mailbox: mailbox.MailboxConfig{Replicas: r}, KV: kv.Config{Replicas: r}})
 	srv, err := ui.New(ui.Config{Service: svc, Token: ui.NewToken(), AllowActions: c.Bool("allow-actions"), Secure: cert != "", Logger: log, Reachable: conn.NC.IsConnected})
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package bus
+package eventlog
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/eventlog"
+	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/internal/jsbatch"
 )
 
@@ -25,14 +25,14 @@ import (
 // A bulk writer (`task add --from FILE`) logs thousands of events this way
 // at the cost of a few: one round trip and one stored batch per
 // jsbatch.Max events instead of two round trips and an fsync each.
-func (ev *Events) AppendBatch(ctx context.Context, events []*eventlog.Event) (int, error) {
+func (ev *Events) AppendBatch(ctx context.Context, events []*Event) (int, error) {
 	if len(events) == 0 {
 		return 0, nil
 	}
 	sid := events[0].SID
 	for _, e := range events {
 		if e.V == 0 {
-			e.V = eventlog.Version
+			e.V = Version
 		}
 		if e.TS.IsZero() {
 			e.TS = time.Now()
@@ -50,7 +50,7 @@ func (ev *Events) AppendBatch(ctx context.Context, events []*eventlog.Event) (in
 	for stored < len(events) {
 		batch := events[stored:min(stored+jsbatch.Max, len(events))]
 		next, last, err := ev.nextSeq(ctx, sid)
-		if errors.Is(err, errNoStream) && StreamMissing(ctx, ev.JS(), ev.Stream()) {
+		if errors.Is(err, errNoStream) && bus.StreamMissing(ctx, ev.JS(), ev.Stream()) {
 			return stored, teambus.NotFoundf("team %s has no event log: create the team first", ev.Team())
 		}
 		if err != nil {
@@ -84,7 +84,7 @@ func (ev *Events) AppendBatch(ctx context.Context, events []*eventlog.Event) (in
 		}
 		if err != nil {
 			for _, e := range batch {
-				e.Seq = eventlog.AutoSeq
+				e.Seq = AutoSeq
 			}
 			return stored, ev.publishErr(err)
 		}

@@ -1,4 +1,4 @@
-package bus
+package mailbox
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/internal/jsbatch"
 	"github.com/teambus/teambus/internal/jserr"
 )
@@ -71,9 +72,9 @@ func (mb *Mailbox) sendBatch(ctx context.Context, msgs []*teambus.Message, held 
 			nm[0].Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, mb.MarkerSubject(batch[0].From))
 		}
 		ack, err := jsbatch.Publish(ctx, mb.JS().Conn(), nm)
-		if err != nil && (NoResponse(err) || Electing(err)) {
+		if err != nil && (bus.NoResponse(err) || bus.Electing(err)) {
 			// Nothing stored: the same batch again, once a leader answers.
-			ack, err = WhileElecting(ctx, mb.JS(), mb.Stream(), "send a batch to team "+mb.Team(), err, func(ctx context.Context) (*jetstream.PubAck, error) {
+			ack, err = bus.WhileElecting(ctx, mb.JS(), mb.Stream(), "send a batch to team "+mb.Team(), err, func(ctx context.Context) (*jetstream.PubAck, error) {
 				return jsbatch.Publish(ctx, mb.JS().Conn(), nm)
 			})
 		}

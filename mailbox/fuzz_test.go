@@ -1,4 +1,4 @@
-package bus
+package mailbox
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package bus_test
+package mailbox_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node/nodetest"
 )
 
@@ -27,26 +27,26 @@ func mailCtx(t *testing.T) context.Context {
 // teamMailbox is a declared team mailbox on a fresh node with the lead and
 // members as recipients.
 type teamMailbox struct {
-	*bus.Mailbox
+	*mailbox.Mailbox
 	js jetstream.JetStream
 }
 
-func newMailbox(t *testing.T, cfg bus.MailboxConfig, ackWait time.Duration, members ...string) *teamMailbox {
+func newMailbox(t *testing.T, cfg mailbox.MailboxConfig, ackWait time.Duration, members ...string) *teamMailbox {
 	t.Helper()
 	return newTeamMailbox(t, "alpha", cfg, ackWait, members...)
 }
 
-func newTeamMailbox(t *testing.T, team string, cfg bus.MailboxConfig, ackWait time.Duration, members ...string) *teamMailbox {
+func newTeamMailbox(t *testing.T, team string, cfg mailbox.MailboxConfig, ackWait time.Duration, members ...string) *teamMailbox {
 	t.Helper()
 	ctx := mailCtx(t)
 	n := nodetest.NewBareServer(t)
 	c := nodetest.Connect(t, n)
-	mb := bus.NewMailbox(c.JS, team, cfg)
+	mb := mailbox.NewMailbox(c.JS, team, cfg)
 	if err := mb.Declare(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// The bucket of the recipient records: the team's state bucket.
-	if _, err := c.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bus.RecipientBucketPrefix + team}); err != nil {
+	if _, err := c.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: mailbox.RecipientBucketPrefix + team}); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range append([]string{teambus.Lead}, members...) {
@@ -58,7 +58,7 @@ func newTeamMailbox(t *testing.T, team string, cfg bus.MailboxConfig, ackWait ti
 }
 
 // send stores a message and fails the test on error.
-func (m *teamMailbox) send(t *testing.T, from, to string, typ teambus.MessageType, id, body string) bus.SendResult {
+func (m *teamMailbox) send(t *testing.T, from, to string, typ teambus.MessageType, id, body string) mailbox.SendResult {
 	t.Helper()
 	res, err := m.Send(mailCtx(t), &teambus.Message{ID: id, From: from, To: to, Type: typ, Body: body}, false)
 	if err != nil {
@@ -77,7 +77,7 @@ func (m *teamMailbox) count(t *testing.T) uint64 {
 	return st.CachedInfo().State.Msgs
 }
 
-func (m *teamMailbox) inbox(t *testing.T, member string, opts bus.InboxOptions) []teambus.Message {
+func (m *teamMailbox) inbox(t *testing.T, member string, opts mailbox.InboxOptions) []teambus.Message {
 	t.Helper()
 	msgs, err := m.Inbox(mailCtx(t), member, opts)
 	if err != nil {
@@ -103,7 +103,7 @@ func seqs(msgs []teambus.Message) []uint64 {
 }
 
 func TestMailbox_Send_DuplicateID(t *testing.T) {
-	mb := newMailbox(t, bus.MailboxConfig{}, time.Minute, "tm1")
+	mb := newMailbox(t, mailbox.MailboxConfig{}, time.Minute, "tm1")
 	first := mb.send(t, "tm1", teambus.Lead, teambus.MsgReport, "report-1", "first body")
 	if first.Duplicate || first.Seq == 0 || first.ID != "report-1" {
 		t.Fatalf("first send = %+v", first)
@@ -115,14 +115,14 @@ func TestMailbox_Send_DuplicateID(t *testing.T) {
 	if got := mb.count(t); got != 1 {
 		t.Errorf("stream holds %d messages, want 1", got)
 	}
-	got := mb.inbox(t, teambus.Lead, bus.InboxOptions{})
+	got := mb.inbox(t, teambus.Lead, mailbox.InboxOptions{})
 	if want := []string{"first body"}; !reflect.DeepEqual(bodies(got), want) {
 		t.Errorf("lead inbox = %v, want %v", bodies(got), want)
 	}
 }
 
 func TestMailbox_Send_DuplicateIDScopedBySender(t *testing.T) {
-	mb := newMailbox(t, bus.MailboxConfig{}, time.Minute, "tm1", "tm2")
+	mb := newMailbox(t, mailbox.MailboxConfig{}, time.Minute, "tm1", "tm2")
 	a := mb.send(t, "tm1", teambus.Lead, teambus.MsgInfo, "same", "from tm1")
 	b := mb.send(t, "tm2", teambus.Lead, teambus.MsgInfo, "same", "from tm2")
 	if b.Duplicate || b.Seq == a.Seq {
@@ -135,7 +135,7 @@ func TestMailbox_Send_DuplicateIDScopedBySender(t *testing.T) {
 
 func TestMailbox_Send_DuplicateWindow(t *testing.T) {
 	t.Parallel() // waits on server timers
-	mb := newMailbox(t, bus.MailboxConfig{Duplicates: time.Second}, time.Minute, "tm1")
+	mb := newMailbox(t, mailbox.MailboxConfig{Duplicates: time.Second}, time.Minute, "tm1")
 	first := mb.send(t, "tm1", teambus.Lead, teambus.MsgInfo, "k", "one")
 	// Outside the window the same id is a new message.
 	bustest.CheckFor(t, 5*time.Second, 100*time.Millisecond, func() error {
@@ -151,7 +151,7 @@ func TestMailbox_Send_DuplicateWindow(t *testing.T) {
 }
 
 func TestMailbox_SeqMonotonicInboxOldestFirst(t *testing.T) {
-	mb := newMailbox(t, bus.MailboxConfig{}, time.Minute, "tm1", "tm2")
+	mb := newMailbox(t, mailbox.MailboxConfig{}, time.Minute, "tm1", "tm2")
 	var last uint64
 	var want []string
 	for i := 0; i < 20; i++ {
@@ -164,7 +164,7 @@ func TestMailbox_SeqMonotonicInboxOldestFirst(t *testing.T) {
 		last = res.Seq
 		want = append(want, body)
 	}
-	got := mb.inbox(t, "tm1", bus.InboxOptions{})
+	got := mb.inbox(t, "tm1", mailbox.InboxOptions{})
 	if !reflect.DeepEqual(bodies(got), want) {
 		t.Errorf("inbox = %v, want %v", bodies(got), want)
 	}
@@ -179,35 +179,35 @@ func TestMailbox_SeqMonotonicInboxOldestFirst(t *testing.T) {
 		t.Errorf("first message = %+v", m)
 	}
 	// Max limits the batch, oldest first.
-	if got := mb.inbox(t, "tm1", bus.InboxOptions{Max: 3}); !reflect.DeepEqual(bodies(got), want[:3]) {
+	if got := mb.inbox(t, "tm1", mailbox.InboxOptions{Max: 3}); !reflect.DeepEqual(bodies(got), want[:3]) {
 		t.Errorf("inbox max 3 = %v, want %v", bodies(got), want[:3])
 	}
 }
 
 func TestMailbox_Inbox_RepeatsUntilAcked(t *testing.T) {
-	mb := newMailbox(t, bus.MailboxConfig{}, time.Minute, "tm1")
+	mb := newMailbox(t, mailbox.MailboxConfig{}, time.Minute, "tm1")
 	mb.send(t, teambus.Lead, "tm1", teambus.MsgQuestion, "q1", "one")
 	mb.send(t, teambus.Lead, "tm1", teambus.MsgQuestion, "q2", "two")
 	want := []string{"one", "two"}
 	for i := 0; i < 3; i++ {
-		if got := mb.inbox(t, "tm1", bus.InboxOptions{}); !reflect.DeepEqual(bodies(got), want) {
+		if got := mb.inbox(t, "tm1", mailbox.InboxOptions{}); !reflect.DeepEqual(bodies(got), want) {
 			t.Fatalf("read %d: inbox = %v, want %v (reading is not acking)", i, bodies(got), want)
 		}
 	}
-	if got := mb.inbox(t, "tm1", bus.InboxOptions{Ack: true}); !reflect.DeepEqual(bodies(got), want) {
+	if got := mb.inbox(t, "tm1", mailbox.InboxOptions{Ack: true}); !reflect.DeepEqual(bodies(got), want) {
 		t.Fatalf("inbox --ack = %v, want %v", bodies(got), want)
 	}
-	if got := mb.inbox(t, "tm1", bus.InboxOptions{}); len(got) != 0 {
+	if got := mb.inbox(t, "tm1", mailbox.InboxOptions{}); len(got) != 0 {
 		t.Errorf("inbox after --ack = %v, want empty", bodies(got))
 	}
 	mb.send(t, teambus.Lead, "tm1", teambus.MsgInfo, "i3", "three")
-	if got := mb.inbox(t, "tm1", bus.InboxOptions{}); !reflect.DeepEqual(bodies(got), []string{"three"}) {
+	if got := mb.inbox(t, "tm1", mailbox.InboxOptions{}); !reflect.DeepEqual(bodies(got), []string{"three"}) {
 		t.Errorf("inbox = %v, want only the new mail", bodies(got))
 	}
 }
 
 func TestMailbox_Inbox_Wait(t *testing.T) {
-	mb := newMailbox(t, bus.MailboxConfig{}, time.Minute, "tm1")
+	mb := newMailbox(t, mailbox.MailboxConfig{}, time.Minute, "tm1")
 	ctx := mailCtx(t)
 	type result struct {
 		msgs []teambus.Message
@@ -215,13 +215,13 @@ func TestMailbox_Inbox_Wait(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		msgs, err := mb.Inbox(ctx, "tm1", bus.InboxOptions{Wait: 10 * time.Second})
+		msgs, err := mb.Inbox(ctx, "tm1", mailbox.InboxOptions{Wait: 10 * time.Second})
 		done <- result{msgs, err}
 	}()
 	// Send only once the reader waits on the server (on the consumer its
 	// read created).
 	bustest.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
-		cons, err := mb.js.Consumer(ctx, mb.Stream(), bus.InboxConsumer("tm1"))
+		cons, err := mb.js.Consumer(ctx, mb.Stream(), mailbox.InboxConsumer("tm1"))
 		if err != nil {
 			return err
 		}
@@ -247,7 +247,7 @@ func TestMailbox_Inbox_Wait(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("inbox --wait did not return")
 	}
-	msgs, err := mb.Inbox(ctx, "tm1", bus.InboxOptions{Wait: 300 * time.Millisecond, Ack: true})
+	msgs, err := mb.Inbox(ctx, "tm1", mailbox.InboxOptions{Wait: 300 * time.Millisecond, Ack: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestMailbox_Inbox_Wait(t *testing.T) {
 	}
 	// With nothing there it waits about as long as asked and returns empty.
 	start = time.Now()
-	msgs, err = mb.Inbox(ctx, "tm1", bus.InboxOptions{Wait: 300 * time.Millisecond})
+	msgs, err = mb.Inbox(ctx, "tm1", mailbox.InboxOptions{Wait: 300 * time.Millisecond})
 	if err != nil || len(msgs) != 0 {
 		t.Fatalf("empty inbox --wait = %v, %v", bodies(msgs), err)
 	}
@@ -266,7 +266,7 @@ func TestMailbox_Inbox_Wait(t *testing.T) {
 }
 
 func TestMailbox_Ack(t *testing.T) {
-	mb := newMailbox(t, bus.MailboxConfig{}, time.Minute, "tm1", "tm2")
+	mb := newMailbox(t, mailbox.MailboxConfig{}, time.Minute, "tm1", "tm2")
 	ctx := mailCtx(t)
 	a := mb.send(t, teambus.Lead, "tm1", teambus.MsgInfo, "a", "a").Seq
 	b := mb.send(t, teambus.Lead, "tm1", teambus.MsgInfo, "b", "b").Seq
@@ -287,7 +287,7 @@ func TestMailbox_Ack(t *testing.T) {
 	if len(res.Acked) != 0 || !reflect.DeepEqual(res.Already, []uint64{a}) {
 		t.Errorf("second ack %d = %+v, want already acked", a, res)
 	}
-	if got := mb.inbox(t, "tm1", bus.InboxOptions{}); !reflect.DeepEqual(seqs(got), []uint64{b}) {
+	if got := mb.inbox(t, "tm1", mailbox.InboxOptions{}); !reflect.DeepEqual(seqs(got), []uint64{b}) {
 		t.Errorf("inbox after ack = %v, want [%d]", seqs(got), b)
 	}
 
@@ -310,10 +310,10 @@ func TestMailbox_Ack(t *testing.T) {
 			t.Errorf("Ack(%v) acked %v", tt.seqs, res.Acked)
 		}
 	}
-	if got := mb.inbox(t, "tm1", bus.InboxOptions{}); !reflect.DeepEqual(seqs(got), []uint64{b}) {
+	if got := mb.inbox(t, "tm1", mailbox.InboxOptions{}); !reflect.DeepEqual(seqs(got), []uint64{b}) {
 		t.Errorf("inbox of tm1 = %v, want [%d]: a refused ack acked something", seqs(got), b)
 	}
-	if got := mb.inbox(t, "tm2", bus.InboxOptions{}); !reflect.DeepEqual(seqs(got), []uint64{other}) {
+	if got := mb.inbox(t, "tm2", mailbox.InboxOptions{}); !reflect.DeepEqual(seqs(got), []uint64{other}) {
 		t.Errorf("inbox of tm2 = %v, want [%d]", seqs(got), other)
 	}
 	// Unknown member: no inbox.
@@ -323,18 +323,18 @@ func TestMailbox_Ack(t *testing.T) {
 }
 
 func TestMailbox_Broadcast(t *testing.T) {
-	mb := newMailbox(t, bus.MailboxConfig{}, time.Minute, "tm1", "tm2", "tm3")
+	mb := newMailbox(t, mailbox.MailboxConfig{}, time.Minute, "tm1", "tm2", "tm3")
 	res := mb.send(t, "tm1", teambus.All, teambus.MsgInfo, "b1", "hello all")
 	if got := mb.count(t); got != 1 {
 		t.Errorf("stream holds %d messages, want 1 for a broadcast", got)
 	}
 	for _, r := range []string{teambus.Lead, "tm2", "tm3"} {
-		got := mb.inbox(t, r, bus.InboxOptions{Self: r})
+		got := mb.inbox(t, r, mailbox.InboxOptions{Self: r})
 		if !reflect.DeepEqual(seqs(got), []uint64{res.Seq}) {
 			t.Errorf("inbox of %s = %v, want the broadcast once", r, seqs(got))
 		}
 	}
-	if got := mb.inbox(t, "tm1", bus.InboxOptions{Self: "tm1"}); len(got) != 0 {
+	if got := mb.inbox(t, "tm1", mailbox.InboxOptions{Self: "tm1"}); len(got) != 0 {
 		t.Errorf("sender's inbox = %v, want its own broadcast skipped", bodies(got))
 	}
 	// Acks are independent.
@@ -342,35 +342,35 @@ func TestMailbox_Broadcast(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(ack.Acked, []uint64{res.Seq}) {
 		t.Fatalf("tm2 ack = %+v, %v", ack, err)
 	}
-	if got := mb.inbox(t, "tm2", bus.InboxOptions{Self: "tm2"}); len(got) != 0 {
+	if got := mb.inbox(t, "tm2", mailbox.InboxOptions{Self: "tm2"}); len(got) != 0 {
 		t.Errorf("tm2 inbox after ack = %v", seqs(got))
 	}
 	for _, r := range []string{teambus.Lead, "tm3"} {
-		if got := mb.inbox(t, r, bus.InboxOptions{Self: r}); len(got) != 1 {
+		if got := mb.inbox(t, r, mailbox.InboxOptions{Self: r}); len(got) != 1 {
 			t.Errorf("inbox of %s after tm2's ack = %v, want the broadcast still there", r, seqs(got))
 		}
 	}
 }
 
 func TestMailbox_SidecarMail(t *testing.T) {
-	mb := newMailbox(t, bus.MailboxConfig{}, time.Minute, "tm1")
+	mb := newMailbox(t, mailbox.MailboxConfig{}, time.Minute, "tm1")
 	probe := mb.send(t, teambus.Lead, "tm1", teambus.MsgStatusCheck, "p1", "are you there")
 	mb.send(t, teambus.Lead, "tm1", teambus.MsgInfo, "i1", "agent mail")
 	status := mb.send(t, "tm1", teambus.Lead, teambus.MsgStatus, "st1", "alive")
 
-	if got := mb.inbox(t, "tm1", bus.InboxOptions{}); !reflect.DeepEqual(bodies(got), []string{"agent mail"}) {
+	if got := mb.inbox(t, "tm1", mailbox.InboxOptions{}); !reflect.DeepEqual(bodies(got), []string{"agent mail"}) {
 		t.Errorf("agent inbox of tm1 = %v, want no sidecar traffic", bodies(got))
 	}
-	if got := mb.inbox(t, "tm1", bus.InboxOptions{Sidecar: true}); !reflect.DeepEqual(seqs(got), []uint64{probe.Seq}) {
+	if got := mb.inbox(t, "tm1", mailbox.InboxOptions{Sidecar: true}); !reflect.DeepEqual(seqs(got), []uint64{probe.Seq}) {
 		t.Errorf("sidecar inbox of tm1 = %v, want [%d]", seqs(got), probe.Seq)
 	}
-	if got := mb.inbox(t, teambus.Lead, bus.InboxOptions{Sidecar: true}); !reflect.DeepEqual(seqs(got), []uint64{status.Seq}) {
+	if got := mb.inbox(t, teambus.Lead, mailbox.InboxOptions{Sidecar: true}); !reflect.DeepEqual(seqs(got), []uint64{status.Seq}) {
 		t.Errorf("lead sidecar inbox = %v, want the status reply [%d]", seqs(got), status.Seq)
 	}
 }
 
 func TestMailbox_Send_RefusedStoresNothing(t *testing.T) {
-	mb := newMailbox(t, bus.MailboxConfig{MaxBody: 1024}, time.Minute, "tm1")
+	mb := newMailbox(t, mailbox.MailboxConfig{MaxBody: 1024}, time.Minute, "tm1")
 	mb.send(t, "tm1", teambus.Lead, teambus.MsgInfo, "ok", "fine")
 	ok := teambus.Message{ID: "x", From: "tm1", To: teambus.Lead, Type: teambus.MsgInfo, Body: "b"}
 	tests := []struct {
@@ -411,12 +411,12 @@ func TestMailbox_Send_RefusedStoresNothing(t *testing.T) {
 
 func TestMailbox_Send_FullStream(t *testing.T) {
 	// 16 KiB of mailbox, 1 KiB bodies.
-	mb := newMailbox(t, bus.MailboxConfig{MaxBytes: 16 << 10, MaxBody: 1024}, time.Minute, "tm1")
+	mb := newMailbox(t, mailbox.MailboxConfig{MaxBytes: 16 << 10, MaxBody: 1024}, time.Minute, "tm1")
 	ctx := mailCtx(t)
 	var stored []uint64
 	var err error
 	for i := 0; i < 100; i++ {
-		var res bus.SendResult
+		var res mailbox.SendResult
 		res, err = mb.Send(ctx, &teambus.Message{ID: fmt.Sprint("fill-", i), From: "tm1", To: teambus.Lead, Type: teambus.MsgInfo, Body: strings.Repeat("f", 1000)}, false)
 		if err != nil {
 			break
@@ -439,7 +439,7 @@ func TestMailbox_Send_FullStream(t *testing.T) {
 	if got := mb.count(t); got != uint64(len(stored)) {
 		t.Errorf("stream holds %d messages, want the %d stored", got, len(stored))
 	}
-	got := mb.inbox(t, teambus.Lead, bus.InboxOptions{Max: 1000})
+	got := mb.inbox(t, teambus.Lead, mailbox.InboxOptions{Max: 1000})
 	if !reflect.DeepEqual(seqs(got), stored) {
 		t.Errorf("lead inbox = %v, want every stored message %v", seqs(got), stored)
 	}
@@ -453,7 +453,7 @@ func TestMailbox_Send_FullStream(t *testing.T) {
 func TestMailbox_Redelivery_PushedConsumer(t *testing.T) {
 	t.Parallel() // waits on server timers
 	const ackWait = time.Second
-	mb := newMailbox(t, bus.MailboxConfig{}, ackWait, "tm1")
+	mb := newMailbox(t, mailbox.MailboxConfig{}, ackWait, "tm1")
 	ctx := mailCtx(t)
 	res := mb.send(t, teambus.Lead, "tm1", teambus.MsgStatusCheck, "probe-1", "status?")
 
@@ -518,7 +518,7 @@ func TestMailbox_Redelivery_PushedConsumer(t *testing.T) {
 }
 
 func TestMailbox_Declare_Idempotent(t *testing.T) {
-	mb := newMailbox(t, bus.MailboxConfig{}, time.Minute, "tm1")
+	mb := newMailbox(t, mailbox.MailboxConfig{}, time.Minute, "tm1")
 	ctx := mailCtx(t)
 	before := mb.send(t, teambus.Lead, "tm1", teambus.MsgInfo, "m1", "kept")
 	if err := mb.Declare(ctx); err != nil {
@@ -527,20 +527,20 @@ func TestMailbox_Declare_Idempotent(t *testing.T) {
 	if err := mb.AddRecipient(ctx, "tm1", time.Minute); err != nil {
 		t.Fatalf("second AddRecipient: %v", err)
 	}
-	if got := mb.inbox(t, "tm1", bus.InboxOptions{}); !reflect.DeepEqual(seqs(got), []uint64{before.Seq}) {
+	if got := mb.inbox(t, "tm1", mailbox.InboxOptions{}); !reflect.DeepEqual(seqs(got), []uint64{before.Seq}) {
 		t.Errorf("inbox after re-declare = %v, want [%d]", seqs(got), before.Seq)
 	}
 	// A recipient added later starts after the mail already stored.
 	if err := mb.AddRecipient(ctx, "tm2", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if got := mb.inbox(t, "tm2", bus.InboxOptions{}); len(got) != 0 {
+	if got := mb.inbox(t, "tm2", mailbox.InboxOptions{}); len(got) != 0 {
 		t.Errorf("new recipient's inbox = %v, want empty", seqs(got))
 	}
-	if _, err := mb.Inbox(ctx, "tm9", bus.InboxOptions{}); !errors.Is(err, teambus.ErrNotFound) {
+	if _, err := mb.Inbox(ctx, "tm9", mailbox.InboxOptions{}); !errors.Is(err, teambus.ErrNotFound) {
 		t.Errorf("inbox of a non-recipient = %v, want ErrNotFound", err)
 	}
-	if err := bus.NewMailbox(mb.js, "a.b", bus.MailboxConfig{}).Declare(ctx); !errors.Is(err, teambus.ErrInvalid) {
+	if err := mailbox.NewMailbox(mb.js, "a.b", mailbox.MailboxConfig{}).Declare(ctx); !errors.Is(err, teambus.ErrInvalid) {
 		t.Errorf("Declare(a.b) = %v, want ErrInvalid", err)
 	}
 }
@@ -550,7 +550,7 @@ func TestMailbox_Send_NoStream(t *testing.T) {
 	c := nodetest.Connect(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	mb := bus.NewMailbox(c.JS, "ghost", bus.MailboxConfig{})
+	mb := mailbox.NewMailbox(c.JS, "ghost", mailbox.MailboxConfig{})
 	_, err := mb.Send(ctx, &teambus.Message{ID: "x", From: "tm1", To: teambus.Lead, Type: teambus.MsgInfo}, false)
 	if !errors.Is(err, teambus.ErrNotFound) {
 		t.Errorf("send to a team without a mailbox = %v, want ErrNotFound", err)
@@ -562,16 +562,16 @@ func TestMailbox_IDsNamedHeld(t *testing.T) {
 	// marks held mail.
 	for _, team := range []string{"alpha", "held"} {
 		t.Run("team "+team, func(t *testing.T) {
-			mb := newTeamMailbox(t, team, bus.MailboxConfig{}, time.Minute, "held", "tm1")
+			mb := newTeamMailbox(t, team, mailbox.MailboxConfig{}, time.Minute, "held", "tm1")
 			mb.send(t, teambus.Lead, "held", teambus.MsgInfo, "1", "to held")
 			mb.send(t, "held", "tm1", teambus.MsgInfo, "2", "from held")
 			for _, r := range []string{"held", "tm1"} {
-				got := mb.inbox(t, r, bus.InboxOptions{})
+				got := mb.inbox(t, r, mailbox.InboxOptions{})
 				if len(got) != 1 || got[0].Held {
 					t.Errorf("inbox of %s = %+v, want one message, not held", r, got)
 				}
 			}
-			for _, m := range replayAll(t, mb, bus.ReplayFilter{}) {
+			for _, m := range replayAll(t, mb, mailbox.ReplayFilter{}) {
 				if m.Held {
 					t.Errorf("replayed seq %d marked held", m.Seq)
 				}

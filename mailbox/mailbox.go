@@ -1,4 +1,4 @@
-package bus
+package mailbox
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
 )
 
 // MailboxPrefix starts the name of every team's mailbox stream.
@@ -64,7 +65,7 @@ func (c *MailboxConfig) defaults() {
 	if c.MaxBody <= 0 {
 		c.MaxBody = teambus.DefaultMaxBody
 	}
-	StreamDefaults(&c.Duplicates, &c.Replicas)
+	bus.StreamDefaults(&c.Duplicates, &c.Replicas)
 	if c.ConsumerIdle <= 0 {
 		c.ConsumerIdle = DefaultConsumerIdle
 	}
@@ -73,7 +74,7 @@ func (c *MailboxConfig) defaults() {
 // Mailbox is one team's durable mailbox. Stream, Declare and Delete are
 // those of its stream.
 type Mailbox struct {
-	TeamStream
+	bus.TeamStream
 	cfg MailboxConfig
 }
 
@@ -82,7 +83,7 @@ type Mailbox struct {
 func NewMailbox(js jetstream.JetStream, team string, cfg MailboxConfig) *Mailbox {
 	cfg.defaults()
 	p := "tb." + team + "."
-	return &Mailbox{cfg: cfg, TeamStream: NewTeamStream(js, team, MailboxPrefix, "mailbox", jetstream.StreamConfig{
+	return &Mailbox{cfg: cfg, TeamStream: bus.NewTeamStream(js, team, MailboxPrefix, "mailbox", jetstream.StreamConfig{
 		Subjects:   []string{p + kindMail + ".>", p + kindCtl + ".>", p + kindHeld + ".>", p + kindInc + ".*"},
 		MaxBytes:   cfg.MaxBytes,
 		MaxMsgSize: int32(cfg.MaxBody + 64<<10),
@@ -209,10 +210,10 @@ func (mb *Mailbox) publish(ctx context.Context, m *teambus.Message, held bool) (
 // retried with the same message id, so it is stored once.
 func (mb *Mailbox) publishMsg(ctx context.Context, subject string, b []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
 	ack, err := mb.JS().Publish(ctx, subject, b, opts...)
-	if err == nil || (!NoResponse(err) && !Electing(err)) {
+	if err == nil || (!bus.NoResponse(err) && !bus.Electing(err)) {
 		return ack, err
 	}
-	return WhileElecting(ctx, mb.JS(), mb.Stream(), "send to team "+mb.Team(), err, func(ctx context.Context) (*jetstream.PubAck, error) {
+	return bus.WhileElecting(ctx, mb.JS(), mb.Stream(), "send to team "+mb.Team(), err, func(ctx context.Context) (*jetstream.PubAck, error) {
 		return mb.JS().Publish(ctx, subject, b, opts...)
 	})
 }
@@ -221,21 +222,21 @@ func (mb *Mailbox) publishErr(err error) error {
 	if rerr := mb.Refusal(err, "message", "sent", "teambus team checkpoint "+mb.Team()+" --export DIR"); rerr != nil {
 		return rerr
 	}
-	if errors.Is(err, ErrNoLeader) {
+	if errors.Is(err, bus.ErrNoLeader) {
 		return err
 	}
 	if errors.Is(err, nats.ErrMaxPayload) {
 		return teambus.Invalidf("message too large for the bus of team %s: nothing was sent; put large content in a file and send its path", mb.Team())
 	}
-	if errors.Is(err, ErrStreamMissing) {
+	if errors.Is(err, bus.ErrStreamMissing) {
 		return teambus.NotFoundf("team %s has no mailbox: create the team first", mb.Team())
 	}
-	if NoResponse(err) {
+	if bus.NoResponse(err) {
 		// Not confirmed missing: a leader may be on its way.
-		return NoLeaderf("send to team %s: no server answers for its mailbox: nothing was stored", mb.Team())
+		return bus.NoLeaderf("send to team %s: no server answers for its mailbox: nothing was stored", mb.Team())
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
-		if why := StorageTrouble(mb.JS().Conn()); why != "" {
+		if why := bus.StorageTrouble(mb.JS().Conn()); why != "" {
 			return teambus.Unavailablef("send to team %s: the bus did not store it and reports: %s: nothing was acknowledged; fix that (a full disk: free space on the bus node and restart it), then send it again with the same message id", mb.Team(), why)
 		}
 		return teambus.Unavailablef("send to team %s: timed out waiting for the bus to store it: it may be stored; send it again with the same message id to store it once", mb.Team())
@@ -530,7 +531,7 @@ func (mb *Mailbox) Ack(ctx context.Context, member string, seqs []uint64) (AckRe
 	// not the member's mail at all. A member credential may not look mail
 	// up by sequence (it would read the whole team's mailbox): it reports
 	// both as acknowledged before.
-	restricted := MemberConn(mb.JS().Conn())
+	restricted := bus.MemberConn(mb.JS().Conn())
 	for s := range want {
 		if pending[s] != nil || restricted {
 			continue

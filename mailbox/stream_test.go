@@ -1,4 +1,4 @@
-package bus
+package mailbox
 
 import (
 	"errors"
@@ -7,14 +7,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/internal/jserr"
 )
 
-// TestEventsPublishErr_Refusal checks that the event log words the
-// refusals it shares with the mailbox (TeamStream.Refusal) in its own
-// terms.
-func TestEventsPublishErr_Refusal(t *testing.T) {
-	ev := NewEvents(nil, "alpha", EventsConfig{MaxBytes: 8192})
+// TestPublishErr_Refusal checks that the mailbox words the refusals it
+// shares with the event log (TeamStream.Refusal) in its own terms.
+func TestPublishErr_Refusal(t *testing.T) {
+	mb := NewMailbox(nil, "alpha", MailboxConfig{MaxBytes: 4096})
 	api := func(code jetstream.ErrorCode, desc string) error {
 		return &jetstream.APIError{ErrorCode: code, Description: desc}
 	}
@@ -43,7 +43,7 @@ func TestEventsPublishErr_Refusal(t *testing.T) {
 			for _, c := range []struct {
 				got  error
 				want string
-			}{{ev.publishErr(tc.err), tc.ev}} {
+			}{{mb.publishErr(tc.err), tc.mail}} {
 				if c.got == nil || c.got.Error() != c.want || !errors.Is(c.got, tc.is) {
 					t.Errorf("publishErr(%v) = %v, want %q (%v)", tc.err, c.got, c.want, tc.is)
 				}
@@ -52,7 +52,14 @@ func TestEventsPublishErr_Refusal(t *testing.T) {
 	}
 	// Errors are matched by their code, never by their text.
 	err := api(9999, "message size too big")
-	if got := ev.publishErr(err); errors.Is(got, teambus.ErrInvalid) {
-		t.Errorf("event log publishErr = %v, want no ErrInvalid", got)
+	if got := mb.publishErr(err); errors.Is(got, teambus.ErrInvalid) {
+		t.Errorf("mailbox publishErr(%v) = %v, want no ErrInvalid", err, got)
+	}
+	// No answer is transient until the server said the stream is missing.
+	if got := mb.publishErr(jetstream.ErrNoStreamResponse); !errors.Is(got, bus.ErrNoLeader) || teambus.ExitCode(got) != teambus.ExitTransient {
+		t.Errorf("mailbox publishErr(no responders) = %v, want bus.ErrNoLeader, exit 1", got)
+	}
+	if got := mb.publishErr(bus.ErrStreamMissing); !errors.Is(got, teambus.ErrNotFound) || got.Error() != "team alpha has no mailbox: create the team first" {
+		t.Errorf("mailbox publishErr(missing) = %v, want ErrNotFound has no mailbox", got)
 	}
 }

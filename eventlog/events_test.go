@@ -1,4 +1,4 @@
-package bus_test
+package eventlog_test
 
 import (
 	"bytes"
@@ -26,18 +26,18 @@ func evCtx(t testing.TB) context.Context {
 }
 
 // evLog is a declared event log of team alpha on a fresh node.
-func evLog(t testing.TB, cfg bus.EventsConfig) (*bus.Events, *bus.Conn) {
+func evLog(t testing.TB, cfg eventlog.EventsConfig) (*eventlog.Events, *bus.Conn) {
 	t.Helper()
 	n := nodetest.NewBareServer(t)
 	c := nodetest.Connect(t, n)
-	ev := bus.NewEvents(c.JS, "alpha", cfg)
+	ev := eventlog.NewEvents(c.JS, "alpha", cfg)
 	if err := ev.Declare(evCtx(t)); err != nil {
 		t.Fatal(err)
 	}
 	return ev, c
 }
 
-func evAppend(t testing.TB, ev *bus.Events, e eventlog.Event) bus.AppendResult {
+func evAppend(t testing.TB, ev *eventlog.Events, e eventlog.Event) eventlog.AppendResult {
 	t.Helper()
 	res, err := ev.Append(evCtx(t), &e)
 	if err != nil {
@@ -46,10 +46,10 @@ func evAppend(t testing.TB, ev *bus.Events, e eventlog.Event) bus.AppendResult {
 	return res
 }
 
-func evReplay(t testing.TB, ev *bus.Events, f bus.EventFilter) []eventlog.Event {
+func evReplay(t testing.TB, ev *eventlog.Events, f eventlog.EventFilter) []eventlog.Event {
 	t.Helper()
 	var out []eventlog.Event
-	err := ev.Replay(evCtx(t), f, func(r *bus.EventRecord) error {
+	err := ev.Replay(evCtx(t), f, func(r *eventlog.EventRecord) error {
 		if r.Err != nil {
 			return fmt.Errorf("stream seq %d: %w", r.StreamSeq, r.Err)
 		}
@@ -77,7 +77,7 @@ func evKeys(evs []eventlog.Event) []string {
 
 func TestEvents_Append_AutoSeq(t *testing.T) {
 	t.Parallel()
-	ev, _ := evLog(t, bus.EventsConfig{})
+	ev, _ := evLog(t, eventlog.EventsConfig{})
 	for i := 0; i < 3; i++ {
 		res := evAppend(t, ev, eventlog.Event{SID: "s1", Seq: eventlog.AutoSeq, Type: "task.started", Data: []byte(`{"taskId":"1"}`)})
 		if res.Seq != int64(i) || res.Duplicate || res.StreamSeq != uint64(i+1) {
@@ -107,7 +107,7 @@ func TestEvents_Append_AutoSeq(t *testing.T) {
 	if !res.Duplicate {
 		t.Errorf("second append of s1/10: %+v, want duplicate", res)
 	}
-	got := evKeys(evReplay(t, ev, bus.EventFilter{}))
+	got := evKeys(evReplay(t, ev, eventlog.EventFilter{}))
 	want := []string{"s1/0/task.started", "s1/1/task.started", "s1/2/task.started", "s2/0/checkpoint", "s1/10/task.failed", "s1/11/warning.logged",
 		"s3/1/checkpoint", "s3/2/checkpoint", "s3/0/checkpoint", "s3/3/checkpoint"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
@@ -119,7 +119,7 @@ func TestEvents_Append_AutoSeq(t *testing.T) {
 // duplicates.
 func TestEvents_Append_AutoSeqConcurrent(t *testing.T) {
 	t.Parallel()
-	ev, _ := evLog(t, bus.EventsConfig{})
+	ev, _ := evLog(t, eventlog.EventsConfig{})
 	const writers, each = 6, 15
 	var wg sync.WaitGroup
 	errs := make(chan error, writers*each)
@@ -140,7 +140,7 @@ func TestEvents_Append_AutoSeqConcurrent(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	got := evReplay(t, ev, bus.EventFilter{})
+	got := evReplay(t, ev, eventlog.EventFilter{})
 	if len(got) != writers*each {
 		t.Fatalf("%d events stored, want %d", len(got), writers*each)
 	}
@@ -153,7 +153,7 @@ func TestEvents_Append_AutoSeqConcurrent(t *testing.T) {
 
 func TestEvents_Append_Invalid(t *testing.T) {
 	t.Parallel()
-	ev, _ := evLog(t, bus.EventsConfig{})
+	ev, _ := evLog(t, eventlog.EventsConfig{})
 	for _, e := range []eventlog.Event{
 		{SID: "s", Type: "Task.Started"},
 		{SID: "s", Type: "a..b"},
@@ -170,7 +170,7 @@ func TestEvents_Append_Invalid(t *testing.T) {
 			t.Errorf("append %+.60v = %v, want ErrInvalid", e, err)
 		}
 	}
-	if got := evReplay(t, ev, bus.EventFilter{}); len(got) != 0 {
+	if got := evReplay(t, ev, eventlog.EventFilter{}); len(got) != 0 {
 		t.Errorf("refused appends stored %d events", len(got))
 	}
 }
@@ -181,8 +181,8 @@ func TestEvents_Append_CreatesStreamLazily(t *testing.T) {
 	t.Parallel()
 	n := nodetest.NewBareServer(t)
 	c := nodetest.Connect(t, n)
-	ev := bus.NewEvents(c.JS, "old", bus.EventsConfig{MaxBytes: 8 << 20})
-	if got := evReplay(t, ev, bus.EventFilter{}); len(got) != 0 {
+	ev := eventlog.NewEvents(c.JS, "old", eventlog.EventsConfig{MaxBytes: 8 << 20})
+	if got := evReplay(t, ev, eventlog.EventFilter{}); len(got) != 0 {
 		t.Fatalf("replay without a stream = %v", got)
 	}
 	for _, seq := range []int64{eventlog.AutoSeq, 7} {
@@ -201,7 +201,7 @@ func TestEvents_Append_CreatesStreamLazily(t *testing.T) {
 
 func TestEvents_Replay_Filters(t *testing.T) {
 	t.Parallel()
-	ev, _ := evLog(t, bus.EventsConfig{})
+	ev, _ := evLog(t, eventlog.EventsConfig{})
 	t0 := time.Date(2026, 2, 14, 10, 0, 0, 0, time.UTC)
 	for i, e := range []eventlog.Event{
 		{SID: "a", Type: "task.started", Agent: "tm1"},
@@ -220,21 +220,21 @@ func TestEvents_Replay_Filters(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		f    bus.EventFilter
+		f    eventlog.EventFilter
 		want string
 	}{
-		{"all", bus.EventFilter{}, "a/0/task.started a/1/task.completed b/0/task.started a/2/checkpoint b/1/task.completed"},
-		{"type", bus.EventFilter{Type: "task.started"}, "a/0/task.started b/0/task.started"},
-		{"sid", bus.EventFilter{SID: "b"}, "b/0/task.started b/1/task.completed"},
-		{"sid and type", bus.EventFilter{SID: "a", Type: "task.completed"}, "a/1/task.completed"},
-		{"agent", bus.EventFilter{Agent: "tm2"}, "b/0/task.started b/1/task.completed"},
-		{"since seq", bus.EventFilter{SinceSeq: 4}, "a/2/checkpoint b/1/task.completed"},
-		{"until seq", bus.EventFilter{UntilSeq: 2}, "a/0/task.started a/1/task.completed"},
-		{"since time", bus.EventFilter{SinceTime: t0.Add(2 * time.Minute)}, "b/0/task.started a/2/checkpoint b/1/task.completed"},
-		{"until time", bus.EventFilter{UntilTime: t0.Add(time.Minute)}, "a/0/task.started a/1/task.completed"},
-		{"limit", bus.EventFilter{Limit: 2, Type: "task.completed"}, "a/1/task.completed b/1/task.completed"},
-		{"no match", bus.EventFilter{Type: "session.end"}, ""},
-		{"unknown sid", bus.EventFilter{SID: "zz"}, ""},
+		{"all", eventlog.EventFilter{}, "a/0/task.started a/1/task.completed b/0/task.started a/2/checkpoint b/1/task.completed"},
+		{"type", eventlog.EventFilter{Type: "task.started"}, "a/0/task.started b/0/task.started"},
+		{"sid", eventlog.EventFilter{SID: "b"}, "b/0/task.started b/1/task.completed"},
+		{"sid and type", eventlog.EventFilter{SID: "a", Type: "task.completed"}, "a/1/task.completed"},
+		{"agent", eventlog.EventFilter{Agent: "tm2"}, "b/0/task.started b/1/task.completed"},
+		{"since seq", eventlog.EventFilter{SinceSeq: 4}, "a/2/checkpoint b/1/task.completed"},
+		{"until seq", eventlog.EventFilter{UntilSeq: 2}, "a/0/task.started a/1/task.completed"},
+		{"since time", eventlog.EventFilter{SinceTime: t0.Add(2 * time.Minute)}, "b/0/task.started a/2/checkpoint b/1/task.completed"},
+		{"until time", eventlog.EventFilter{UntilTime: t0.Add(time.Minute)}, "a/0/task.started a/1/task.completed"},
+		{"limit", eventlog.EventFilter{Limit: 2, Type: "task.completed"}, "a/1/task.completed b/1/task.completed"},
+		{"no match", eventlog.EventFilter{Type: "session.end"}, ""},
+		{"unknown sid", eventlog.EventFilter{SID: "zz"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -244,7 +244,7 @@ func TestEvents_Replay_Filters(t *testing.T) {
 			}
 		})
 	}
-	if err := ev.Replay(evCtx(t), bus.EventFilter{Limit: -1}, nil); !errors.Is(err, teambus.ErrInvalid) {
+	if err := ev.Replay(evCtx(t), eventlog.EventFilter{Limit: -1}, nil); !errors.Is(err, teambus.ErrInvalid) {
 		t.Errorf("negative limit: %v", err)
 	}
 }
@@ -252,14 +252,14 @@ func TestEvents_Replay_Filters(t *testing.T) {
 // Follow delivers what is appended while it runs, until its context ends.
 func TestEvents_Replay_Follow(t *testing.T) {
 	t.Parallel()
-	ev, _ := evLog(t, bus.EventsConfig{})
+	ev, _ := evLog(t, eventlog.EventsConfig{})
 	evAppend(t, ev, eventlog.Event{SID: "s", Seq: eventlog.AutoSeq, Type: "session.start"})
 	ctx, cancel := context.WithCancel(evCtx(t))
 	defer cancel()
 	got := make(chan string, 16)
 	done := make(chan error, 1)
 	go func() {
-		done <- ev.Replay(ctx, bus.EventFilter{Follow: true, Type: "task.started"}, func(r *bus.EventRecord) error {
+		done <- ev.Replay(ctx, eventlog.EventFilter{Follow: true, Type: "task.started"}, func(r *eventlog.EventRecord) error {
 			got <- fmt.Sprintf("%s/%d", r.Event.SID, r.Event.Seq)
 			return nil
 		})
@@ -298,7 +298,7 @@ func evReadFile(t testing.TB, path string) []byte {
 	return b
 }
 
-func evImport(t testing.TB, ev *bus.Events, data []byte) bus.ImportResult {
+func evImport(t testing.TB, ev *eventlog.Events, data []byte) eventlog.ImportResult {
 	t.Helper()
 	res, err := ev.Import(evCtx(t), bytes.NewReader(data))
 	if err != nil {
@@ -307,7 +307,7 @@ func evImport(t testing.TB, ev *bus.Events, data []byte) bus.ImportResult {
 	return res
 }
 
-func evExport(t testing.TB, ev *bus.Events) []byte {
+func evExport(t testing.TB, ev *eventlog.Events) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	if _, err := ev.Export(evCtx(t), &buf); err != nil {
@@ -323,7 +323,7 @@ func TestEvents_ImportExport_RoundTrip(t *testing.T) {
 	for _, name := range []string{"seed-interrupted.jsonl", "seed-resumed.jsonl"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			ev, _ := evLog(t, bus.EventsConfig{})
+			ev, _ := evLog(t, eventlog.EventsConfig{})
 			in := evReadFile(t, filepath.Join("..", "eventlog", "testdata", "events", name))
 			res := evImport(t, ev, in)
 			lines := int64(bytes.Count(in, []byte("\n")))
@@ -348,14 +348,14 @@ func TestEvents_ImportExport_RoundTrip(t *testing.T) {
 // checked.
 func TestEvents_Import_TwiceAfterWindow(t *testing.T) {
 	t.Parallel()
-	ev, _ := evLog(t, bus.EventsConfig{Duplicates: time.Second})
+	ev, _ := evLog(t, eventlog.EventsConfig{Duplicates: time.Second})
 	in := evReadFile(t, filepath.Join("..", "eventlog", "testdata", "events", "seed-interrupted.jsonl"))
 	evImport(t, ev, in)
 	time.Sleep(1500 * time.Millisecond) // past the window
 	if res := evImport(t, ev, in); res.Imported != 0 || res.Duplicates != 11 {
 		t.Fatalf("import after the window = %+v", res)
 	}
-	if got := evReplay(t, ev, bus.EventFilter{}); len(got) != 11 {
+	if got := evReplay(t, ev, eventlog.EventFilter{}); len(got) != 11 {
 		t.Fatalf("%d events stored, want 11", len(got))
 	}
 }
@@ -364,7 +364,7 @@ func TestEvents_Import_TwiceAfterWindow(t *testing.T) {
 // wins; the rest keeps file order.
 func TestEvents_Import_Damaged(t *testing.T) {
 	t.Parallel()
-	ev, _ := evLog(t, bus.EventsConfig{})
+	ev, _ := evLog(t, eventlog.EventsConfig{})
 	in := strings.Join([]string{
 		`{"v":1,"ts":"2026-02-14T10:00:00.000Z","sid":"s","seq":0,"type":"session.start","feature":null,"agent":null,"pane_id":null,"data":{}}`,
 		``,
@@ -381,20 +381,20 @@ func TestEvents_Import_Damaged(t *testing.T) {
 	if res.Skipped[0].Line != 3 || res.Skipped[1].Line != 7 || !strings.Contains(res.Skipped[1].Reason, "truncated") {
 		t.Errorf("skipped = %+v", res.Skipped)
 	}
-	got := strings.Join(evKeys(evReplay(t, ev, bus.EventFilter{})), " ")
+	got := strings.Join(evKeys(evReplay(t, ev, eventlog.EventFilter{})), " ")
 	if want := "s/0/session.start s/1/task.completed s/2/odd type!"; got != want {
 		t.Errorf("log = %q, want %q", got, want)
 	}
 	// A type outside the rule is stored under a hashed subject token and
 	// can still be filtered.
-	if got := evReplay(t, ev, bus.EventFilter{Type: "odd type!"}); len(got) != 1 {
+	if got := evReplay(t, ev, eventlog.EventFilter{Type: "odd type!"}); len(got) != 1 {
 		t.Errorf("filter by imported odd type: %d events", len(got))
 	}
 }
 
 func TestEvents_Analyze(t *testing.T) {
 	t.Parallel()
-	ev, _ := evLog(t, bus.EventsConfig{})
+	ev, _ := evLog(t, eventlog.EventsConfig{})
 	evImport(t, ev, evReadFile(t, filepath.Join("..", "eventlog", "testdata", "events", "seed-interrupted.jsonl")))
 	res, err := ev.Analyze(evCtx(t), eventlog.AnalyzeOptions{})
 	if err != nil {
@@ -413,7 +413,7 @@ func TestEventSubject_Safe(t *testing.T) {
 		{"sp ace\n", "Task Started"},
 		{"", ""},
 	} {
-		subj := bus.EventSubject("alpha", tt.sid, tt.typ)
+		subj := eventlog.EventSubject("alpha", tt.sid, tt.typ)
 		parts := strings.Split(subj, ".")
 		if len(parts) != 5 || parts[0] != "tb" || parts[1] != "alpha" || parts[2] != "evt" {
 			t.Fatalf("EventSubject(%q, %q) = %q", tt.sid, tt.typ, subj)
@@ -424,10 +424,10 @@ func TestEventSubject_Safe(t *testing.T) {
 			}
 		}
 	}
-	if got := bus.TypeToken("task.started"); got != "task-started" {
+	if got := eventlog.TypeToken("task.started"); got != "task-started" {
 		t.Errorf("TypeToken(task.started) = %q", got)
 	}
-	if a, b := bus.TypeToken("a-b"), bus.TypeToken("a.b"); a == b {
+	if a, b := eventlog.TypeToken("a-b"), eventlog.TypeToken("a.b"); a == b {
 		t.Errorf("types a-b and a.b share token %q", a)
 	}
 }
@@ -437,7 +437,7 @@ func FuzzEventSubject(f *testing.F) {
 		f.Add(s, s)
 	}
 	f.Fuzz(func(t *testing.T, sid, typ string) {
-		subj := bus.EventSubject("alpha", sid, typ)
+		subj := eventlog.EventSubject("alpha", sid, typ)
 		parts := strings.Split(subj, ".")
 		if len(parts) != 5 {
 			t.Fatalf("EventSubject(%q, %q) = %q: want 5 tokens", sid, typ, subj)
@@ -462,7 +462,7 @@ func FuzzEventSubject(f *testing.F) {
 // sessions against their own subjects. Both are idempotent.
 func TestEvents_Import_ManySessionsTwice(t *testing.T) {
 	t.Parallel()
-	ev, _ := evLog(t, bus.EventsConfig{Duplicates: time.Second})
+	ev, _ := evLog(t, eventlog.EventsConfig{Duplicates: time.Second})
 	many := evBenchLog(500) // 50 sessions
 	few := readFileLines(t)
 	for i, in := range [][]byte{many, few} {

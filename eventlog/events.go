@@ -1,4 +1,4 @@
-package bus
+package eventlog
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/eventlog"
+	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/internal/jserr"
 )
 
@@ -58,13 +58,13 @@ func (c *EventsConfig) defaults() {
 	if c.MaxBytes <= 0 {
 		c.MaxBytes = DefaultEventsBytes
 	}
-	StreamDefaults(&c.Duplicates, &c.Replicas)
+	bus.StreamDefaults(&c.Duplicates, &c.Replicas)
 }
 
 // Events is one team's durable event log. Stream, Declare and Delete are
 // those of its stream.
 type Events struct {
-	TeamStream
+	bus.TeamStream
 	cfg EventsConfig
 }
 
@@ -72,10 +72,10 @@ type Events struct {
 // must be valid.
 func NewEvents(js jetstream.JetStream, team string, cfg EventsConfig) *Events {
 	cfg.defaults()
-	return &Events{cfg: cfg, TeamStream: NewTeamStream(js, team, EventsPrefix, "event log", jetstream.StreamConfig{
+	return &Events{cfg: cfg, TeamStream: bus.NewTeamStream(js, team, EventsPrefix, "event log", jetstream.StreamConfig{
 		Subjects:   []string{"tb." + team + "." + kindEvent + ".>"},
 		MaxBytes:   cfg.MaxBytes,
-		MaxMsgSize: int32(eventlog.MaxSize + 4<<10),
+		MaxMsgSize: int32(MaxSize + 4<<10),
 		Replicas:   cfg.Replicas,
 		Duplicates: cfg.Duplicates,
 	})}
@@ -92,7 +92,7 @@ func SIDToken(sid string) string {
 
 // TypeToken is the subject token of an event type.
 func TypeToken(typ string) string {
-	if eventlog.ValidType(typ) {
+	if ValidType(typ) {
 		return strings.ReplaceAll(typ, ".", "-")
 	}
 	sum := sha256.Sum256([]byte(typ))
@@ -148,15 +148,15 @@ type AppendResult struct {
 // errNoStream is a publish to a team without an event stream.
 var errNoStream = errors.New("no event stream")
 
-// Append stores e in the canonical encoding. A zero V is eventlog.Version and
-// a zero TS is now. When e.Seq is eventlog.AutoSeq the session's next
+// Append stores e in the canonical encoding. A zero V is Version and
+// a zero TS is now. When e.Seq is AutoSeq the session's next
 // sequence number is assigned: one more than the last event of the
 // session in the log, written with compare-and-set on that last event, so
 // concurrent writers to one session each get their own number. e is
 // updated with what was stored.
-func (ev *Events) Append(ctx context.Context, e *eventlog.Event) (AppendResult, error) {
+func (ev *Events) Append(ctx context.Context, e *Event) (AppendResult, error) {
 	if e.V == 0 {
-		e.V = eventlog.Version
+		e.V = Version
 	}
 	if e.TS.IsZero() {
 		e.TS = time.Now()
@@ -165,7 +165,7 @@ func (ev *Events) Append(ctx context.Context, e *eventlog.Event) (AppendResult, 
 	if err := e.Validate(); err != nil {
 		return AppendResult{}, err
 	}
-	auto := e.Seq == eventlog.AutoSeq
+	auto := e.Seq == AutoSeq
 	var skip int64
 	for attempt := 0; ; attempt++ {
 		res, err := ev.append(ctx, e, auto, skip)
@@ -173,7 +173,7 @@ func (ev *Events) Append(ctx context.Context, e *eventlog.Event) (AppendResult, 
 			// The next number after the session's last event was taken by
 			// an event written out of order: try the one after it.
 			skip++
-			e.Seq = eventlog.AutoSeq
+			e.Seq = AutoSeq
 			continue
 		}
 		if errors.Is(err, errNoStream) && attempt == 0 {
@@ -197,7 +197,7 @@ func (ev *Events) Append(ctx context.Context, e *eventlog.Event) (AppendResult, 
 	}
 }
 
-func (ev *Events) append(ctx context.Context, e *eventlog.Event, auto bool, skip int64) (AppendResult, error) {
+func (ev *Events) append(ctx context.Context, e *Event, auto bool, skip int64) (AppendResult, error) {
 	subject := EventSubject(ev.Team(), e.SID, e.Type)
 	var opts []jetstream.PublishOpt
 	if auto {
@@ -212,7 +212,7 @@ func (ev *Events) append(ctx context.Context, e *eventlog.Event, auto bool, skip
 	ack, err := ev.JS().Publish(ctx, subject, e.AppendJSON(nil), opts...)
 	if err != nil {
 		if auto {
-			e.Seq = eventlog.AutoSeq
+			e.Seq = AutoSeq
 		}
 		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 			return AppendResult{}, errNoStream
@@ -248,7 +248,7 @@ func (ev *Events) nextSeq(ctx context.Context, sid string) (int64, uint64, error
 	if err != nil {
 		return 0, 0, fmt.Errorf("read last event of session: no sequence in the answer")
 	}
-	last, err := eventlog.Parse(msg.Data)
+	last, err := Parse(msg.Data)
 	if err != nil {
 		return 0, 0, teambus.Unavailablef("last event of session %q (stream seq %d) is damaged: give --seq explicitly", sid, seq)
 	}
@@ -269,10 +269,10 @@ func (ev *Events) publishErr(err error) error {
 	if rerr := ev.Refusal(err, "event", "stored", "teambus events export --team "+ev.Team()); rerr != nil {
 		return rerr
 	}
-	if errors.Is(err, errNoStream) || NoResponse(err) || Electing(err) {
+	if errors.Is(err, errNoStream) || bus.NoResponse(err) || bus.Electing(err) {
 		// Append ensured the stream before it got here: nobody answering
 		// for it is an election, not a missing log.
-		return NoLeaderf("append event to team %s: the bus is electing a leader (no server answers for stream %s yet): nothing was stored", ev.Team(), ev.Stream())
+		return bus.NoLeaderf("append event to team %s: the bus is electing a leader (no server answers for stream %s yet): nothing was stored", ev.Team(), ev.Stream())
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
 		return teambus.Unavailablef("append event to team %s: timed out waiting for the bus to store it", ev.Team())
@@ -338,7 +338,7 @@ type EventRecord struct {
 	// Raw is the line as stored; it is valid during the callback only.
 	Raw []byte
 	// Event is Raw decoded; its Data aliases Raw.
-	Event eventlog.Event
+	Event Event
 	// Err is set when Raw is not an event (written by something other
 	// than teambus); Event is then zero.
 	Err error
@@ -388,11 +388,11 @@ func (ev *Events) Replay(ctx context.Context, f EventFilter, fn func(*EventRecor
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, f.SinceSeq
 	}
 	var (
-		dec eventlog.Decoder
+		dec Decoder
 		rec EventRecord
 		n   int
 	)
-	return ReadOrdered(ctx, st, cfg, last, f.Follow, "replay event log of team "+ev.Team(), func(jm jetstream.Msg, md *jetstream.MsgMetadata) (bool, error) {
+	return bus.ReadOrdered(ctx, st, cfg, last, f.Follow, "replay event log of team "+ev.Team(), func(jm jetstream.Msg, md *jetstream.MsgMetadata) (bool, error) {
 		seq := md.Sequence.Stream
 		if f.UntilSeq > 0 && seq > f.UntilSeq {
 			return true, nil
@@ -447,21 +447,21 @@ func (ev *Events) Export(ctx context.Context, w io.Writer) (int64, error) {
 
 // Analyze runs seed 004's analysis over the team's log. Stream sequences
 // stand in for line numbers.
-func (ev *Events) Analyze(ctx context.Context, opts eventlog.AnalyzeOptions) (*eventlog.Analysis, error) {
+func (ev *Events) Analyze(ctx context.Context, opts AnalyzeOptions) (*Analysis, error) {
 	var last uint64
-	feed := func(a *eventlog.Analyzer, until uint64) error {
+	feed := func(a *Analyzer, until uint64) error {
 		return ev.Replay(ctx, EventFilter{UntilSeq: until}, func(r *EventRecord) error {
 			last = r.StreamSeq
 			a.Line()
 			if r.Err != nil {
-				a.AddDamaged(eventlog.Damaged{Line: int64(r.StreamSeq), Reason: r.Err.Error()})
+				a.AddDamaged(Damaged{Line: int64(r.StreamSeq), Reason: r.Err.Error()})
 				return nil
 			}
 			a.Add(int64(r.StreamSeq), &r.Event)
 			return nil
 		})
 	}
-	a := eventlog.NewAnalyzer(opts)
+	a := NewAnalyzer(opts)
 	if err := feed(a, 0); err != nil {
 		return nil, err
 	}
@@ -490,11 +490,11 @@ type ImportResult struct {
 	Superseded int64 `json:"superseded"`
 	// Skipped lines are not events: junk, truncated, not envelopes, too
 	// large. SkippedCount counts them all; Skipped lists the first 1000.
-	Skipped      []eventlog.Damaged `json:"skipped"`
-	SkippedCount int64              `json:"skipped_count"`
+	Skipped      []Damaged `json:"skipped"`
+	SkippedCount int64     `json:"skipped_count"`
 }
 
-func (r *ImportResult) skip(d eventlog.Damaged) {
+func (r *ImportResult) skip(d Damaged) {
 	r.SkippedCount++
 	if len(r.Skipped) < 1000 {
 		r.Skipped = append(r.Skipped, d)
@@ -504,12 +504,12 @@ func (r *ImportResult) skip(d eventlog.Damaged) {
 // importSession is what the first pass of an import learns about a
 // session of the file.
 type importSession struct {
-	seqs eventlog.SeqSet
+	seqs SeqSet
 	// last is the line of the last occurrence of every seq that occurs
 	// more than once.
 	last map[int64]int64
 	// have are the seqs the log holds already.
-	have eventlog.SeqSet
+	have SeqSet
 }
 
 // Import stores the events of a JSON Lines log in file order, each line
@@ -518,9 +518,9 @@ type importSession struct {
 // an event whose sid and seq the log holds already is not stored again,
 // so importing the same file twice stores it once.
 func (ev *Events) Import(ctx context.Context, r io.ReadSeeker) (ImportResult, error) {
-	res := ImportResult{Skipped: []eventlog.Damaged{}}
+	res := ImportResult{Skipped: []Damaged{}}
 	sessions := map[string]*importSession{}
-	er := eventlog.NewReader(r)
+	er := NewReader(r)
 	for er.Next() {
 		e := er.Event()
 		s := sessions[e.SID]
@@ -570,7 +570,7 @@ func (ev *Events) Import(ctx context.Context, r io.ReadSeeker) (ImportResult, er
 }
 
 func (ev *Events) importPass(ctx context.Context, r io.Reader, sessions map[string]*importSession, res ImportResult) (ImportResult, error) {
-	er := eventlog.NewReader(r)
+	er := NewReader(r)
 	er.OnDamaged = res.skip
 	var pending []jetstream.PubAckFuture
 	wait := func(f jetstream.PubAckFuture) error {
@@ -609,8 +609,8 @@ func (ev *Events) importPass(ctx context.Context, r io.Reader, sessions map[stri
 			res.Duplicates++
 			continue
 		}
-		if len(er.Raw()) > eventlog.MaxSize {
-			res.skip(eventlog.Damaged{Line: er.Line(), Reason: fmt.Sprintf("event is %d bytes, at most %d", len(er.Raw()), eventlog.MaxSize)})
+		if len(er.Raw()) > MaxSize {
+			res.skip(Damaged{Line: er.Line(), Reason: fmt.Sprintf("event is %d bytes, at most %d", len(er.Raw()), MaxSize)})
 			continue
 		}
 		payload := append([]byte(nil), er.Raw()...)

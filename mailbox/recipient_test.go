@@ -1,4 +1,4 @@
-package bus_test
+package mailbox_test
 
 import (
 	"errors"
@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/mailbox"
 )
 
 // consumers lists the consumers of the mailbox stream.
@@ -51,7 +51,7 @@ func (m *teamMailbox) waitGone(t *testing.T, name string, within time.Duration) 
 func TestMailbox_IdleConsumer_RemovedAndRecreated(t *testing.T) {
 	t.Parallel() // waits on server timers
 	const idle = time.Second
-	mb := newMailbox(t, bus.MailboxConfig{ConsumerIdle: idle}, time.Minute, "tm1", "tm2")
+	mb := newMailbox(t, mailbox.MailboxConfig{ConsumerIdle: idle}, time.Minute, "tm1", "tm2")
 	ctx := mailCtx(t)
 	if got := mb.consumers(t); len(got) != 0 {
 		t.Fatalf("consumers of a team nobody read = %v, want none", got)
@@ -65,10 +65,10 @@ func TestMailbox_IdleConsumer_RemovedAndRecreated(t *testing.T) {
 	// Acks: the first by a read with --ack (max 1), the third and fifth
 	// from a lease (out of order; the rest released), the fourth by
 	// sequence.
-	if got := mb.inbox(t, "tm1", bus.InboxOptions{Max: 1, Ack: true}); !reflect.DeepEqual(seqs(got), sent[:1]) {
+	if got := mb.inbox(t, "tm1", mailbox.InboxOptions{Max: 1, Ack: true}); !reflect.DeepEqual(seqs(got), sent[:1]) {
 		t.Fatalf("read with ack = %v, want %v", seqs(got), sent[:1])
 	}
-	l, err := mb.Lease(ctx, "tm1", bus.LeaseOptions{Max: 10, Self: "tm1"})
+	l, err := mb.Lease(ctx, "tm1", mailbox.LeaseOptions{Max: 10, Self: "tm1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,17 +82,17 @@ func TestMailbox_IdleConsumer_RemovedAndRecreated(t *testing.T) {
 		t.Fatalf("ack by seq = %+v, %v", res, err)
 	}
 	want := []uint64{sent[1], sent[5], sent[6]}
-	before := mb.inbox(t, "tm1", bus.InboxOptions{})
+	before := mb.inbox(t, "tm1", mailbox.InboxOptions{})
 	if !reflect.DeepEqual(seqs(before), want) {
 		t.Fatalf("inbox before the consumer is removed = %v, want %v", seqs(before), want)
 	}
-	if got := mb.consumers(t); !reflect.DeepEqual(got, []string{bus.InboxConsumer("tm1")}) {
+	if got := mb.consumers(t); !reflect.DeepEqual(got, []string{mailbox.InboxConsumer("tm1")}) {
 		t.Fatalf("consumers after tm1 read = %v, want only its inbox", got)
 	}
 
-	mb.waitGone(t, bus.InboxConsumer("tm1"), 60*time.Second)
+	mb.waitGone(t, mailbox.InboxConsumer("tm1"), 60*time.Second)
 
-	after := mb.inbox(t, "tm1", bus.InboxOptions{})
+	after := mb.inbox(t, "tm1", mailbox.InboxOptions{})
 	if !reflect.DeepEqual(after, before) {
 		t.Fatalf("inbox after the consumer was removed = %v, want the same mail as before %v", seqs(after), seqs(before))
 	}
@@ -101,11 +101,11 @@ func TestMailbox_IdleConsumer_RemovedAndRecreated(t *testing.T) {
 	if res, err := mb.Ack(mailCtx(t), "tm1", []uint64{sent[5]}); err != nil || !reflect.DeepEqual(res.Acked, []uint64{sent[5]}) {
 		t.Fatalf("ack by seq on the new consumer = %+v, %v", res, err)
 	}
-	mb.waitGone(t, bus.InboxConsumer("tm1"), 60*time.Second)
-	if got := mb.inbox(t, "tm1", bus.InboxOptions{Ack: true}); !reflect.DeepEqual(seqs(got), []uint64{sent[1], sent[6]}) {
+	mb.waitGone(t, mailbox.InboxConsumer("tm1"), 60*time.Second)
+	if got := mb.inbox(t, "tm1", mailbox.InboxOptions{Ack: true}); !reflect.DeepEqual(seqs(got), []uint64{sent[1], sent[6]}) {
 		t.Fatalf("inbox after a second removal = %v, want %v", seqs(got), []uint64{sent[1], sent[6]})
 	}
-	if got := mb.inbox(t, "tm1", bus.InboxOptions{}); len(got) != 0 {
+	if got := mb.inbox(t, "tm1", mailbox.InboxOptions{}); len(got) != 0 {
 		t.Errorf("inbox after acking everything = %v, want empty", seqs(got))
 	}
 	// Acking again what was acked before the removal is harmless.
@@ -120,7 +120,7 @@ func TestMailbox_IdleSidecarConsumer_RemovedAndRecreated(t *testing.T) {
 	t.Parallel() // waits on server timers
 	// A short ack wait: the server keeps a consumer until the ack wait of
 	// a delivery given back (Nak) has passed too.
-	mb := newMailbox(t, bus.MailboxConfig{ConsumerIdle: time.Second}, 2*time.Second, "tm1")
+	mb := newMailbox(t, mailbox.MailboxConfig{ConsumerIdle: time.Second}, 2*time.Second, "tm1")
 	ctx := mailCtx(t)
 	a := mb.send(t, teambus.Lead, "tm1", teambus.MsgStatusCheck, "p1", "status?").Seq
 	b := mb.send(t, teambus.Lead, "tm1", teambus.MsgShutdownRequest, "s1", "stop").Seq
@@ -146,15 +146,15 @@ func TestMailbox_IdleSidecarConsumer_RemovedAndRecreated(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mb.waitGone(t, bus.SidecarConsumer("tm1"), 60*time.Second)
-	got := mb.inbox(t, "tm1", bus.InboxOptions{Sidecar: true})
+	mb.waitGone(t, mailbox.SidecarConsumer("tm1"), 60*time.Second)
+	got := mb.inbox(t, "tm1", mailbox.InboxOptions{Sidecar: true})
 	if !reflect.DeepEqual(seqs(got), []uint64{b}) {
 		t.Errorf("sidecar mail after its consumer was removed = %v, want only the unacked %d (acked %d, %d)", seqs(got), b, a, c)
 	}
 }
 
 func TestMailbox_AddRecipient_Records(t *testing.T) {
-	mb := newMailbox(t, bus.MailboxConfig{}, time.Minute, "tm1")
+	mb := newMailbox(t, mailbox.MailboxConfig{}, time.Minute, "tm1")
 	ctx := mailCtx(t)
 	old := mb.send(t, teambus.Lead, teambus.All, teambus.MsgInfo, "b0", "before tm2").Seq
 	if err := mb.AddRecipients(ctx, []string{"tm2", "tm3"}, time.Minute); err != nil {
@@ -169,7 +169,7 @@ func TestMailbox_AddRecipient_Records(t *testing.T) {
 		member string
 		want   []uint64
 	}{{"tm1", []uint64{old, newer}}, {"tm2", []uint64{newer}}, {"tm3", []uint64{newer}}, {"tm4", []uint64{newer}}} {
-		if got := mb.inbox(t, r.member, bus.InboxOptions{}); !reflect.DeepEqual(seqs(got), r.want) {
+		if got := mb.inbox(t, r.member, mailbox.InboxOptions{}); !reflect.DeepEqual(seqs(got), r.want) {
 			t.Errorf("inbox of %s = %v, want %v", r.member, seqs(got), r.want)
 		}
 	}
@@ -182,7 +182,7 @@ func TestMailbox_AddRecipient_Records(t *testing.T) {
 // again releases only the held mail not released before.
 func TestMailbox_IdleHeldCursor_RemovedAndRecreated(t *testing.T) {
 	t.Parallel() // waits on server timers
-	mb := newMailbox(t, bus.MailboxConfig{ConsumerIdle: time.Second}, time.Minute, "tm1")
+	mb := newMailbox(t, mailbox.MailboxConfig{ConsumerIdle: time.Second}, time.Minute, "tm1")
 	ctx := mailCtx(t)
 	hold := func(id string) {
 		t.Helper()
@@ -203,7 +203,7 @@ func TestMailbox_IdleHeldCursor_RemovedAndRecreated(t *testing.T) {
 	if got := release(); !reflect.DeepEqual(got, []string{"h1", "h2"}) {
 		t.Fatalf("first release = %v", got)
 	}
-	mb.waitGone(t, bus.HeldConsumer("tm1"), 60*time.Second)
+	mb.waitGone(t, mailbox.HeldConsumer("tm1"), 60*time.Second)
 	hold("h3")
 	if got := release(); !reflect.DeepEqual(got, []string{"h3"}) {
 		t.Errorf("release after the cursor was removed = %v, want only the new [h3]", got)

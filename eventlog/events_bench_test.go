@@ -1,4 +1,4 @@
-package bus_test
+package eventlog_test
 
 import (
 	"bytes"
@@ -36,11 +36,11 @@ func evBenchLog(n int) []byte {
 
 // evBenchStream is a node (sync interval: filling is not what is measured)
 // with a team event log large enough for the benchmarks.
-func evBenchStream(b *testing.B) *bus.Events {
+func evBenchStream(b *testing.B) *eventlog.Events {
 	b.Helper()
 	n := nodetest.NewBareServerConfig(b, node.NodeConfig{Sync: bus.SyncModeInterval, MaxStore: 16 << 30})
 	c := nodetest.Connect(b, n)
-	ev := bus.NewEvents(c.JS, "bench", bus.EventsConfig{MaxBytes: 4 << 30})
+	ev := eventlog.NewEvents(c.JS, "bench", eventlog.EventsConfig{MaxBytes: 4 << 30})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := ev.Declare(ctx); err != nil {
@@ -81,7 +81,7 @@ func BenchmarkEvents_Replay(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		count := 0
-		err := ev.Replay(ctx, bus.EventFilter{}, func(r *bus.EventRecord) error {
+		err := ev.Replay(ctx, eventlog.EventFilter{}, func(r *eventlog.EventRecord) error {
 			if r.Err != nil {
 				return r.Err
 			}

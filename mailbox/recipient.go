@@ -1,4 +1,4 @@
-package bus
+package mailbox
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/internal/jsbatch"
 )
 
@@ -216,10 +217,10 @@ func (mb *Mailbox) writeRecipient(ctx context.Context, rec *recipient, rev uint6
 		return nil
 	case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
 		return errRecordMoved
-	case NoResponse(err) && StreamMissing(ctx, mb.JS(), "KV_"+RecipientBucketPrefix+mb.Team()):
+	case bus.NoResponse(err) && bus.StreamMissing(ctx, mb.JS(), "KV_"+RecipientBucketPrefix+mb.Team()):
 		return teambus.NotFoundf("team %s has no state bucket for its recipient records: create the team first", mb.Team())
-	case NoResponse(err) || Electing(err):
-		return NoLeaderf("record recipient %s of team %s: the bus is electing a leader: nothing was stored", rec.Member, mb.Team())
+	case bus.NoResponse(err) || bus.Electing(err):
+		return bus.NoLeaderf("record recipient %s of team %s: the bus is electing a leader: nothing was stored", rec.Member, mb.Team())
 	}
 	return teambus.Unavailablef("record recipient %s of team %s: %w", rec.Member, mb.Team(), err)
 }
@@ -326,7 +327,7 @@ func (mb *Mailbox) consumer(ctx context.Context, name, member string) (jetstream
 	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, teambus.Unavailablef("open inbox of %s: %w", member, err)
 	}
-	if MemberConn(mb.JS().Conn()) {
+	if bus.MemberConn(mb.JS().Conn()) {
 		return nil, notMember // a member credential can not create consumers
 	}
 	rec, _, found, err := mb.readRecipient(ctx, member)

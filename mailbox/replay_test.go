@@ -1,4 +1,4 @@
-package bus_test
+package mailbox_test
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 )
 
-func replayAll(t *testing.T, mb *teamMailbox, f bus.ReplayFilter) []teambus.Message {
+func replayAll(t *testing.T, mb *teamMailbox, f mailbox.ReplayFilter) []teambus.Message {
 	t.Helper()
 	var out []teambus.Message
 	err := mb.Replay(mailCtx(t), f, func(m teambus.Message) error {
@@ -27,7 +27,7 @@ func replayAll(t *testing.T, mb *teamMailbox, f bus.ReplayFilter) []teambus.Mess
 	return out
 }
 
-func sendHeld(t *testing.T, mb *teamMailbox, from, to, id, body string) bus.SendResult {
+func sendHeld(t *testing.T, mb *teamMailbox, from, to, id, body string) mailbox.SendResult {
 	t.Helper()
 	res, err := mb.Send(mailCtx(t), &teambus.Message{ID: id, From: from, To: to, Type: teambus.MsgInfo, Body: body}, true)
 	if err != nil {
@@ -40,7 +40,7 @@ func sendHeld(t *testing.T, mb *teamMailbox, from, to, id, body string) bus.Send
 }
 
 func TestMailbox_Replay_Filters(t *testing.T) {
-	mb := newMailbox(t, bus.MailboxConfig{}, time.Minute, "tm1", "tm2")
+	mb := newMailbox(t, mailbox.MailboxConfig{}, time.Minute, "tm1", "tm2")
 	// seq 1..6, then held mail at 7.
 	mb.send(t, teambus.Lead, "tm1", teambus.MsgInfo, "1", "lead→tm1 info")
 	mb.send(t, "tm1", teambus.Lead, teambus.MsgQuestion, "2", "tm1→lead question")
@@ -54,29 +54,29 @@ func TestMailbox_Replay_Filters(t *testing.T) {
 	future := time.Now().Add(time.Hour)
 	tests := []struct {
 		name string
-		f    bus.ReplayFilter
+		f    mailbox.ReplayFilter
 		want []uint64
 	}{
-		{"everything but held", bus.ReplayFilter{}, []uint64{1, 2, 3, 4, 5, 6}},
-		{"with held", bus.ReplayFilter{IncludeHeld: true}, []uint64{1, 2, 3, 4, 5, 6, 7}},
-		{"from", bus.ReplayFilter{From: "tm1"}, []uint64{2, 6}},
-		{"from with held", bus.ReplayFilter{From: "tm2", IncludeHeld: true}, []uint64{3, 7}},
-		{"to", bus.ReplayFilter{To: teambus.Lead}, []uint64{2, 3}},
-		{"to all", bus.ReplayFilter{To: teambus.All}, []uint64{4}},
-		{"type", bus.ReplayFilter{Type: teambus.MsgInfo}, []uint64{1, 4, 6}},
-		{"sidecar type", bus.ReplayFilter{Type: teambus.MsgStatusCheck}, []uint64{5}},
-		{"from and type", bus.ReplayFilter{From: teambus.Lead, Type: teambus.MsgInfo}, []uint64{1, 4}},
-		{"since seq", bus.ReplayFilter{SinceSeq: 4}, []uint64{4, 5, 6}},
-		{"until seq", bus.ReplayFilter{UntilSeq: 3}, []uint64{1, 2, 3}},
-		{"since and until", bus.ReplayFilter{SinceSeq: 2, UntilSeq: 4}, []uint64{2, 3, 4}},
-		{"limit", bus.ReplayFilter{Limit: 2}, []uint64{1, 2}},
-		{"since, from and limit", bus.ReplayFilter{SinceSeq: 2, From: teambus.Lead, Limit: 2}, []uint64{4, 5}},
-		{"since past the end", bus.ReplayFilter{SinceSeq: 100}, nil},
-		{"no match", bus.ReplayFilter{From: "tm9"}, nil},
-		{"since a past time", bus.ReplayFilter{SinceTime: past}, []uint64{1, 2, 3, 4, 5, 6}},
-		{"since a future time", bus.ReplayFilter{SinceTime: future}, nil},
-		{"until a past time", bus.ReplayFilter{UntilTime: past}, nil},
-		{"until a future time", bus.ReplayFilter{UntilTime: future, Type: teambus.MsgReport}, []uint64{3}},
+		{"everything but held", mailbox.ReplayFilter{}, []uint64{1, 2, 3, 4, 5, 6}},
+		{"with held", mailbox.ReplayFilter{IncludeHeld: true}, []uint64{1, 2, 3, 4, 5, 6, 7}},
+		{"from", mailbox.ReplayFilter{From: "tm1"}, []uint64{2, 6}},
+		{"from with held", mailbox.ReplayFilter{From: "tm2", IncludeHeld: true}, []uint64{3, 7}},
+		{"to", mailbox.ReplayFilter{To: teambus.Lead}, []uint64{2, 3}},
+		{"to all", mailbox.ReplayFilter{To: teambus.All}, []uint64{4}},
+		{"type", mailbox.ReplayFilter{Type: teambus.MsgInfo}, []uint64{1, 4, 6}},
+		{"sidecar type", mailbox.ReplayFilter{Type: teambus.MsgStatusCheck}, []uint64{5}},
+		{"from and type", mailbox.ReplayFilter{From: teambus.Lead, Type: teambus.MsgInfo}, []uint64{1, 4}},
+		{"since seq", mailbox.ReplayFilter{SinceSeq: 4}, []uint64{4, 5, 6}},
+		{"until seq", mailbox.ReplayFilter{UntilSeq: 3}, []uint64{1, 2, 3}},
+		{"since and until", mailbox.ReplayFilter{SinceSeq: 2, UntilSeq: 4}, []uint64{2, 3, 4}},
+		{"limit", mailbox.ReplayFilter{Limit: 2}, []uint64{1, 2}},
+		{"since, from and limit", mailbox.ReplayFilter{SinceSeq: 2, From: teambus.Lead, Limit: 2}, []uint64{4, 5}},
+		{"since past the end", mailbox.ReplayFilter{SinceSeq: 100}, nil},
+		{"no match", mailbox.ReplayFilter{From: "tm9"}, nil},
+		{"since a past time", mailbox.ReplayFilter{SinceTime: past}, []uint64{1, 2, 3, 4, 5, 6}},
+		{"since a future time", mailbox.ReplayFilter{SinceTime: future}, nil},
+		{"until a past time", mailbox.ReplayFilter{UntilTime: past}, nil},
+		{"until a future time", mailbox.ReplayFilter{UntilTime: future, Type: teambus.MsgReport}, []uint64{3}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -91,7 +91,7 @@ func TestMailbox_Replay_Filters(t *testing.T) {
 		})
 	}
 
-	got := replayAll(t, mb, bus.ReplayFilter{SinceSeq: 2, UntilSeq: 2})
+	got := replayAll(t, mb, mailbox.ReplayFilter{SinceSeq: 2, UntilSeq: 2})
 	if len(got) != 1 {
 		t.Fatalf("replay of seq 2 = %v", seqs(got))
 	}
@@ -99,15 +99,15 @@ func TestMailbox_Replay_Filters(t *testing.T) {
 	if m.ID != "2" || m.From != "tm1" || m.To != teambus.Lead || m.Type != teambus.MsgQuestion || m.Body != "tm1→lead question" || m.TS.IsZero() {
 		t.Errorf("replayed message = %+v", m)
 	}
-	held := replayAll(t, mb, bus.ReplayFilter{SinceSeq: 7, IncludeHeld: true})
+	held := replayAll(t, mb, mailbox.ReplayFilter{SinceSeq: 7, IncludeHeld: true})
 	if len(held) != 1 || !held[0].Held {
 		t.Errorf("replayed held mail = %+v, want Held set", held)
 	}
 }
 
 func TestMailbox_Replay_Invalid(t *testing.T) {
-	mb := newMailbox(t, bus.MailboxConfig{}, time.Minute, "tm1")
-	for _, f := range []bus.ReplayFilter{
+	mb := newMailbox(t, mailbox.MailboxConfig{}, time.Minute, "tm1")
+	for _, f := range []mailbox.ReplayFilter{
 		{From: "a.b"}, {To: "*"}, {Type: "gossip"}, {Limit: -1},
 	} {
 		err := mb.Replay(mailCtx(t), f, func(teambus.Message) error { return nil })
@@ -115,13 +115,13 @@ func TestMailbox_Replay_Invalid(t *testing.T) {
 			t.Errorf("Replay(%+v) = %v, want ErrInvalid", f, err)
 		}
 	}
-	ghost := bus.NewMailbox(mb.js, "ghost", bus.MailboxConfig{})
-	if err := ghost.Replay(mailCtx(t), bus.ReplayFilter{}, func(teambus.Message) error { return nil }); !errors.Is(err, teambus.ErrNotFound) {
+	ghost := mailbox.NewMailbox(mb.js, "ghost", mailbox.MailboxConfig{})
+	if err := ghost.Replay(mailCtx(t), mailbox.ReplayFilter{}, func(teambus.Message) error { return nil }); !errors.Is(err, teambus.ErrNotFound) {
 		t.Errorf("replay of a missing team = %v, want ErrNotFound", err)
 	}
 	// An empty mailbox replays nothing, without waiting.
 	start := time.Now()
-	if got := replayAll(t, mb, bus.ReplayFilter{}); len(got) != 0 {
+	if got := replayAll(t, mb, mailbox.ReplayFilter{}); len(got) != 0 {
 		t.Errorf("replay of an empty mailbox = %v", seqs(got))
 	}
 	if d := time.Since(start); d > 2*time.Second {
@@ -130,13 +130,13 @@ func TestMailbox_Replay_Invalid(t *testing.T) {
 }
 
 func TestMailbox_Replay_StopsOnCallbackError(t *testing.T) {
-	mb := newMailbox(t, bus.MailboxConfig{}, time.Minute, "tm1")
+	mb := newMailbox(t, mailbox.MailboxConfig{}, time.Minute, "tm1")
 	for i := 0; i < 5; i++ {
 		mb.send(t, teambus.Lead, "tm1", teambus.MsgInfo, fmt.Sprint(i), fmt.Sprint(i))
 	}
 	stop := errors.New("enough")
 	n := 0
-	err := mb.Replay(mailCtx(t), bus.ReplayFilter{}, func(teambus.Message) error {
+	err := mb.Replay(mailCtx(t), mailbox.ReplayFilter{}, func(teambus.Message) error {
 		n++
 		if n == 2 {
 			return stop
@@ -149,14 +149,14 @@ func TestMailbox_Replay_StopsOnCallbackError(t *testing.T) {
 }
 
 func TestMailbox_Replay_Follow(t *testing.T) {
-	mb := newMailbox(t, bus.MailboxConfig{}, time.Minute, "tm1")
+	mb := newMailbox(t, mailbox.MailboxConfig{}, time.Minute, "tm1")
 	mb.send(t, teambus.Lead, "tm1", teambus.MsgInfo, "old", "old")
 	ctx, cancel := context.WithTimeout(mailCtx(t), 15*time.Second)
 	defer cancel()
 	got := make(chan teambus.Message, 10)
 	done := make(chan error, 1)
 	go func() {
-		done <- mb.Replay(ctx, bus.ReplayFilter{Follow: true, From: "tm1"}, func(m teambus.Message) error {
+		done <- mb.Replay(ctx, mailbox.ReplayFilter{Follow: true, From: "tm1"}, func(m teambus.Message) error {
 			got <- m
 			return nil
 		})
@@ -183,7 +183,7 @@ func TestMailbox_Replay_Follow(t *testing.T) {
 }
 
 func TestMailbox_Tail(t *testing.T) {
-	mb := newMailbox(t, bus.MailboxConfig{}, time.Minute, "tm1")
+	mb := newMailbox(t, mailbox.MailboxConfig{}, time.Minute, "tm1")
 	ctx := mailCtx(t)
 	if got, err := mb.Tail(ctx, 10); err != nil || len(got) != 0 {
 		t.Fatalf("tail of an empty mailbox = %v, %v", seqs(got), err)
@@ -213,7 +213,7 @@ func TestMailbox_Tail(t *testing.T) {
 }
 
 func TestMailbox_ReleaseHeld(t *testing.T) {
-	mb := newMailbox(t, bus.MailboxConfig{}, time.Minute, "tm1", "tm2")
+	mb := newMailbox(t, mailbox.MailboxConfig{}, time.Minute, "tm1", "tm2")
 	ctx := mailCtx(t)
 	var heldSeqs []uint64
 	for i, body := range []string{"h1", "h2", "h3"} {
@@ -230,10 +230,10 @@ func TestMailbox_ReleaseHeld(t *testing.T) {
 	other := sendHeld(t, mb, "tm2", teambus.Lead, "id-x", "tm2's held mail")
 
 	// Held mail is stored but not delivered.
-	if got := mb.inbox(t, teambus.Lead, bus.InboxOptions{}); len(got) != 0 {
+	if got := mb.inbox(t, teambus.Lead, mailbox.InboxOptions{}); len(got) != 0 {
 		t.Fatalf("lead inbox before release = %v, want empty", bodies(got))
 	}
-	if got := mb.inbox(t, "tm2", bus.InboxOptions{}); len(got) != 0 {
+	if got := mb.inbox(t, "tm2", mailbox.InboxOptions{}); len(got) != 0 {
 		t.Fatalf("tm2 inbox before release = %v, want empty", bodies(got))
 	}
 
@@ -252,11 +252,11 @@ func TestMailbox_ReleaseHeld(t *testing.T) {
 			t.Errorf("released message %d = %+v: sender and id must be kept", i, m)
 		}
 	}
-	lead := mb.inbox(t, teambus.Lead, bus.InboxOptions{})
+	lead := mb.inbox(t, teambus.Lead, mailbox.InboxOptions{})
 	if !reflect.DeepEqual(bodies(lead), []string{"h1", "h3"}) {
 		t.Errorf("lead inbox after release = %v, want h1 h3", bodies(lead))
 	}
-	if got := mb.inbox(t, "tm2", bus.InboxOptions{}); !reflect.DeepEqual(bodies(got), []string{"h2"}) {
+	if got := mb.inbox(t, "tm2", mailbox.InboxOptions{}); !reflect.DeepEqual(bodies(got), []string{"h2"}) {
 		t.Errorf("tm2 inbox after release = %v, want h2", bodies(got))
 	}
 
@@ -268,7 +268,7 @@ func TestMailbox_ReleaseHeld(t *testing.T) {
 	if len(again) != 0 {
 		t.Errorf("second release = %v, want nothing", bodies(again))
 	}
-	if got := mb.inbox(t, teambus.Lead, bus.InboxOptions{}); !reflect.DeepEqual(seqs(got), seqs(lead)) {
+	if got := mb.inbox(t, teambus.Lead, mailbox.InboxOptions{}); !reflect.DeepEqual(seqs(got), seqs(lead)) {
 		t.Errorf("lead inbox after second release = %v, want %v", seqs(got), seqs(lead))
 	}
 
@@ -285,7 +285,7 @@ func TestMailbox_ReleaseHeld(t *testing.T) {
 }
 
 func TestMailbox_ReleaseHeld_RepeatAfterCrashStoresOnce(t *testing.T) {
-	mb := newMailbox(t, bus.MailboxConfig{}, time.Minute, "tm1")
+	mb := newMailbox(t, mailbox.MailboxConfig{}, time.Minute, "tm1")
 	ctx := mailCtx(t)
 	sendHeld(t, mb, "tm1", teambus.Lead, "a", "a")
 	sendHeld(t, mb, "tm1", teambus.Lead, "b", "b")
@@ -312,7 +312,7 @@ func TestMailbox_ReleaseHeld_RepeatAfterCrashStoresOnce(t *testing.T) {
 	if got := mb.count(t); got != before+1 {
 		t.Errorf("stream went from %d to %d messages, want only b added", before, got)
 	}
-	if got := mb.inbox(t, teambus.Lead, bus.InboxOptions{}); !reflect.DeepEqual(bodies(got), []string{"a", "b"}) {
+	if got := mb.inbox(t, teambus.Lead, mailbox.InboxOptions{}); !reflect.DeepEqual(bodies(got), []string{"a", "b"}) {
 		t.Errorf("lead inbox = %v, want a and b once each", bodies(got))
 	}
 }

@@ -1,4 +1,4 @@
-package bus
+package mailbox
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/internal/jsbatch"
 )
 
@@ -101,7 +102,7 @@ func (mb *Mailbox) Replay(ctx context.Context, f ReplayFilter, fn func(teambus.M
 		return nil
 	}
 	n := 0
-	return ReadOrdered(ctx, st, cfg, last, f.Follow, "replay mailbox of team "+mb.Team(), func(jm jetstream.Msg, md *jetstream.MsgMetadata) (bool, error) {
+	return bus.ReadOrdered(ctx, st, cfg, last, f.Follow, "replay mailbox of team "+mb.Team(), func(jm jetstream.Msg, md *jetstream.MsgMetadata) (bool, error) {
 		seq := md.Sequence.Stream
 		if f.UntilSeq > 0 && seq > f.UntilSeq {
 			return true, nil

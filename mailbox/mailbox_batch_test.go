@@ -1,4 +1,4 @@
-package bus_test
+package mailbox_test
 
 import (
 	"errors"
@@ -6,14 +6,14 @@ import (
 	"testing"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 )
 
 // TestMailbox_SendBatch stores 1,100 messages in three atomic batches with
 // consecutive sequences, then sends an overlapping batch again: the
 // repeats are duplicates, stored once, and the new ones are stored.
 func TestMailbox_SendBatch(t *testing.T) {
-	mb := newMailbox(t, bus.MailboxConfig{}, 0).Mailbox
+	mb := newMailbox(t, mailbox.MailboxConfig{}, 0).Mailbox
 	ctx := t.Context()
 	msgs := func(from, to int) []*teambus.Message {
 		var out []*teambus.Message
@@ -51,7 +51,7 @@ func TestMailbox_SendBatch(t *testing.T) {
 		t.Fatalf("overlapping batch: %d duplicates and %d new, want 10 and 10", dups, fresh)
 	}
 	count := 0
-	if err := mb.Replay(ctx, bus.ReplayFilter{}, func(m teambus.Message) error { count++; return nil }); err != nil {
+	if err := mb.Replay(ctx, mailbox.ReplayFilter{}, func(m teambus.Message) error { count++; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if count != 1110 {
@@ -69,7 +69,7 @@ func TestMailbox_SendBatch(t *testing.T) {
 // the latest; once a newer incarnation marked itself, the batch is
 // refused whole with the latest marker, and nothing of it is stored.
 func TestMailbox_SendBatchFenced(t *testing.T) {
-	mb := newMailbox(t, bus.MailboxConfig{}, 0).Mailbox
+	mb := newMailbox(t, mailbox.MailboxConfig{}, 0).Mailbox
 	ctx := t.Context()
 	marker, err := mb.MarkIncarnation(ctx, "tm1", 1)
 	if err != nil {
@@ -96,12 +96,12 @@ func TestMailbox_SendBatchFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err = mb.SendBatchFenced(ctx, batch("b", 3), false, marker)
-	var moved *bus.MarkerMovedError
+	var moved *mailbox.MarkerMovedError
 	if !errors.As(err, &moved) || moved.Seq != newer || len(res) != 0 {
 		t.Fatalf("batch of the old incarnation = %+v, %v; want MarkerMovedError at seq %d", res, err, newer)
 	}
 	count := 0
-	if err := mb.Replay(ctx, bus.ReplayFilter{}, func(m teambus.Message) error { count++; return nil }); err != nil {
+	if err := mb.Replay(ctx, mailbox.ReplayFilter{}, func(m teambus.Message) error { count++; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if count != 602 {

@@ -1,10 +1,11 @@
-package bus_test
+package mailbox_test
 
 import (
 	"testing"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/eventlog"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node/nodetest"
 )
 
@@ -16,8 +17,8 @@ func TestAuditStreams_DenyDeleteAndPurge(t *testing.T) {
 	n := nodetest.NewBareServer(t)
 	c := nodetest.Connect(t, n)
 	ctx := mailCtx(t)
-	mb := bus.NewMailbox(c.JS, "audit", bus.MailboxConfig{})
-	ev := bus.NewEvents(c.JS, "audit", bus.EventsConfig{})
+	mb := mailbox.NewMailbox(c.JS, "audit", mailbox.MailboxConfig{})
+	ev := eventlog.NewEvents(c.JS, "audit", eventlog.EventsConfig{})
 	if err := mb.Declare(ctx); err != nil {
 		t.Fatal(err)
 	}

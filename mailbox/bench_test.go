@@ -1,4 +1,4 @@
-package bus_test
+package mailbox_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 )
@@ -35,11 +36,11 @@ func benchLine(b *testing.B) []byte {
 
 // benchMailbox starts a node with the sync mode and a mailbox large enough
 // for a few seconds of sends, and returns the mailbox and the connection.
-func benchMailbox(b *testing.B, sync string) (*bus.Mailbox, *bus.Conn) {
+func benchMailbox(b *testing.B, sync string) (*mailbox.Mailbox, *bus.Conn) {
 	b.Helper()
 	n := nodetest.NewBareServerConfig(b, node.NodeConfig{Sync: sync, MaxStore: 16 << 30})
 	c := nodetest.Connect(b, n)
-	mb := bus.NewMailbox(c.JS, "bench", bus.MailboxConfig{MaxBytes: 8 << 30})
+	mb := mailbox.NewMailbox(c.JS, "bench", mailbox.MailboxConfig{MaxBytes: 8 << 30})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := mb.Declare(ctx); err != nil {

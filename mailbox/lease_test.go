@@ -1,4 +1,4 @@
-package bus_test
+package mailbox_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/mailbox"
 )
 
 func seqsOf(ms []teambus.Message) []uint64 {
@@ -22,12 +22,12 @@ func seqsOf(ms []teambus.Message) []uint64 {
 // acked mail is gone for good; released mail is back at once.
 func TestLease_InFlightAckRelease(t *testing.T) {
 	ctx := mailCtx(t)
-	mb := newMailbox(t, bus.MailboxConfig{}, time.Minute, "tm1")
+	mb := newMailbox(t, mailbox.MailboxConfig{}, time.Minute, "tm1")
 	a := mb.send(t, teambus.Lead, "tm1", teambus.MsgInfo, "a", "one")
 	b := mb.send(t, teambus.Lead, "tm1", teambus.MsgInfo, "b", "two")
 	c := mb.send(t, teambus.Lead, "tm1", teambus.MsgInfo, "c", "three")
 
-	l, err := mb.Lease(ctx, "tm1", bus.LeaseOptions{Max: 2, Self: "tm1"})
+	l, err := mb.Lease(ctx, "tm1", mailbox.LeaseOptions{Max: 2, Self: "tm1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestLease_InFlightAckRelease(t *testing.T) {
 		t.Fatalf("leased %v, want %v", got, want)
 	}
 	// Another reader sees only what is not in flight.
-	other, err := mb.Inbox(ctx, "tm1", bus.InboxOptions{Self: "tm1"})
+	other, err := mb.Inbox(ctx, "tm1", mailbox.InboxOptions{Self: "tm1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestLease_InFlightAckRelease(t *testing.T) {
 	if err := l.Release(ctx); err != nil { // idempotent
 		t.Fatal(err)
 	}
-	after, err := mb.Inbox(ctx, "tm1", bus.InboxOptions{Self: "tm1"})
+	after, err := mb.Inbox(ctx, "tm1", mailbox.InboxOptions{Self: "tm1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,10 +68,10 @@ func TestLease_InFlightAckRelease(t *testing.T) {
 // of another member, another seq or a forged subject is refused.
 func TestLease_Token(t *testing.T) {
 	ctx := mailCtx(t)
-	mb := newMailbox(t, bus.MailboxConfig{}, time.Minute, "tm1", "tm2")
+	mb := newMailbox(t, mailbox.MailboxConfig{}, time.Minute, "tm1", "tm2")
 	a := mb.send(t, teambus.Lead, "tm1", teambus.MsgInfo, "a", "one")
 	b := mb.send(t, teambus.Lead, "tm1", teambus.MsgInfo, "b", "two")
-	l, err := mb.Lease(ctx, "tm1", bus.LeaseOptions{})
+	l, err := mb.Lease(ctx, "tm1", mailbox.LeaseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestLease_Token(t *testing.T) {
 	if err := mb.ReleaseToken(ctx, "tm1", tokB, b.Seq); err != nil {
 		t.Fatal(err)
 	}
-	after, err := mb.Inbox(ctx, "tm1", bus.InboxOptions{})
+	after, err := mb.Inbox(ctx, "tm1", mailbox.InboxOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
