@@ -39,8 +39,8 @@
 // has no authentication and is accepted on loopback only.
 //
 // The token is the operator's credential: every permission. A member of a
-// team gets a credential of its own (node.IssueCreds, kept by the bus
-// package in the KV bucket TB_AUTH): user <team>.<member>, a random
+// team gets a credential of its own (IssueCreds, authstore.go, kept in
+// the KV bucket TB_AUTH as a password hash): user <team>.<member>, a random
 // password and the inbox prefix _TB_INBOX.<team>.<member>, written as a
 // bus.Creds file that bus.Connect reads. The node's authenticator
 // (server.Options.CustomClientAuthentication) checks the token, or looks
@@ -48,7 +48,7 @@
 // and registers the member with MemberPermissions (auth.go): its own mail
 // subjects, its own consumers, its team's buckets and event log, its own
 // inbox prefix, nothing else. New credentials work at once and survive a
-// restart; node.RevokeCreds closes the connections that use a credential.
+// restart; RevokeCreds closes the connections that use a credential.
 // All teams share one account: the isolation is the permissions. A member
 // may not create consumers (a consumer delivers to any subject it names),
 // so whole-bucket reads use the direct get API (kv), and mail is acked only
