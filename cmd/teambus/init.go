@@ -1,23 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/initclaude"
-	"github.com/teambus/teambus/proc"
 )
 
 // initCommand is `teambus init`: wiring agent sessions into teambus.
@@ -124,76 +119,47 @@ func (f *wakeFlag) Apply(set *flag.FlagSet) error {
 	return nil
 }
 
-// initReport is what `init claude --json` prints.
-type initReport struct {
-	Action    string            `json:"action"` // install, remove, dry-run, check
-	Scope     string            `json:"scope"`
-	Settings  string            `json:"settings"`
-	Identity  string            `json:"identity,omitempty"` // team/member when baked
-	Files     []initFile        `json:"files"`
-	Commands  []string          `json:"commands,omitempty"` // to run by hand
-	Ran       []string          `json:"ran,omitempty"`      // claude commands run
-	Launch    string            `json:"launch,omitempty"`
-	Claude    string            `json:"claude_version,omitempty"`
-	Warnings  []string          `json:"warnings"`
-	Locations []checkLocation   `json:"locations,omitempty"`
-	Status    initclaude.Status `json:"status,omitempty"`
-	Bus       *checkBus         `json:"bus,omitempty"`
-	// Problem is what keeps --check from exiting 0 besides the handlers:
-	// the bus does not answer, or the team or member is not on it.
-	Problem string             `json:"problem,omitempty"`
-	MCP     []checkMCP         `json:"mcp,omitempty"`
-	Options initclaude.Options `json:"-"`
-}
-
-type initFile struct {
-	Path   string `json:"path"`
-	Action string `json:"action"`
-	Diff   string `json:"diff,omitempty"`
-}
-
-// initRun is one `init claude` run once its flags are read.
-type initRun struct {
-	c       *cli.Context
-	env     initclaude.Env
-	target  initclaude.Target
-	opts    initclaude.Options
-	claude  string // the claude binary, "" when not found
-	version initclaude.Version
-	known   bool // version was found
-	rep     initReport
-}
-
 func initClaude(c *cli.Context) error {
 	if err := exactArgs(c, 0); err != nil {
 		return err
 	}
-	r := &initRun{c: c}
-	if err := r.setup(); err != nil {
+	o, err := initOptions(c)
+	if err != nil {
 		return err
 	}
+	var rep initclaude.Result
 	switch {
 	case c.Bool("check"):
-		return r.check()
+		if rep, err = initclaude.Check(c.Context, o); err != nil {
+			return err
+		}
+		if err := printInit(c, &rep); err != nil {
+			return err
+		}
+		return checkExit(&rep)
 	case c.Bool("remove"):
-		return r.remove()
+		rep, err = initclaude.Remove(c.Context, o)
 	default:
-		return r.install()
+		rep, err = initclaude.Install(c.Context, o)
 	}
+	if err != nil {
+		return err
+	}
+	return printInit(c, &rep)
 }
 
-// setup reads and checks the flags and resolves the target.
-func (r *initRun) setup() error {
-	c := r.c
+// initOptions reads and checks the flags of `init claude`.
+func initOptions(c *cli.Context) (initclaude.InstallOptions, error) {
+	var o initclaude.InstallOptions
 	for _, pair := range [][2]string{{"check", "remove"}, {"check", "dry-run"}, {"wake", "no-wake"}} {
 		if c.IsSet(pair[0]) && c.IsSet(pair[1]) {
-			return usageError(c, "--%s and --%s exclude each other", pair[0], pair[1])
+			return o, usageError(c, "--%s and --%s exclude each other", pair[0], pair[1])
 		}
 	}
 	scope := initclaude.Scope(c.String("scope"))
 	if c.IsSet("settings") {
 		if c.IsSet("scope") {
-			return usageError(c, "--settings FILE is a scope of its own: drop --scope")
+			return o, usageError(c, "--settings FILE is a scope of its own: drop --scope")
 		}
 		scope = initclaude.ScopeSettings
 	}
@@ -201,42 +167,41 @@ func (r *initRun) setup() error {
 	case initclaude.ScopeLocal, initclaude.ScopeProject, initclaude.ScopeUser, initclaude.ScopePlugin:
 	case initclaude.ScopeSettings:
 		if !c.IsSet("settings") {
-			return usageError(c, "invalid --scope %q: use --settings FILE", c.String("scope"))
+			return o, usageError(c, "invalid --scope %q: use --settings FILE", c.String("scope"))
 		}
 	default:
-		return usageError(c, "invalid --scope %q: local, project, user or plugin", c.String("scope"))
+		return o, usageError(c, "invalid --scope %q: local, project, user or plugin", c.String("scope"))
 	}
 	if scope == initclaude.ScopePlugin && c.String("out") == "" {
-		return usageError(c, "--scope plugin needs --out DIR")
+		return o, usageError(c, "--scope plugin needs --out DIR")
 	}
 	if scope != initclaude.ScopePlugin && c.IsSet("out") {
-		return usageError(c, "--out is for --scope plugin")
+		return o, usageError(c, "--out is for --scope plugin")
 	}
 	if scope == initclaude.ScopePlugin && c.Bool("claude-md") {
-		return usageError(c, "--claude-md is not for a plugin (the plugin has the skill)")
+		return o, usageError(c, "--claude-md is not for a plugin (the plugin has the skill)")
 	}
 	team, member := c.String("team"), c.String("member")
 	if c.Bool("lead") {
 		if member != "" && member != teambus.Lead {
-			return usageError(c, "--lead is member %s: drop --member %s", teambus.Lead, member)
+			return o, usageError(c, "--lead is member %s: drop --member %s", teambus.Lead, member)
 		}
 		if team == "" {
-			return usageError(c, "--lead needs --team")
+			return o, usageError(c, "--lead needs --team")
 		}
 		member = teambus.Lead
 	}
 	if (team == "") != (member == "") {
-		return usageError(c, "--team and --member go together (or --lead --team T)")
+		return o, usageError(c, "--team and --member go together (or --lead --team T)")
 	}
 	if team != "" {
 		if err := teambus.ValidateID("team", team); err != nil {
-			return err
+			return o, err
 		}
 		if err := teambus.ValidateID("member", member); err != nil {
-			return err
+			return o, err
 		}
 	}
-	lead := member == teambus.Lead
 	wake := initclaude.WakeAll
 	if v, ok := c.Value("wake").(initclaude.Wake); ok && v != "" {
 		wake = v
@@ -244,435 +209,85 @@ func (r *initRun) setup() error {
 	if c.Bool("no-wake") {
 		wake = initclaude.WakeOff
 	}
-	if wake == initclaude.WakeAll {
-		wake = ""
-	}
 	cwd, err := os.Getwd()
 	if err != nil {
-		return fmt.Errorf("working directory: %w", err)
+		return o, fmt.Errorf("working directory: %w", err)
 	}
 	home, _ := os.UserHomeDir()
 	claudeDir := os.Getenv("CLAUDE_CONFIG_DIR")
 	if claudeDir == "" {
 		if home == "" {
-			return usageError(c, "no home directory: set HOME or CLAUDE_CONFIG_DIR")
+			return o, usageError(c, "no home directory: set HOME or CLAUDE_CONFIG_DIR")
 		}
 		claudeDir = filepath.Join(home, ".claude")
 	}
-	r.env = initclaude.Env{Cwd: cwd, Home: home, ClaudeDir: claudeDir}
-	r.target, err = initclaude.Resolve(c.Context, r.env, scope, c.String("settings"), c.String("out"))
-	if err != nil {
-		return teambus.Invalidf("init claude: %w", err)
-	}
-	r.detectClaude()
-	o := initclaude.Options{
-		Lead: lead, Wake: wake, Autonomous: c.Bool("autonomous"),
-		ShellForm: c.Bool("shell-form"),
-	}
-	if r.known && r.version.Less(initclaude.ExecFormClaude) && !o.ShellForm {
-		o.ShellForm = true
-		r.warn("Claude Code %s has no exec form (2.1.139): writing the shell form", r.version)
-	}
-	if r.known && r.version.Less(initclaude.BatchClaude) {
-		o.PostToolUse = true
-	}
-	if o.Autonomous && lead {
-		o.Autonomous = false
-		r.warn("--autonomous is for teammates: the lead's Stop hook never blocks")
-	}
-	if team != "" {
-		switch {
-		case r.target.MayBake:
-			o.Team, o.Member = team, member
-		case scope == initclaude.ScopeLocal && c.Bool("force"):
-			o.Team, o.Member = team, member
-			r.warn("%d worktrees share %s: every worktree's session is %s/%s (--force)", r.target.Worktrees, r.target.Settings, team, member)
-		case scope == initclaude.ScopeLocal && !c.Bool("check") && !c.Bool("remove"):
-			return teambus.Invalidf("init claude: the repository has %d worktrees and Claude Code reads %s from all of them, so a baked identity would be shared: use --scope project with TEAMBUS_TEAM=%s TEAMBUS_MEMBER=%s claude, or --settings FILE, or --force", r.target.Worktrees, r.target.Settings, team, member)
+	bin := c.String("bin")
+	if bin != "" && bin != "teambus" && !filepath.IsAbs(bin) {
+		a, err := filepath.Abs(bin)
+		if err != nil {
+			return o, usageError(c, "invalid --bin %q: %v", bin, err)
 		}
+		bin = a
 	}
-	if o.Team != "" {
-		// The bus location goes with the identity: a claude started from
-		// a terminal without this TEAMBUS_DIR (or TEAMBUS_SERVER) still
-		// reaches the bus.
-		if o.Bus, err = bakedBus(c); err != nil {
-			return err
+	return initclaude.InstallOptions{
+		Env:   initclaude.Env{Cwd: cwd, Home: home, ClaudeDir: claudeDir},
+		Scope: scope, Settings: c.String("settings"), Out: c.String("out"),
+		Team: team, Member: member, Lead: member == teambus.Lead,
+		Wake: wake, Autonomous: c.Bool("autonomous"), ShellForm: c.Bool("shell-form"),
+		MCP: c.Bool("mcp"), ClaudeMD: c.Bool("claude-md"), Skill: c.Bool("skill"),
+		Force: c.Bool("force"), DryRun: c.Bool("dry-run"),
+		Bin: bin, Version: buildVersion(),
+		Given:      c.IsSet,
+		BakedBus:   func() (string, error) { return bakedBus(c) },
+		BusNamed:   c.IsSet("dir") || c.IsSet("server"),
+		DefaultBus: defaultDir(),
+		OpenBus:    func(ctx context.Context) (initclaude.Bus, func(), error) { return openInitBus(c) },
+	}, nil
+}
+
+// printInit writes the report: JSON with --json, else lines.
+func printInit(c *cli.Context, rep *initclaude.Result) error {
+	w := c.App.Writer
+	if c.Bool("json") {
+		if rep.Files == nil {
+			rep.Files = []initclaude.File{}
 		}
-	}
-	bin, err := r.bin()
-	if err != nil {
-		if !c.Bool("remove") && !c.Bool("check") {
-			return err
+		if rep.Warnings == nil {
+			rep.Warnings = []string{}
 		}
-		bin = "teambus" // remove and check need no binary of their own
+		return printJSON(w, rep)
 	}
-	o.Bin = bin
-	if err := o.Validate(); err != nil {
-		return teambus.Invalidf("init claude: %w", err)
+	for _, warn := range rep.Warnings {
+		fmt.Fprintf(c.App.ErrWriter, "teambus: warning: %s\n", teambus.OneLine(warn, 400))
 	}
-	r.opts = o
-	r.rep = initReport{Scope: string(scope), Settings: r.target.Settings, Warnings: r.rep.Warnings, Options: o}
-	if scope == initclaude.ScopePlugin {
-		r.rep.Settings = r.target.Dir
-	}
-	if o.Team != "" {
-		r.rep.Identity = o.Team + "/" + o.Member
-	}
-	if r.known {
-		r.rep.Claude = r.version.String()
-	}
-	return nil
-}
-
-// bin is the binary the handlers run: --bin, else for local and --settings
-// the absolute path of teambus-client beside this binary when it is there,
-// else of this binary; else the bare teambus.
-func (r *initRun) bin() (string, error) {
-	if b := r.c.String("bin"); b != "" {
-		if b != "teambus" && !filepath.IsAbs(b) {
-			a, err := filepath.Abs(b)
-			if err != nil {
-				return "", usageError(r.c, "invalid --bin %q: %v", b, err)
-			}
-			b = a
-		}
-		return b, nil
-	}
-	switch r.target.Scope {
-	case initclaude.ScopeLocal, initclaude.ScopeSettings:
-	default:
-		return "teambus", nil
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("find this binary: %w (pass --bin)", err)
-	}
-	if resolved, err := filepath.EvalSymlinks(exe); err == nil {
-		exe = resolved
-	}
-	switch filepath.Base(exe) {
-	case initclaude.ClientBinary:
-		return exe, nil
-	case "teambus":
-		// The client build beside it starts faster and makes smaller
-		// sidecars: the handlers run it when it is there.
-		if c := filepath.Join(filepath.Dir(exe), initclaude.ClientBinary); proc.IsExecutable(c) {
-			return c, nil
-		}
-		return exe, nil
-	}
-	return "", teambus.Invalidf("init claude: this binary is %s, not named teambus: pass --bin PATH of the teambus binary", exe)
-}
-
-// detectClaude finds the claude binary (TEAMBUS_CLAUDE_BIN, else claude on
-// PATH) and its version (TEAMBUS_CLAUDE_VERSION, else `claude --version`).
-func (r *initRun) detectClaude() {
-	bin := os.Getenv("TEAMBUS_CLAUDE_BIN")
-	if bin == "" {
-		bin, _ = exec.LookPath("claude")
-	} else if _, err := os.Stat(bin); err != nil {
-		bin = ""
-	}
-	r.claude = bin
-	if v := os.Getenv("TEAMBUS_CLAUDE_VERSION"); v != "" {
-		r.version, r.known = initclaude.ParseVersion(v)
-		return
-	}
-	if bin == "" || r.c.Bool("remove") {
-		return // a removal does not depend on the version
-	}
-	ctx, cancel := context.WithTimeout(r.c.Context, 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, "--version").Output()
-	if err != nil {
-		r.warn("%s --version failed: %v", bin, err)
-		return
-	}
-	r.version, r.known = initclaude.ParseVersion(string(out))
-}
-
-func (r *initRun) warn(format string, args ...any) {
-	r.rep.Warnings = append(r.rep.Warnings, fmt.Sprintf(format, args...))
-}
-
-// install writes (or with --dry-run shows) the installation.
-func (r *initRun) install() error {
-	c := r.c
-	if r.known && r.version.Less(initclaude.MinClaude) && !c.Bool("force") {
-		return teambus.Invalidf("init claude: Claude Code %s ignores a whole settings file naming an event it does not know (before 2.1.101): upgrade Claude Code, or pass --force", r.version)
-	}
-	if r.known && r.version.Less(initclaude.PidClaude) {
-		r.warn("Claude Code %s predates 2.1.214 (no CLAUDE_PID, no SessionStart fork): upgrade for reliable identity", r.version)
-	}
-	plan, err := initclaude.PlanInstall(initclaude.Config{
-		Target: r.target, Options: r.opts, MCP: c.Bool("mcp"),
-		ClaudeMD: c.Bool("claude-md"), Skill: c.Bool("skill"), Force: c.Bool("force"),
-		Version: buildVersion(),
-	})
-	if err != nil {
-		return planError(err)
-	}
-	r.rep.Action = "install"
-	r.rep.Warnings = append(r.rep.Warnings, plan.Warnings...)
-	r.binWarnings()
-	if r.target.Scope == initclaude.ScopeLocal && len(plan.Changes) > 0 && plan.Changes[0].Old == nil && r.target.Worktrees > 0 &&
-		!initclaude.GitIgnored(c.Context, r.target.Settings) {
-		r.warn("%s is not ignored by git: add it to .gitignore (it is personal)", r.target.Settings)
-	}
-	if c.Bool("mcp") && r.mcpByClaude() {
-		r.registerMCP()
-	}
-	if c.String("team") != "" {
-		// A typo installs hooks that never bind: say so now.
-		r.checkBus(nil)
-	}
-	r.rep.Launch = r.launch()
-	return r.finish(plan)
-}
-
-// remove takes the installation out (or shows it with --dry-run).
-func (r *initRun) remove() error {
-	plan, err := initclaude.PlanRemove(r.target)
-	if err != nil {
-		return planError(err)
-	}
-	r.rep.Action = "remove"
-	r.rep.Warnings = append(r.rep.Warnings, plan.Warnings...)
-	// The MCP server teambus registered goes too, --mcp or not.
-	if r.mcpByClaude() {
-		if reg, ok := r.registration(); ok && reg.Owned() {
-			r.mcpCommand([]string{"mcp", "remove", "--scope", mcpScope(r.target.Scope), "teambus"})
-		} else if ok {
-			r.warn("the MCP server named teambus (%s) was not registered by teambus: left as it is", reg.Command)
-		}
-	}
-	return r.finish(plan)
-}
-
-// planError classifies a planning error: a file teambus will not edit is
-// bad input (exit 2).
-func planError(err error) error {
-	if errors.Is(err, initclaude.ErrNotJSON) || errors.Is(err, initclaude.ErrForeignEntry) {
-		return teambus.Invalidf("init claude: %w; nothing was written", err)
-	}
-	return err
-}
-
-// finish applies the plan (unless --dry-run) and prints the report.
-func (r *initRun) finish(plan initclaude.Plan) error {
-	dry := r.c.Bool("dry-run")
-	if dry {
-		r.rep.Action = "dry-run " + r.rep.Action
-	}
-	for _, ch := range plan.Changes {
-		act := ch.Action()
-		if act == initclaude.Unchanged && ch.Old == nil {
-			continue // nothing there, nothing to do
-		}
-		f := initFile{Path: ch.Path, Action: string(act)}
-		if dry && act != initclaude.Unchanged {
-			f.Diff = initclaude.Diff(ch.Path, ch.Old, ch.New)
-		}
-		r.rep.Files = append(r.rep.Files, f)
-	}
-	if !dry {
-		if err := plan.Apply(); err != nil {
-			return err
-		}
-		for _, ch := range plan.Changes {
-			if ch.Backup && ch.Old != nil && ch.Action() != initclaude.Unchanged {
-				if _, err := os.Stat(ch.Path + initclaude.BackupSuffix); err == nil {
-					r.rep.Files = append(r.rep.Files, initFile{Path: ch.Path + initclaude.BackupSuffix, Action: "backup"})
-				}
-			}
-		}
-		r.runCommands()
-	}
-	return r.print()
-}
-
-// mcpCommand records a claude command to run (or print).
-func (r *initRun) mcpCommand(args []string) {
-	r.rep.Commands = append(r.rep.Commands, strings.Join(append([]string{"claude"}, shellQuote(args)...), " "))
-}
-
-// runCommands runs the recorded claude commands when claude is installed;
-// otherwise they stay in the report for the user to run.
-func (r *initRun) runCommands() {
-	if r.claude == "" || len(r.rep.Commands) == 0 {
-		if len(r.rep.Commands) > 0 {
-			r.warn("claude is not on PATH: run the command(s) below yourself")
-		}
-		return
-	}
-	var left []string
-	for _, line := range r.rep.Commands {
-		args := strings.Fields(line)[1:]
-		for i, a := range args {
-			args[i] = strings.Trim(a, "'")
-		}
-		ctx, cancel := context.WithTimeout(r.c.Context, 30*time.Second)
-		out, err := exec.CommandContext(ctx, r.claude, args...).CombinedOutput()
-		cancel()
-		if err != nil && !bytes.Contains(out, []byte("already exists")) && !bytes.Contains(out, []byte("No MCP server")) {
-			r.warn("%s failed: %v: %s", line, err, strings.TrimSpace(string(out)))
-			left = append(left, line)
-			continue
-		}
-		r.rep.Ran = append(r.rep.Ran, line)
-	}
-	r.rep.Commands = left
-}
-
-// mcpByClaude says whether the scope's MCP server is registered with
-// `claude mcp add` (local, user, --settings) rather than written into a
-// file (.mcp.json of the project, the plugin).
-func (r *initRun) mcpByClaude() bool {
-	return r.target.Scope != initclaude.ScopeProject && r.target.Scope != initclaude.ScopePlugin
-}
-
-// registration is the MCP server named teambus Claude Code has at the
-// scope of the target, read from its state file.
-func (r *initRun) registration() (initclaude.Registration, bool) {
-	data, err := os.ReadFile(initclaude.ClaudeJSON(r.env))
-	if err != nil {
-		return initclaude.Registration{}, false
-	}
-	scope := initclaude.ScopeUser
-	if mcpScope(r.target.Scope) == "local" {
-		scope = initclaude.ScopeLocal
-	}
-	return initclaude.FindRegistration(data, scope, r.mcpProjects()...)
-}
-
-// mcpProjects are the project keys Claude Code may file a local-scope
-// server under: the worktree's root and the repository's main root.
-func (r *initRun) mcpProjects() []string {
-	ps := []string{r.target.ProjectRoot}
-	if main := filepath.Dir(filepath.Dir(r.target.Settings)); r.target.Scope == initclaude.ScopeLocal && main != r.target.ProjectRoot {
-		ps = append(ps, main)
-	}
-	return ps
-}
-
-// registerMCP records the claude commands that make the teambus MCP
-// server current at the scope: bound to the member and the bus the hooks
-// are (MCPArgs); an older registration of teambus's is replaced, one of
-// someone else is left alone.
-func (r *initRun) registerMCP() {
-	args := initclaude.MCPArgs(r.opts)
-	scope := mcpScope(r.target.Scope)
-	reg, ok := r.registration()
-	switch {
-	case ok && !reg.Owned():
-		r.warn("an MCP server named teambus that teambus did not register is there (%s): left as it is; remove it with `claude mcp remove --scope %s teambus` and rerun", reg.Command, scope)
-		return
-	case ok && reg.Same(r.opts.Bin, args):
-		return
-	case ok:
-		r.mcpCommand([]string{"mcp", "remove", "--scope", scope, "teambus"})
-	}
-	r.mcpCommand(append([]string{"mcp", "add", "--scope", scope, "teambus", "--", r.opts.Bin}, args...))
-}
-
-func mcpScope(s initclaude.Scope) string {
-	if s == initclaude.ScopeUser {
-		return "user"
-	}
-	return "local"
-}
-
-// shellQuote quotes args that a shell would split.
-func shellQuote(args []string) []string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		if a == "" || strings.ContainsAny(a, " \t'\"$`\\|&;<>()*?[]#~") {
-			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-		out[i] = a
-	}
-	return out
-}
-
-// binWarnings warns when the handlers' binary can not be run.
-func (r *initRun) binWarnings() {
-	bin := r.opts.Bin
-	if bin == "teambus" {
-		if _, err := exec.LookPath("teambus"); err != nil {
-			r.warn("teambus is not on PATH: Claude Code runs the bare `teambus` in this scope; install it on PATH")
-		}
-		return
-	}
-	if fi, err := os.Stat(bin); err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
-		r.warn("%s is not an executable file: the hooks would not run", bin)
-	}
-}
-
-// launch is the command line that starts a member session after install.
-func (r *initRun) launch() string {
-	team, member := r.c.String("team"), r.c.String("member")
-	if r.opts.Lead {
-		member = teambus.Lead
-	}
-	env := ""
-	if team != "" && r.opts.Team == "" {
-		env = "TEAMBUS_TEAM=" + team + " TEAMBUS_MEMBER=" + member + " "
-	} else if r.opts.Team == "" {
-		env = "TEAMBUS_TEAM=<team> TEAMBUS_MEMBER=<member> "
-	}
-	switch r.target.Scope {
-	case initclaude.ScopeSettings:
-		return env + "claude --settings " + shellQuote([]string{r.target.Settings})[0]
-	case initclaude.ScopePlugin:
-		return env + "claude --plugin-dir " + shellQuote([]string{r.target.Dir})[0]
-	default:
-		return env + "claude"
-	}
-}
-
-// print writes the report: JSON with --json, else lines.
-func (r *initRun) print() error {
-	w := r.c.App.Writer
-	if r.c.Bool("json") {
-		if r.rep.Files == nil {
-			r.rep.Files = []initFile{}
-		}
-		if r.rep.Warnings == nil {
-			r.rep.Warnings = []string{}
-		}
-		return printJSON(w, r.rep)
-	}
-	for _, warn := range r.rep.Warnings {
-		fmt.Fprintf(r.c.App.ErrWriter, "teambus: warning: %s\n", teambus.OneLine(warn, 400))
-	}
-	if r.rep.Action == "check" {
-		return r.printCheck(w)
+	if rep.Action == "check" {
+		return printCheck(w, rep)
 	}
 	who := "identity from TEAMBUS_TEAM/TEAMBUS_MEMBER"
-	if r.rep.Identity != "" {
-		who = "identity " + r.rep.Identity + " baked in"
+	if rep.Identity != "" {
+		who = "identity " + rep.Identity + " baked in"
 	}
-	if strings.HasSuffix(r.rep.Action, "remove") {
+	if strings.HasSuffix(rep.Action, "remove") {
 		who = "everything teambus wrote"
 	}
-	fmt.Fprintf(w, "teambus init claude (%s): %s scope, %s\n", r.rep.Action, r.rep.Scope, who)
-	if len(r.rep.Files) == 0 {
+	fmt.Fprintf(w, "teambus init claude (%s): %s scope, %s\n", rep.Action, rep.Scope, who)
+	if len(rep.Files) == 0 {
 		fmt.Fprintln(w, "  nothing to do")
 	}
-	for _, f := range r.rep.Files {
+	for _, f := range rep.Files {
 		fmt.Fprintf(w, "  %-9s %s\n", f.Action, f.Path)
 		if f.Diff != "" {
 			io.WriteString(w, indentLines(f.Diff, "    "))
 		}
 	}
-	for _, cmd := range r.rep.Ran {
+	for _, cmd := range rep.Ran {
 		fmt.Fprintf(w, "  ran       %s\n", cmd)
 	}
-	for _, cmd := range r.rep.Commands {
+	for _, cmd := range rep.Commands {
 		fmt.Fprintf(w, "run: %s\n", cmd)
 	}
-	if r.rep.Launch != "" && !strings.HasPrefix(r.rep.Action, "dry-run") {
-		fmt.Fprintf(w, "start a member session: %s\n", r.rep.Launch)
+	if rep.Launch != "" && !strings.HasPrefix(rep.Action, "dry-run") {
+		fmt.Fprintf(w, "start a member session: %s\n", rep.Launch)
 	}
 	return nil
 }

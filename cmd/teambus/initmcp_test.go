@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/teambus/teambus/agent/initclaude"
 	"github.com/teambus/teambus/internal/claudetest"
 )
 
@@ -52,7 +53,7 @@ func TestInitClaude_MCPRegistrationRealClaude(t *testing.T) {
 	}
 	r = runCLI(t, append([]string{"init", "claude", "--check", "--json", "--bin", bin}, dir...)...)
 	var rep struct {
-		MCP []checkMCP `json:"mcp"`
+		MCP []initclaude.MCPServer `json:"mcp"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 0 || len(rep.MCP) != 1 || rep.MCP[0].Identity != "alpha/tm1" || !rep.MCP[0].Owned || rep.MCP[0].Scope != "local" {
 		t.Fatalf("--check: exit %d, %+v %v\n%s", r.code, rep.MCP, err, r.stdout)
