@@ -1,7 +1,14 @@
-// Package initclaude is the file logic of `teambus init claude`: which hook handlers teambus installs, how they are
-// merged into a Claude Code settings file and taken out again, the optional
-// MCP entry, CLAUDE.md block and skill, and the plugin layout. It knows
-// nothing about flags or the bus; cmd/teambus/init.go drives it.
+// Package initclaude is `teambus init claude`: which hook handlers teambus
+// installs, how they are merged into a Claude Code settings file and taken
+// out again, the optional MCP entry, CLAUDE.md block and skill, the plugin
+// layout, and the installer that puts them together (installer.go,
+// installcheck.go): Install, Check and Remove take an InstallOptions (the
+// scope, the identity, the choices, and where the user is) and return a
+// Result to report. They find Claude Code and its version, plan and apply
+// the changes, register the MCP server through `claude mcp`, and ask the
+// bus whether the team and member exist through the Bus the caller passes.
+// It knows nothing about flags or the connection; cmd/teambus/init.go reads
+// the flags into InstallOptions and prints the Result.
 //
 // # Handlers
 //
