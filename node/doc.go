@@ -127,7 +127,7 @@
 //
 // # The team service
 //
-// The team service answers the member API (package member) on the service
+// The team service answers the member API (package teamapi) on the service
 // subjects of the data account, tbsvc.<team>.<verb>, as a nats.go micro
 // service in a queue group, so every node of a cluster (and every
 // `teambus serve` beside an external NATS) shares the load.
