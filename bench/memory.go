@@ -10,9 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/teambus/teambus/node/credstore"
+
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/team"
 	memberapi "github.com/teambus/teambus/teamapi"
 )
@@ -295,7 +296,7 @@ func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
 	viaService := make([]beatFunc, n)
 	if err := inParallel(ctx, 8, n, func(i int) error {
 		teamID, member := where(i)
-		cr, err := node.IssueCreds(ctx, conn, teamID, member, []string{d.URL})
+		cr, err := credstore.IssueCreds(ctx, conn, teamID, member, []string{d.URL})
 		if err != nil {
 			return err
 		}

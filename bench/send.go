@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/teambus/teambus/node/credstore"
+
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
@@ -272,7 +274,7 @@ const serviceWindow = 256
 // TCP and returns its team service client; the connection closes with
 // conn's node.
 func memberClient(ctx context.Context, conn *bus.Conn, nd *node.Node, a team.Actor) (*teamapi.Client, error) {
-	cr, err := node.IssueCreds(ctx, conn, a.Team, a.Member, []string{nd.URL()})
+	cr, err := credstore.IssueCreds(ctx, conn, a.Team, a.Member, []string{nd.URL()})
 	if err != nil {
 		return nil, err
 	}
@@ -470,7 +472,7 @@ func (r *run) clientKinds(ctx context.Context, nd *node.Node, teamID, member str
 		return "", "", err
 	}
 	defer conn.Close()
-	cr, err := node.IssueCreds(ctx, conn, teamID, member, []string{nd.URL()})
+	cr, err := credstore.IssueCreds(ctx, conn, teamID, member, []string{nd.URL()})
 	if err != nil {
 		return "", "", err
 	}

@@ -213,6 +213,14 @@ func realClaudeRespawn(t *testing.T, crossHost bool) {
 		e.timeline(t, "alpha", killed)
 	}
 
+	// The event is appended after the record is written: wait for it,
+	// then make sure it is the only one.
+	e.waitFor(30*time.Second, "the task.completed event", func() error {
+		if c := len(e.events("alpha", eventlog.EvTaskCompleted)); c == 0 {
+			return fmt.Errorf("no task.completed event yet")
+		}
+		return nil
+	})
 	if c := len(e.events("alpha", eventlog.EvTaskCompleted)); c != 1 {
 		t.Errorf("%d task.completed events, want 1", c)
 	}

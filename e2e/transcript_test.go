@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -33,10 +34,12 @@ func TestClaude_Real_TranscriptResumesAfterKill(t *testing.T) {
 	ctx := context.Background()
 	const marker = "MARKER-BEFORE-THE-KILL-7f3a"
 
-	var cmd *exec.Cmd
+	// The process is set after Start; the API's handler runs on its own
+	// goroutine, so it reads it through an atomic.
+	var proc atomic.Pointer[os.Process]
 	api := &fakeAPI{onRequest: func(n int) {
-		if n == 1 {
-			_ = cmd.Process.Signal(syscall.SIGKILL)
+		if p := proc.Load(); n == 1 && p != nil {
+			_ = p.Signal(syscall.SIGKILL)
 		}
 	}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -53,7 +56,7 @@ func TestClaude_Real_TranscriptResumesAfterKill(t *testing.T) {
 			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1", "TEAMBUS_DIR="+e.node.Dir(),
 			"TEAMBUS_TEAM=", "TEAMBUS_MEMBER=", "TEAMBUS_SESSION=", "TEAMBUS_NO_SIDECAR=1")
 	}
-	cmd = exec.Command(claude, "-p", marker+": say hi with the Bash tool", "--settings", simSettingsFile(t, "alpha", "tm1"), "--allowedTools", "Bash(echo *)")
+	cmd := exec.Command(claude, "-p", marker+": say hi with the Bash tool", "--settings", simSettingsFile(t, "alpha", "tm1"), "--allowedTools", "Bash(echo *)")
 	cmd.Dir = project
 	cmd.Env = claudeEnv(home, ln.Addr().String())
 	var errb bytes.Buffer
@@ -61,6 +64,7 @@ func TestClaude_Real_TranscriptResumesAfterKill(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	proc.Store(cmd.Process)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/teambus/teambus/node/credstore"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -116,7 +118,7 @@ func newIsoWorld(t *testing.T) *isoWorld {
 		}
 	}
 	w.traffic(ctx, "setup", true)
-	cr, err := node.IssueCreds(ctx, op, "alpha", "tm1", []string{n.URL()})
+	cr, err := credstore.IssueCreds(ctx, op, "alpha", "tm1", []string{n.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -626,7 +628,7 @@ func (n names) targets() []target {
 		for _, key := range []string{"member.tm1", "member.tm2", "lead"} {
 			add("$KV.TBH_"+tm+"."+key, []byte(attackMark))
 		}
-		add("$KV."+node.AuthBucket+"."+tm+".tm2", []byte(`{"sha256":"`+attackMark+`"}`))
+		add("$KV."+credstore.AuthBucket+"."+tm+".tm2", []byte(`{"sha256":"`+attackMark+`"}`))
 		for _, v := range verbs {
 			add("tbsvc."+tm+"."+v, verbPayload(v))
 		}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/teambus/teambus/node/credstore"
+
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -164,7 +166,7 @@ func (a *authenticator) verify(team, member, password string) bool {
 	if err != nil {
 		return false
 	}
-	e, err := kv.Get(ctx, AuthKey(team, member))
+	e, err := kv.Get(ctx, credstore.AuthKey(team, member))
 	if err != nil {
 		if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			a.log.Warn("credential lookup failed", "user", bus.MemberUser(team, member), "err", err)
@@ -174,7 +176,7 @@ func (a *authenticator) verify(team, member, password string) bool {
 		}
 		return false
 	}
-	return PasswordMatches(e.Value(), team, member, password)
+	return credstore.PasswordMatches(e.Value(), team, member, password)
 }
 
 // bucket returns AuthBucket: jetstream.ErrBucketNotFound while no
@@ -190,7 +192,7 @@ func (a *authenticator) bucket(ctx context.Context) (jetstream.KeyValue, error) 
 	if js == nil {
 		return nil, errors.New("node not attached")
 	}
-	kv, err := OpenAuthBucket(ctx, js)
+	kv, err := credstore.OpenAuthBucket(ctx, js)
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +224,7 @@ func (a *authenticator) attach(ctx context.Context, s *server.Server, nc *nats.C
 		return nil, err
 	}
 	created := make(chan struct{}, 1)
-	sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.STREAM.CREATED.KV_"+AuthBucket, func(*nats.Msg) {
+	sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.STREAM.CREATED.KV_"+credstore.AuthBucket, func(*nats.Msg) {
 		select {
 		case created <- struct{}{}:
 		default:

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/teambus/teambus/node/credstore"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/teambus/teambus"
@@ -60,7 +62,7 @@ func newSecEnv(t *testing.T) *secEnv {
 			}
 		}
 	}
-	cr, err := node.IssueCreds(ctx, c, "alpha", "tm1", []string{n.URL()})
+	cr, err := credstore.IssueCreds(ctx, c, "alpha", "tm1", []string{n.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -514,7 +516,7 @@ func TestMemberCreds_RestartRotateRevoke(t *testing.T) {
 	ctx := testCtx(t)
 
 	// Issuing again replaces the password: the old one is refused.
-	cr2, err := node.IssueCreds(ctx, admin, "alpha", "tm1", []string{n.URL()})
+	cr2, err := credstore.IssueCreds(ctx, admin, "alpha", "tm1", []string{n.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -535,7 +537,7 @@ func TestMemberCreds_RestartRotateRevoke(t *testing.T) {
 	defer m2.Close()
 
 	// Revoking closes the open connections and refuses new ones.
-	if err := node.RevokeCreds(ctx, admin, "alpha", "tm1"); err != nil {
+	if err := credstore.RevokeCreds(ctx, admin, "alpha", "tm1"); err != nil {
 		t.Fatal(err)
 	}
 	bustest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
@@ -547,7 +549,7 @@ func TestMemberCreds_RestartRotateRevoke(t *testing.T) {
 	if _, err := bus.Connect(ctx, bus.ConnectConfig{Creds: file2, Timeout: time.Second}); err == nil {
 		t.Error("a revoked credential connects")
 	}
-	if err := node.RevokeCreds(ctx, admin, "alpha", "tm1"); err != nil {
+	if err := credstore.RevokeCreds(ctx, admin, "alpha", "tm1"); err != nil {
 		t.Errorf("revoking twice: %v", err)
 	}
 }
@@ -558,7 +560,7 @@ func TestIssueCreds_InvalidIDs(t *testing.T) {
 	for _, tt := range []struct{ team, member string }{
 		{"alpha", "*"}, {"alpha", ">"}, {"al.pha", "tm1"}, {"alpha", "tm.1"}, {"*", "tm1"}, {"alpha", ""}, {"", "tm1"}, {"alpha", teambus.All},
 	} {
-		if _, err := node.IssueCreds(testCtx(t), c, tt.team, tt.member, nil); !errors.Is(err, teambus.ErrInvalid) {
+		if _, err := credstore.IssueCreds(testCtx(t), c, tt.team, tt.member, nil); !errors.Is(err, teambus.ErrInvalid) {
 			t.Errorf("IssueCreds(%q, %q) = %v, want ErrInvalid", tt.team, tt.member, err)
 		}
 	}

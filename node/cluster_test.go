@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/teambus/teambus/node/credstore"
+
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/bus/bustest"
@@ -113,7 +115,7 @@ func TestCluster_TeamReplicatedAndMemberCreds(t *testing.T) {
 			t.Errorf("%s has %d replicas, want 3", name, info.Config.Replicas)
 		}
 	}
-	cr, err := node.IssueCreds(ctx, admin, "alpha", "tm1", []string{nodes[2].URL()})
+	cr, err := credstore.IssueCreds(ctx, admin, "alpha", "tm1", []string{nodes[2].URL()})
 	if err != nil {
 		t.Fatal(err)
 	}

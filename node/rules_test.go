@@ -4,11 +4,12 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/teambus/teambus/node/credstore"
+
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/mailbox"
-	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/teamapi"
@@ -40,7 +41,7 @@ func TestService_ShutdownRequestOnlyFromLead(t *testing.T) {
 		t.Fatalf("shutdown_response to the lead: %v", err)
 	}
 	// The lead's own credential may ask.
-	cr, err := node.IssueCreds(ctx, nodetest.Connect(t, e.node), "alpha", teambus.Lead, []string{e.node.URL()})
+	cr, err := credstore.IssueCreds(ctx, nodetest.Connect(t, e.node), "alpha", teambus.Lead, []string{e.node.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}

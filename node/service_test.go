@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/teambus/teambus/node/credstore"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/teambus/teambus"
@@ -52,7 +54,7 @@ func newEnv(t *testing.T) *env {
 			t.Fatal(err)
 		}
 	}
-	cr, err := node.IssueCreds(ctx, c, "alpha", "tm1", []string{n.URL()})
+	cr, err := credstore.IssueCreds(ctx, c, "alpha", "tm1", []string{n.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}

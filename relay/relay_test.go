@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/teambus/teambus/node/credstore"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/teambus/teambus"
@@ -49,7 +51,7 @@ func newEnv(t *testing.T) *env {
 	if _, err := svc.CreateTeam(ctx, "alpha", "", []team.MemberSpec{{ID: "tm1"}, {ID: "tm2"}}, teambus.DefaultPolicy()); err != nil {
 		t.Fatal(err)
 	}
-	cr, err := node.IssueCreds(ctx, c, "alpha", "tm1", []string{n.URL()})
+	cr, err := credstore.IssueCreds(ctx, c, "alpha", "tm1", []string{n.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/teambus/teambus/node/credstore"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/teambus/teambus"
@@ -118,7 +120,7 @@ func member(m string) mcpserver.Identity {
 // 0600 file, as `teambus team creds alpha --member m` does.
 func (f *fixture) credsFile(m string) string {
 	f.t.Helper()
-	cr, err := node.IssueCreds(testCtx(f.t), f.conn, "alpha", m, []string{f.node.URL()})
+	cr, err := credstore.IssueCreds(testCtx(f.t), f.conn, "alpha", m, []string{f.node.URL()})
 	if err != nil {
 		f.t.Fatalf("issue credential of %s: %v", m, err)
 	}

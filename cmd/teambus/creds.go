@@ -7,11 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/teambus/teambus/node/credstore"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/node"
 )
 
 // teamCredsCommand is `teambus team creds T --member M`: issue (or revoke)
@@ -54,7 +55,7 @@ func teamCreds(c *cli.Context) error {
 	}
 	return withSession(c, func(s *session) error {
 		if c.Bool("revoke") {
-			if err := node.RevokeCreds(s.ctx, s.conn, teamID, member); err != nil {
+			if err := credstore.RevokeCreds(s.ctx, s.conn, teamID, member); err != nil {
 				return err
 			}
 			fmt.Fprintf(c.App.Writer, "revoked the credential of %s in team %s\n", member, teamID)
@@ -69,7 +70,7 @@ func teamCreds(c *cli.Context) error {
 				return err
 			}
 		}
-		cr, err := node.IssueCreds(s.ctx, s.conn, teamID, member, credsServers(c))
+		cr, err := credstore.IssueCreds(s.ctx, s.conn, teamID, member, credsServers(c))
 		if err != nil {
 			return err
 		}

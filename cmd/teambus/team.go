@@ -9,13 +9,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/teambus/teambus/node/credstore"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/mailbox"
-	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/spawn"
 	"github.com/teambus/teambus/team"
 )
@@ -400,7 +401,7 @@ func teamDelete(c *cli.Context, s *session, id string) error {
 		}
 	}
 	for _, m := range who {
-		if err := node.RevokeCreds(s.ctx, s.conn, id, m); err != nil {
+		if err := credstore.RevokeCreds(s.ctx, s.conn, id, m); err != nil {
 			return err
 		}
 	}

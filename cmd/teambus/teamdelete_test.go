@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/teambus/teambus/node/credstore"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus"
@@ -102,7 +104,7 @@ func TestTeamDelete(t *testing.T) {
 	evOK(t, append([]string{"team", "create", "del", "--member", "tm1", "--member", "tm2"}, dir...)...)
 	conn := nodetest.Connect(t, n)
 	ctx := t.Context()
-	if _, err := node.IssueCreds(ctx, conn, "del", "tm1", nil); err != nil {
+	if _, err := credstore.IssueCreds(ctx, conn, "del", "tm1", nil); err != nil {
 		t.Fatal(err)
 	}
 	svc := team.New(conn.JS, team.Config{})
@@ -118,7 +120,7 @@ func TestTeamDelete(t *testing.T) {
 	if left := teamStreams(t, n, "del"); len(left) > 0 {
 		t.Errorf("delete left %v behind", left)
 	}
-	auth, err := conn.JS.KeyValue(context.WithoutCancel(ctx), node.AuthBucket)
+	auth, err := conn.JS.KeyValue(context.WithoutCancel(ctx), credstore.AuthBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
