@@ -200,18 +200,27 @@ func (l *Launcher) argv(ln Launch) ([]string, string, error) {
 	return append(argv, spec.Args...), settings, nil
 }
 
+// check refuses a spec this machine can not start: invalid, or its
+// working directory missing here.
+func (l *Launcher) check(spec Spec) error {
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(spec.Cwd); err != nil || !fi.IsDir() {
+		return teambus.Invalidf("working directory %s does not exist on this machine", spec.Cwd)
+	}
+	return nil
+}
+
 // Start starts the session of ln. Its process runs detached: its own
 // session (setsid), stdin /dev/null, output to the member's log (or in
 // its tmux window).
 func (l *Launcher) Start(ctx context.Context, ln Launch) (Started, error) {
-	if err := ln.Spec.Validate(); err != nil {
+	if err := l.check(ln.Spec); err != nil {
 		return Started{}, err
 	}
 	if strings.HasPrefix(ln.Prompt, "-") {
 		return Started{}, teambus.Invalidf("invalid prompt: it can not start with '-'")
-	}
-	if fi, err := os.Stat(ln.Spec.Cwd); err != nil || !fi.IsDir() {
-		return Started{}, teambus.Invalidf("working directory %s does not exist on this machine", ln.Spec.Cwd)
 	}
 	argv, settings, err := l.argv(ln)
 	if err != nil {

@@ -356,3 +356,54 @@ func TestRespawn_FailedStartTellsTheLead(t *testing.T) {
 		t.Errorf("%d notices to the lead, want 1: %+v", n, l.Messages)
 	}
 }
+
+// A requested start that fails changes nothing: a working directory
+// missing on this machine is refused before the claim (no record, no
+// event), and a start that fails after the claim puts the earlier record
+// back as it was.
+func TestSpawn_FailedStartChangesNothing(t *testing.T) {
+	f := newFixture(t, teambus.DefaultPolicy())
+	ctx := context.Background()
+	sp := f.spawner("")
+	bad := f.spec(t)
+	bad.Cwd = "/nonexistent/qa"
+	if _, _, err := sp.Spawn(ctx, spawn.Request{Spec: bad}); !errors.Is(err, teambus.ErrInvalid) {
+		t.Fatalf("missing cwd: %v, want ErrInvalid", err)
+	}
+	if rec, _, err := f.reg.Record(ctx, "alpha", "tm1"); !errors.Is(err, spawn.ErrNoRecord) {
+		t.Errorf("after a refused spawn: record %+v %v, want none", rec, err)
+	}
+	n := 0
+	_ = f.svc.Events("alpha").Replay(ctx, bus.EventFilter{Type: "member.spawn_failed"}, func(*bus.EventRecord) error { n++; return nil })
+	if n != 0 {
+		t.Errorf("%d member.spawn_failed events for bad input", n)
+	}
+
+	// The start itself fails (no such claude): no record is left behind.
+	noClaude := &spawn.Spawner{Reg: f.reg, Svc: f.svc, Launcher: &spawn.Launcher{Dir: f.dir, Bin: "/bin/true", Claude: "/nonexistent/claude"}}
+	claude := spawn.Spec{Team: "alpha", Member: "tm1", Cwd: t.TempDir(), Mode: spawn.Headless}
+	if _, _, err := noClaude.Spawn(ctx, spawn.Request{Spec: claude}); err == nil {
+		t.Fatal("a start of a missing claude succeeded")
+	}
+	if rec, _, err := f.reg.Record(ctx, "alpha", "tm1"); !errors.Is(err, spawn.ErrNoRecord) {
+		t.Errorf("after a failed first start: record %+v %v, want none", rec, err)
+	}
+
+	// With an earlier record, a failed forced start puts it back.
+	_, st, err := sp.Spawn(ctx, spawn.Request{Spec: f.spec(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reap(t, st)
+	before, _, err := f.reg.Record(ctx, "alpha", "tm1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := noClaude.Spawn(ctx, spawn.Request{Spec: claude, Force: true}); err == nil {
+		t.Fatal("a forced start of a missing claude succeeded")
+	}
+	after, _, err := f.reg.Record(ctx, "alpha", "tm1")
+	if err != nil || after.Starts != before.Starts || after.Spec.Agent != before.Spec.Agent || after.PID != before.PID || after.Epoch != before.Epoch {
+		t.Errorf("after a failed forced start: %+v %v, want the earlier %+v", after, err, before)
+	}
+}
