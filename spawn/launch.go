@@ -167,11 +167,24 @@ func (l *Launcher) Home() string {
 	return home
 }
 
+// simpleCommand reports whether cmd is plain words (a program and its
+// arguments) that the shell can exec: no operators, quotes, expansions or
+// assignments.
+func simpleCommand(cmd string) bool {
+	return strings.TrimSpace(cmd) != "" && !strings.ContainsAny(cmd, ";&|<>()$`\\\"'*?[]#~=%{}!\n\t")
+}
+
 // argv is the command line of a start, and the settings file it needs.
 func (l *Launcher) argv(ln Launch) ([]string, string, error) {
 	spec := ln.Spec
 	if !spec.Claude() {
-		return append([]string{"/bin/sh", "-c", spec.Agent + ` "$@"`, "teambus-agent"}, spec.Args...), "", nil
+		script := spec.Agent + ` "$@"`
+		if simpleCommand(spec.Agent) {
+			// The shell becomes the agent: the pid teambus watches and a
+			// kill -9 reach the agent itself, never leaving it orphaned.
+			script = "exec " + script
+		}
+		return append([]string{"/bin/sh", "-c", script, "teambus-agent"}, spec.Args...), "", nil
 	}
 	settings, err := WriteSettings(l.Dir, l.Bin, spec.Team, spec.Member, spec.Mode == Headless)
 	if err != nil {

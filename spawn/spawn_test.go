@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -405,5 +406,32 @@ func TestSpawn_FailedStartChangesNothing(t *testing.T) {
 	after, _, err := f.reg.Record(ctx, "alpha", "tm1")
 	if err != nil || after.Starts != before.Starts || after.Spec.Agent != before.Spec.Agent || after.PID != before.PID || after.Epoch != before.Epoch {
 		t.Errorf("after a failed forced start: %+v %v, want the earlier %+v", after, err, before)
+	}
+}
+
+// The pid teambus watches for an --agent that is a plain command is the
+// agent itself, not a shell around it: kill -9 of that pid leaves no
+// orphaned agent running beside its respawn.
+func TestSpawn_AgentPidIsTheAgent(t *testing.T) {
+	for agent, comm := range map[string]string{"sleep 30": "sleep", "sleep 30; true": "sh"} {
+		f := newFixture(t, teambus.DefaultPolicy())
+		spec := f.spec(t)
+		spec.Agent = agent
+		_, st, err := f.spawner("").Spawn(context.Background(), spawn.Request{Spec: spec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reap(t, st)
+		var got string
+		for range 3000 { // exec happens right after the start; a busy machine may take a while
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(st.PID) + "/comm")
+			if got = strings.TrimSpace(string(b)); got == comm {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got != comm {
+			t.Errorf("--agent %q: pid %d is %q, want %q", agent, st.PID, got, comm)
+		}
 	}
 }
