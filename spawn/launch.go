@@ -308,13 +308,13 @@ func (l *Launcher) startTmux(ctx context.Context, spec Spec, argv, env []string)
 		tmux = "tmux"
 	}
 	sess := TmuxSession(spec.Team)
+	// The window's identity goes in argv (-e); secrets never do: a window
+	// gets them from the tmux server's environment, which a server started
+	// here inherits from env.
 	var extra []string
-	for _, kv := range env {
-		if strings.HasPrefix(kv, "TEAMBUS_") {
-			extra = append(extra, "-e", kv)
-		}
+	for _, name := range []string{"TEAMBUS_DIR", "TEAMBUS_TEAM", "TEAMBUS_MEMBER", "TEAMBUS_SESSION"} {
+		extra = append(extra, "-e", name+"="+envValue(env, name))
 	}
-	extra = append(extra, "-e", "TEAMBUS_SESSION="+envValue(env, "TEAMBUS_SESSION"))
 	run := func(args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, tmux, append([]string{"-L", TmuxSocket}, args...)...)
 		cmd.Env = env // a new tmux server inherits it: the credentials stay out of argv

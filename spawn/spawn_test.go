@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -433,5 +435,53 @@ func TestSpawn_AgentPidIsTheAgent(t *testing.T) {
 		if got != comm {
 			t.Errorf("--agent %q: pid %d is %q, want %q", agent, st.PID, got, comm)
 		}
+	}
+}
+
+// A tmux start puts no secret of its environment in any argv: the tmux
+// client's (and the server it forks keeps it for good). The window still
+// gets its identity and, from the server it started, the secret.
+func TestSpawn_TmuxArgvHoldsNoSecret(t *testing.T) {
+	tmux, err := exec.LookPath("tmux")
+	if err != nil {
+		t.Skip("no tmux")
+	}
+	f := newFixture(t, teambus.DefaultPolicy())
+	dir := t.TempDir()
+	socket := "teambus-test-" + strconv.Itoa(os.Getpid())
+	argvLog := filepath.Join(dir, "argv")
+	wrapper := filepath.Join(dir, "tmux")
+	// Records each argv, then runs the real tmux on a socket of its own.
+	script := "#!/bin/sh\nprintf '%s\\n' \"$@\" >> " + argvLog + "\nshift 2\nexec " + tmux + " -L " + socket + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = exec.Command(tmux, "-L", socket, "kill-server").Run() })
+	const secret = "s3cret-token-in-env-only"
+	out := filepath.Join(dir, "seen")
+	env := append(os.Environ(), "TEAMBUS_TOKEN="+secret, "TEAMBUS_PASSWORD="+secret)
+	sp := &spawn.Spawner{Reg: f.reg, Svc: f.svc, Launcher: &spawn.Launcher{Dir: f.dir, Bin: "/bin/true", Tmux: wrapper, Env: env}}
+	spec := f.spec(t)
+	spec.Mode = spawn.Tmux
+	spec.Agent = `echo "$TEAMBUS_MEMBER $TEAMBUS_TOKEN" > ` + out + `; sleep 30`
+	if _, _, err := sp.Spawn(context.Background(), spawn.Request{Spec: spec}); err != nil {
+		t.Fatal(err)
+	}
+	argv, _ := os.ReadFile(argvLog)
+	if strings.Contains(string(argv), secret) {
+		t.Errorf("a secret in tmux's argv:\n%s", argv)
+	}
+	if !strings.Contains(string(argv), "TEAMBUS_MEMBER=tm1") {
+		t.Errorf("no identity in tmux's argv:\n%s", argv)
+	}
+	var seen []byte
+	for range 3000 { // the window's shell writes it when it starts
+		if seen, _ = os.ReadFile(out); len(seen) > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := strings.TrimSpace(string(seen)); got != "tm1 "+secret {
+		t.Errorf("the window saw %q, want its member and the secret from the environment", got)
 	}
 }
