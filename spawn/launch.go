@@ -312,9 +312,13 @@ func (l *Launcher) startTmux(ctx context.Context, spec Spec, argv, env []string)
 	// gets them from the tmux server's environment, which a server started
 	// here inherits from env.
 	var extra []string
-	for _, name := range []string{"TEAMBUS_DIR", "TEAMBUS_TEAM", "TEAMBUS_MEMBER", "TEAMBUS_SESSION"} {
-		extra = append(extra, "-e", name+"="+envValue(env, name))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "TEAMBUS_") && !secretName(name) && name != "TEAMBUS_SESSION" {
+			extra = append(extra, "-e", kv)
+		}
 	}
+	extra = append(extra, "-e", "TEAMBUS_SESSION="+envValue(env, "TEAMBUS_SESSION"))
 	run := func(args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, tmux, append([]string{"-L", TmuxSocket}, args...)...)
 		cmd.Env = env // a new tmux server inherits it: the credentials stay out of argv
@@ -346,6 +350,17 @@ func (l *Launcher) startTmux(ctx context.Context, spec Spec, argv, env []string)
 	win := sess + ":" + spec.Member
 	l.logger().Info("spawned in tmux", "team", spec.Team, "member", spec.Member, "pid", pid, "window", win)
 	return Started{PID: pid, Window: win}, nil
+}
+
+// secretName reports whether an environment variable may hold a secret
+// (a token, a password, a key's seed) rather than a name or a path.
+func secretName(name string) bool {
+	for _, w := range []string{"TOKEN", "PASSWORD", "SECRET", "SEED", "NKEY", "API_KEY"} {
+		if strings.Contains(name, w) {
+			return true
+		}
+	}
+	return false
 }
 
 func envValue(env []string, name string) string {

@@ -459,7 +459,7 @@ func TestSpawn_TmuxArgvHoldsNoSecret(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command(tmux, "-L", socket, "kill-server").Run() })
 	const secret = "s3cret-token-in-env-only"
 	out := filepath.Join(dir, "seen")
-	env := append(os.Environ(), "TEAMBUS_TOKEN="+secret, "TEAMBUS_PASSWORD="+secret)
+	env := append(os.Environ(), "TEAMBUS_TOKEN="+secret, "TEAMBUS_PASSWORD="+secret, "TEAMBUS_SERVER=nats://127.0.0.1:1")
 	sp := &spawn.Spawner{Reg: f.reg, Svc: f.svc, Launcher: &spawn.Launcher{Dir: f.dir, Bin: "/bin/true", Tmux: wrapper, Env: env}}
 	spec := f.spec(t)
 	spec.Mode = spawn.Tmux
@@ -471,7 +471,7 @@ func TestSpawn_TmuxArgvHoldsNoSecret(t *testing.T) {
 	if strings.Contains(string(argv), secret) {
 		t.Errorf("a secret in tmux's argv:\n%s", argv)
 	}
-	if !strings.Contains(string(argv), "TEAMBUS_MEMBER=tm1") {
+	if !strings.Contains(string(argv), "TEAMBUS_MEMBER=tm1") || !strings.Contains(string(argv), "TEAMBUS_SERVER=nats://127.0.0.1:1") {
 		t.Errorf("no identity in tmux's argv:\n%s", argv)
 	}
 	var seen []byte
