@@ -430,6 +430,10 @@ func TestSpawn_Tmux_AttachAndKillWindow(t *testing.T) {
 		})
 		attc.kill(t)
 	}
+	// Without a terminal (the test's stdin): a teambus error, not tmux's.
+	if _, errOut, code := e.run("attach", "alpha", "tm1"); code != teambus.ExitPermanent || !strings.Contains(errOut, "needs a terminal") {
+		t.Errorf("attach without a terminal: exit %d %q", code, errOut)
+	}
 	if _, errOut, code := e.run("attach", "alpha", "tm9"); code != teambus.ExitPermanent || !strings.Contains(errOut, "tm9") {
 		t.Errorf("attach to a member without a window: exit %d %q", code, errOut)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/spawn"
@@ -203,6 +204,9 @@ func attachCommand() *cli.Command {
 				return teambus.Invalidf("tmux not found: %v", err)
 			}
 			target := spawn.TmuxSession(teamID) + ":" + member
+			if os.Getenv("TMUX") == "" && !isTTY(os.Stdin) {
+				return teambus.Invalidf("attach needs a terminal (stdin is not one): run it in a terminal, or read the window with `tmux -L %s capture-pane -p -t %s`", spawn.TmuxSocket, target)
+			}
 			if out, err := exec.Command(tmux, "-L", spawn.TmuxSocket, "list-panes", "-t", target).CombinedOutput(); err != nil {
 				return teambus.NotFoundf("no tmux window %s on this machine (%s): start one with teambus spawn --tmux", target, firstLine(string(out)))
 			}
@@ -217,6 +221,13 @@ func attachCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// isTTY reports whether f is a terminal (not merely a character device
+// such as /dev/null).
+func isTTY(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 func firstLine(s string) string {
