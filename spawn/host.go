@@ -323,15 +323,51 @@ func (h *Host) rescanAll(ctx context.Context, lost string) {
 		teams = append(teams, t)
 	}
 	h.mu.Unlock()
+	gone := map[string]bool{} // host name: no longer registered
 	for _, t := range teams {
 		recs, err := h.reg.Records(ctx, t)
 		if err != nil {
 			continue
 		}
+		if lost == "" {
+			h.judgeGone(ctx, t, recs, gone)
+		}
 		for member, rec := range recs {
 			if lost == "" || rec.Host == lost {
 				h.respawn(ctx, t, member)
 			}
+		}
+	}
+}
+
+// judgeGone judges again the members of team started by hosts that are
+// gone: a member whose heartbeat was still fresh when its host was lost
+// (it dies with its host, its sidecar too, but the loss came first) is
+// crashed once its heartbeat goes stale, so it is not left "running"
+// until someone looks.
+func (h *Host) judgeGone(ctx context.Context, team string, recs map[string]*Record, gone map[string]bool) {
+	judged := map[string]bool{}
+	for _, rec := range recs {
+		host := rec.Host
+		if host == "" || host == h.cfg.Name || judged[host] {
+			continue
+		}
+		g, seen := gone[host]
+		if !seen {
+			_, err := h.reg.Host(ctx, host)
+			g = errors.Is(err, teambus.ErrNotFound)
+			gone[host] = g
+		}
+		if !g {
+			continue
+		}
+		judged[host] = true
+		crashed, err := h.cfg.Spawner.JudgeLost(ctx, team, host)
+		if err != nil {
+			h.log.Warn("judge the members of a lost host", "team", team, "lost", host, "err", err)
+		}
+		if len(crashed) > 0 {
+			h.log.Warn("members of a lost host stopped beating", "team", team, "lost", host, "crashed", crashed)
 		}
 	}
 }

@@ -403,8 +403,12 @@ func (s *Spawner) JudgeLost(ctx context.Context, teamID, host string) ([]string,
 		if hb, ok := beats[kv.MemberKey(member)]; ok && hb.Epoch == m.Epoch && hb.Created.After(fresh) {
 			continue
 		}
-		if _, err := s.Svc.MarkCrashed(ctx, teamID, member, m.Epoch, fmt.Sprintf("its host %s was lost", host)); err != nil {
+		res, err := s.Svc.MarkCrashed(ctx, teamID, member, m.Epoch, fmt.Sprintf("its host %s was lost", host))
+		if err != nil {
 			return out, err
+		}
+		if !res.Counted {
+			continue // judged already (by another host, or a watcher)
 		}
 		out = append(out, member)
 	}
