@@ -85,6 +85,12 @@ func LogPath(dir, team, member string) string {
 	return filepath.Join(dir, "spawn", team, member+".log")
 }
 
+// PromptPath is the file an --agent session finds its first prompt in
+// (TEAMBUS_PROMPT_FILE): --prompt, or its brief.
+func PromptPath(dir, team, member string) string {
+	return filepath.Join(dir, "spawn", team, member+".prompt")
+}
+
 // SettingsPath is the settings file of a member's Claude Code sessions.
 func SettingsPath(dir, team, member string) string {
 	return filepath.Join(dir, "spawn", team, member+".settings.json")
@@ -244,6 +250,18 @@ func (l *Launcher) Start(ctx context.Context, ln Launch) (Started, error) {
 		session = "spawn-" + ln.Spec.Member + "-" + randomHex(6)
 	}
 	env := l.env(ln.Spec, session)
+	if !ln.Spec.Claude() {
+		// An agent's prompt (--prompt, or its brief) is in a private file
+		// named in its environment: never in argv, no size limit.
+		path := PromptPath(l.Dir, ln.Spec.Team, ln.Spec.Member)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return Started{}, fmt.Errorf("prompt of %s: %w", ln.Spec.Member, err)
+		}
+		if err := writePrivate(path, []byte(ln.Prompt)); err != nil {
+			return Started{}, fmt.Errorf("prompt of %s: %w", ln.Spec.Member, err)
+		}
+		env = append(env, "TEAMBUS_PROMPT_FILE="+path)
+	}
 	var st Started
 	if ln.Spec.Mode == Tmux {
 		st, err = l.startTmux(ctx, ln.Spec, argv, env)
@@ -288,6 +306,19 @@ func (l *Launcher) startDetached(spec Spec, argv, env []string) (Started, error)
 	}
 	l.logger().Info("spawned", "team", spec.Team, "member", spec.Member, "pid", cmd.Process.Pid, "log", path)
 	return Started{PID: cmd.Process.Pid, Log: path, Wait: cmd.Wait, Release: func() { _ = cmd.Process.Release() }}, nil
+}
+
+// writePrivate replaces path with b, mode 0600, atomically.
+func writePrivate(path string, b []byte) error {
+	tmp := path + ".tmp-" + randomHex(4)
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return nil
 }
 
 // redactPrompt shortens the prompt in a logged command line.

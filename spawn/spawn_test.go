@@ -485,3 +485,32 @@ func TestSpawn_TmuxArgvHoldsNoSecret(t *testing.T) {
 		t.Errorf("the window saw %q, want its member and the secret from the environment", got)
 	}
 }
+
+// An --agent session gets its first prompt (--prompt, or its brief) in a
+// private file named by TEAMBUS_PROMPT_FILE.
+func TestSpawn_AgentGetsItsPrompt(t *testing.T) {
+	f := newFixture(t, teambus.DefaultPolicy())
+	out := filepath.Join(t.TempDir(), "seen")
+	spec := f.spec(t)
+	spec.Prompt = "fix the tests"
+	spec.Agent = `cat "$TEAMBUS_PROMPT_FILE" > ` + out + `.tmp; mv ` + out + `.tmp ` + out + `; sleep 30`
+	_, st, err := f.spawner("").Spawn(context.Background(), spawn.Request{Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reap(t, st)
+	var seen []byte
+	for range 3000 {
+		if seen, err = os.ReadFile(out); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if string(seen) != "fix the tests" {
+		t.Errorf("the agent read %q, want its --prompt", seen)
+	}
+	fi, err := os.Stat(spawn.PromptPath(f.dir, "alpha", "tm1"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("prompt file: %v %v, want mode 0600", fi, err)
+	}
+}

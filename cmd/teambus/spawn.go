@@ -28,8 +28,9 @@ func spawnCommand() *cli.Command {
 			"(the default) `claude -p` with the brief (or --prompt) as its prompt, output in a log that\n" +
 			"`teambus logs TEAM MEMBER` shows; with --tmux in a window of the tmux session teambus-TEAM\n" +
 			"(`teambus attach TEAM MEMBER`). --agent CMD runs any command instead, with TEAMBUS_TEAM,\n" +
-			"TEAMBUS_MEMBER, TEAMBUS_SESSION and TEAMBUS_DIR in its environment and a teambus sidecar\n" +
-			"beside it. A member that crashed is resumed from its transcript when one was carried into the\n" +
+			"TEAMBUS_MEMBER, TEAMBUS_SESSION, TEAMBUS_DIR and TEAMBUS_PROMPT_FILE (a file holding its\n" +
+			"first prompt: --prompt, or its brief) in its environment and a teambus sidecar beside it.\n" +
+			"A member that crashed is resumed from its transcript when one was carried into the\n" +
 			"bus, else started fresh from its brief. Runs on host --on H, else on the member's last host if\n" +
 			"it is alive, else here. Credentials reach the session only through the environment.\n" +
 			"Exit 3: the member runs, or another start of it is under way (--force replaces it).",
