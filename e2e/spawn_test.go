@@ -337,6 +337,10 @@ func testHostLost(t *testing.T, heartbeat time.Duration) {
 		t.Errorf("second host h2: exit %d %q, want 3", code, errOut)
 	}
 
+	// A host that is not running: bad input (exit 2), nothing started.
+	if _, errOut, code := e.spawnCLI(nil, "--team", "alpha", "--member", "tm1", "--on", "ghost", "--cwd", t.TempDir(), "--agent", agent, "--", startsFile); code != teambus.ExitPermanent || !strings.Contains(errOut, "no host ghost") {
+		t.Errorf("spawn --on ghost: exit %d %q, want 2", code, errOut)
+	}
 	if out, errOut, code := e.spawnCLI(nil, "--team", "alpha", "--member", "tm1", "--on", "h1", "--cwd", t.TempDir(), "--agent", agent, "--", startsFile); code != 0 {
 		t.Fatalf("spawn: exit %d\n%s%s", code, out, errOut)
 	}

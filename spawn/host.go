@@ -475,6 +475,25 @@ func (h *Host) handleSpawn(ctx context.Context, r micro.Request) {
 	reply(wireReply{Result: res})
 }
 
+// registered reports whether host has a registration, read without
+// creating anything; when the registry can not be read it says yes, so
+// the caller's error stays a transient one.
+func registered(ctx context.Context, nc *nats.Conn, host string) bool {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return true
+	}
+	hosts, err := js.KeyValue(ctx, HostBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return false
+	}
+	if err != nil {
+		return true
+	}
+	_, err = hosts.Get(ctx, host)
+	return !errors.Is(err, jetstream.ErrKeyNotFound)
+}
+
 // RemoteSpawn asks host to run req.
 func RemoteSpawn(ctx context.Context, nc *nats.Conn, host string, req Request) (*Result, error) {
 	if err := ValidateHost(host); err != nil {
@@ -486,6 +505,9 @@ func RemoteSpawn(ctx context.Context, nc *nats.Conn, host string, req Request) (
 	}
 	msg, err := nc.RequestWithContext(ctx, SpawnSubject(host), b)
 	if errors.Is(err, nats.ErrNoResponders) {
+		if !registered(ctx, nc, host) {
+			return nil, teambus.NotFoundf("no host %s is running (`teambus bus status` lists the hosts; `teambus host --name %s` starts it)", host, host)
+		}
 		return nil, teambus.Unavailablef("host %s does not answer: is `teambus host --name %s` running?", host, host)
 	}
 	if err != nil {
