@@ -304,9 +304,25 @@ func TestSpawn_AutoRespawn_ThenCrashBudget(t *testing.T) {
 // expire (host.lost), judges the member crashed (its heartbeat stopped)
 // and respawns it on h2, once.
 func TestSpawn_HostLost_RespawnsOnAnotherHost(t *testing.T) {
+	testHostLost(t, fastPolicy().Heartbeat)
+}
+
+// The same with a heartbeat slower than the host's --ttl (2s), as with
+// the defaults (heartbeat 30s, ttl 10s): when h1's loss is seen, tm1's
+// heartbeat is still fresh, so host.lost judges nobody; h2 judges tm1
+// crashed once its heartbeat goes stale, and respawns it.
+func TestSpawn_HostLost_HeartbeatSlowerThanTTL(t *testing.T) {
+	testHostLost(t, 3*time.Second)
+}
+
+func testHostLost(t *testing.T, heartbeat time.Duration) {
 	e := newSpawnEnv(t)
 	pol := fastPolicy()
 	pol.Respawn, pol.CrashLimit = teambus.RespawnAuto, 2
+	pol.Heartbeat = heartbeat
+	pol.MemberTimeout = max(pol.MemberTimeout, 4*heartbeat)
+	pol.LeadTimeout = max(pol.LeadTimeout, 4*heartbeat)
+	pol.TakeoverAfter = max(pol.TakeoverAfter, 4*heartbeat)
 	e.createTeam("alpha", pol, "tm1")
 	e.addTask("alpha", "t1")
 	agent, startsFile := e.script()
@@ -320,6 +336,10 @@ func TestSpawn_HostLost_RespawnsOnAnotherHost(t *testing.T) {
 		t.Errorf("second host h2: exit %d %q, want 3", code, errOut)
 	}
 
+	// A host that is not running: bad input (exit 2), nothing started.
+	if _, errOut, code := e.spawnCLI(nil, "--team", "alpha", "--member", "tm1", "--on", "ghost", "--cwd", t.TempDir(), "--agent", agent, "--", startsFile); code != teambus.ExitPermanent || !strings.Contains(errOut, "no host ghost") {
+		t.Errorf("spawn --on ghost: exit %d %q, want 2", code, errOut)
+	}
 	if out, errOut, code := e.spawnCLI(nil, "--team", "alpha", "--member", "tm1", "--on", "h1", "--cwd", t.TempDir(), "--agent", agent, "--", startsFile); code != 0 {
 		t.Fatalf("spawn: exit %d\n%s%s", code, out, errOut)
 	}
@@ -345,7 +365,11 @@ func TestSpawn_HostLost_RespawnsOnAnotherHost(t *testing.T) {
 		t.Errorf("starts %q: want one with HOME %s, then one with HOME %s", st, home1, home2)
 	}
 	lost := e.events("alpha", eventlog.EvHostLost)
-	if len(lost) != 1 || eventData(lost[0])["host"] != "h1" || fmt.Sprint(eventData(lost[0])["crashed"]) != "[tm1]" {
+	judged := "[tm1]"
+	if 2*heartbeat > 2*time.Second {
+		judged = "[]" // still beating when the loss was seen: judged later
+	}
+	if len(lost) != 1 || eventData(lost[0])["host"] != "h1" || fmt.Sprint(eventData(lost[0])["crashed"]) != judged {
 		t.Errorf("host.lost events (want one, h1, tm1 judged crashed): %d %v", len(lost), lost)
 	}
 	m, _, _ := e.svc.Store().Member(context.Background(), "alpha", "tm1")
@@ -428,6 +452,10 @@ func TestSpawn_Tmux_AttachAndKillWindow(t *testing.T) {
 			return nil
 		})
 		attc.kill(t)
+	}
+	// Without a terminal (the test's stdin): a teambus error, not tmux's.
+	if _, errOut, code := e.run("attach", "alpha", "tm1"); code != teambus.ExitPermanent || !strings.Contains(errOut, "needs a terminal") {
+		t.Errorf("attach without a terminal: exit %d %q", code, errOut)
 	}
 	if _, errOut, code := e.run("attach", "alpha", "tm9"); code != teambus.ExitPermanent || !strings.Contains(errOut, "tm9") {
 		t.Errorf("attach to a member without a window: exit %d %q", code, errOut)

@@ -323,15 +323,51 @@ func (h *Host) rescanAll(ctx context.Context, lost string) {
 		teams = append(teams, t)
 	}
 	h.mu.Unlock()
+	gone := map[string]bool{} // host name: no longer registered
 	for _, t := range teams {
 		recs, err := h.reg.Records(ctx, t)
 		if err != nil {
 			continue
 		}
+		if lost == "" {
+			h.judgeGone(ctx, t, recs, gone)
+		}
 		for member, rec := range recs {
 			if lost == "" || rec.Host == lost {
 				h.respawn(ctx, t, member)
 			}
+		}
+	}
+}
+
+// judgeGone judges again the members of team started by hosts that are
+// gone: a member whose heartbeat was still fresh when its host was lost
+// (it dies with its host, its sidecar too, but the loss came first) is
+// crashed once its heartbeat goes stale, so it is not left "running"
+// until someone looks.
+func (h *Host) judgeGone(ctx context.Context, team string, recs map[string]*Record, gone map[string]bool) {
+	judged := map[string]bool{}
+	for _, rec := range recs {
+		host := rec.Host
+		if host == "" || host == h.cfg.Name || judged[host] {
+			continue
+		}
+		g, seen := gone[host]
+		if !seen {
+			_, err := h.reg.Host(ctx, host)
+			g = errors.Is(err, teambus.ErrNotFound)
+			gone[host] = g
+		}
+		if !g {
+			continue
+		}
+		judged[host] = true
+		crashed, err := h.cfg.Spawner.JudgeLost(ctx, team, host)
+		if err != nil {
+			h.log.Warn("judge the members of a lost host", "team", team, "lost", host, "err", err)
+		}
+		if len(crashed) > 0 {
+			h.log.Warn("members of a lost host stopped beating", "team", team, "lost", host, "crashed", crashed)
 		}
 	}
 }
@@ -439,6 +475,25 @@ func (h *Host) handleSpawn(ctx context.Context, r micro.Request) {
 	reply(wireReply{Result: res})
 }
 
+// registered reports whether host has a registration, read without
+// creating anything; when the registry can not be read it says yes, so
+// the caller's error stays a transient one.
+func registered(ctx context.Context, nc *nats.Conn, host string) bool {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return true
+	}
+	hosts, err := js.KeyValue(ctx, HostBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return false
+	}
+	if err != nil {
+		return true
+	}
+	_, err = hosts.Get(ctx, host)
+	return !errors.Is(err, jetstream.ErrKeyNotFound)
+}
+
 // RemoteSpawn asks host to run req.
 func RemoteSpawn(ctx context.Context, nc *nats.Conn, host string, req Request) (*Result, error) {
 	if err := ValidateHost(host); err != nil {
@@ -450,6 +505,9 @@ func RemoteSpawn(ctx context.Context, nc *nats.Conn, host string, req Request) (
 	}
 	msg, err := nc.RequestWithContext(ctx, SpawnSubject(host), b)
 	if errors.Is(err, nats.ErrNoResponders) {
+		if !registered(ctx, nc, host) {
+			return nil, teambus.NotFoundf("no host %s is running (`teambus bus status` lists the hosts; `teambus host --name %s` starts it)", host, host)
+		}
 		return nil, teambus.Unavailablef("host %s does not answer: is `teambus host --name %s` running?", host, host)
 	}
 	if err != nil {

@@ -85,6 +85,12 @@ func LogPath(dir, team, member string) string {
 	return filepath.Join(dir, "spawn", team, member+".log")
 }
 
+// PromptPath is the file an --agent session finds its first prompt in
+// (TEAMBUS_PROMPT_FILE): --prompt, or its brief.
+func PromptPath(dir, team, member string) string {
+	return filepath.Join(dir, "spawn", team, member+".prompt")
+}
+
 // SettingsPath is the settings file of a member's Claude Code sessions.
 func SettingsPath(dir, team, member string) string {
 	return filepath.Join(dir, "spawn", team, member+".settings.json")
@@ -167,11 +173,24 @@ func (l *Launcher) Home() string {
 	return home
 }
 
+// simpleCommand reports whether cmd is plain words (a program and its
+// arguments) that the shell can exec: no operators, quotes, expansions or
+// assignments.
+func simpleCommand(cmd string) bool {
+	return strings.TrimSpace(cmd) != "" && !strings.ContainsAny(cmd, ";&|<>()$`\\\"'*?[]#~=%{}!\n\t")
+}
+
 // argv is the command line of a start, and the settings file it needs.
 func (l *Launcher) argv(ln Launch) ([]string, string, error) {
 	spec := ln.Spec
 	if !spec.Claude() {
-		return append([]string{"/bin/sh", "-c", spec.Agent + ` "$@"`, "teambus-agent"}, spec.Args...), "", nil
+		script := spec.Agent + ` "$@"`
+		if simpleCommand(spec.Agent) {
+			// The shell becomes the agent: the pid teambus watches and a
+			// kill -9 reach the agent itself, never leaving it orphaned.
+			script = "exec " + script
+		}
+		return append([]string{"/bin/sh", "-c", script, "teambus-agent"}, spec.Args...), "", nil
 	}
 	settings, err := WriteSettings(l.Dir, l.Bin, spec.Team, spec.Member, spec.Mode == Headless)
 	if err != nil {
@@ -200,18 +219,27 @@ func (l *Launcher) argv(ln Launch) ([]string, string, error) {
 	return append(argv, spec.Args...), settings, nil
 }
 
+// check refuses a spec this machine can not start: invalid, or its
+// working directory missing here.
+func (l *Launcher) check(spec Spec) error {
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(spec.Cwd); err != nil || !fi.IsDir() {
+		return teambus.Invalidf("working directory %s does not exist on this machine", spec.Cwd)
+	}
+	return nil
+}
+
 // Start starts the session of ln. Its process runs detached: its own
 // session (setsid), stdin /dev/null, output to the member's log (or in
 // its tmux window).
 func (l *Launcher) Start(ctx context.Context, ln Launch) (Started, error) {
-	if err := ln.Spec.Validate(); err != nil {
+	if err := l.check(ln.Spec); err != nil {
 		return Started{}, err
 	}
 	if strings.HasPrefix(ln.Prompt, "-") {
 		return Started{}, teambus.Invalidf("invalid prompt: it can not start with '-'")
-	}
-	if fi, err := os.Stat(ln.Spec.Cwd); err != nil || !fi.IsDir() {
-		return Started{}, teambus.Invalidf("working directory %s does not exist on this machine", ln.Spec.Cwd)
 	}
 	argv, settings, err := l.argv(ln)
 	if err != nil {
@@ -222,6 +250,18 @@ func (l *Launcher) Start(ctx context.Context, ln Launch) (Started, error) {
 		session = "spawn-" + ln.Spec.Member + "-" + randomHex(6)
 	}
 	env := l.env(ln.Spec, session)
+	if !ln.Spec.Claude() {
+		// An agent's prompt (--prompt, or its brief) is in a private file
+		// named in its environment: never in argv, no size limit.
+		path := PromptPath(l.Dir, ln.Spec.Team, ln.Spec.Member)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return Started{}, fmt.Errorf("prompt of %s: %w", ln.Spec.Member, err)
+		}
+		if err := writePrivate(path, []byte(ln.Prompt)); err != nil {
+			return Started{}, fmt.Errorf("prompt of %s: %w", ln.Spec.Member, err)
+		}
+		env = append(env, "TEAMBUS_PROMPT_FILE="+path)
+	}
 	var st Started
 	if ln.Spec.Mode == Tmux {
 		st, err = l.startTmux(ctx, ln.Spec, argv, env)
@@ -268,6 +308,19 @@ func (l *Launcher) startDetached(spec Spec, argv, env []string) (Started, error)
 	return Started{PID: cmd.Process.Pid, Log: path, Wait: cmd.Wait, Release: func() { _ = cmd.Process.Release() }}, nil
 }
 
+// writePrivate replaces path with b, mode 0600, atomically.
+func writePrivate(path string, b []byte) error {
+	tmp := path + ".tmp-" + randomHex(4)
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
 // redactPrompt shortens the prompt in a logged command line.
 func redactPrompt(argv []string) []string {
 	out := append([]string(nil), argv...)
@@ -286,9 +339,13 @@ func (l *Launcher) startTmux(ctx context.Context, spec Spec, argv, env []string)
 		tmux = "tmux"
 	}
 	sess := TmuxSession(spec.Team)
+	// The window's identity goes in argv (-e); secrets never do: a window
+	// gets them from the tmux server's environment, which a server started
+	// here inherits from env.
 	var extra []string
 	for _, kv := range env {
-		if strings.HasPrefix(kv, "TEAMBUS_") {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "TEAMBUS_") && !secretName(name) && name != "TEAMBUS_SESSION" {
 			extra = append(extra, "-e", kv)
 		}
 	}
@@ -324,6 +381,17 @@ func (l *Launcher) startTmux(ctx context.Context, spec Spec, argv, env []string)
 	win := sess + ":" + spec.Member
 	l.logger().Info("spawned in tmux", "team", spec.Team, "member", spec.Member, "pid", pid, "window", win)
 	return Started{PID: pid, Window: win}, nil
+}
+
+// secretName reports whether an environment variable may hold a secret
+// (a token, a password, a key's seed) rather than a name or a path.
+func secretName(name string) bool {
+	for _, w := range []string{"TOKEN", "PASSWORD", "SECRET", "SEED", "NKEY", "API_KEY"} {
+		if strings.Contains(name, w) {
+			return true
+		}
+	}
+	return false
 }
 
 func envValue(env []string, name string) string {

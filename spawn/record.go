@@ -236,6 +236,11 @@ func (r *Registry) put(ctx context.Context, rec *Record, rev uint64) (uint64, er
 	return n, conflict(err)
 }
 
+// remove deletes the record of member if its revision is still rev.
+func (r *Registry) remove(ctx context.Context, team, member string, rev uint64) error {
+	return conflict(r.recs.Delete(ctx, recordKey(team, member), jetstream.LastRevision(rev)))
+}
+
 // DeleteTeam removes the spawn records of a team.
 func (r *Registry) DeleteTeam(ctx context.Context, team string) error {
 	recs, err := r.Records(ctx, team)

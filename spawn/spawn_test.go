@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -354,5 +357,160 @@ func TestRespawn_FailedStartTellsTheLead(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("%d notices to the lead, want 1: %+v", n, l.Messages)
+	}
+}
+
+// A requested start that fails changes nothing: a working directory
+// missing on this machine is refused before the claim (no record, no
+// event), and a start that fails after the claim puts the earlier record
+// back as it was.
+func TestSpawn_FailedStartChangesNothing(t *testing.T) {
+	f := newFixture(t, teambus.DefaultPolicy())
+	ctx := context.Background()
+	sp := f.spawner("")
+	bad := f.spec(t)
+	bad.Cwd = "/nonexistent/qa"
+	if _, _, err := sp.Spawn(ctx, spawn.Request{Spec: bad}); !errors.Is(err, teambus.ErrInvalid) {
+		t.Fatalf("missing cwd: %v, want ErrInvalid", err)
+	}
+	if rec, _, err := f.reg.Record(ctx, "alpha", "tm1"); !errors.Is(err, spawn.ErrNoRecord) {
+		t.Errorf("after a refused spawn: record %+v %v, want none", rec, err)
+	}
+	n := 0
+	_ = f.svc.Events("alpha").Replay(ctx, bus.EventFilter{Type: "member.spawn_failed"}, func(*bus.EventRecord) error { n++; return nil })
+	if n != 0 {
+		t.Errorf("%d member.spawn_failed events for bad input", n)
+	}
+
+	// The start itself fails (no such claude): no record is left behind.
+	noClaude := &spawn.Spawner{Reg: f.reg, Svc: f.svc, Launcher: &spawn.Launcher{Dir: f.dir, Bin: "/bin/true", Claude: "/nonexistent/claude"}}
+	claude := spawn.Spec{Team: "alpha", Member: "tm1", Cwd: t.TempDir(), Mode: spawn.Headless}
+	if _, _, err := noClaude.Spawn(ctx, spawn.Request{Spec: claude}); err == nil {
+		t.Fatal("a start of a missing claude succeeded")
+	}
+	if rec, _, err := f.reg.Record(ctx, "alpha", "tm1"); !errors.Is(err, spawn.ErrNoRecord) {
+		t.Errorf("after a failed first start: record %+v %v, want none", rec, err)
+	}
+
+	// With an earlier record, a failed forced start puts it back.
+	_, st, err := sp.Spawn(ctx, spawn.Request{Spec: f.spec(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reap(t, st)
+	before, _, err := f.reg.Record(ctx, "alpha", "tm1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := noClaude.Spawn(ctx, spawn.Request{Spec: claude, Force: true}); err == nil {
+		t.Fatal("a forced start of a missing claude succeeded")
+	}
+	after, _, err := f.reg.Record(ctx, "alpha", "tm1")
+	if err != nil || after.Starts != before.Starts || after.Spec.Agent != before.Spec.Agent || after.PID != before.PID || after.Epoch != before.Epoch {
+		t.Errorf("after a failed forced start: %+v %v, want the earlier %+v", after, err, before)
+	}
+}
+
+// The pid teambus watches for an --agent that is a plain command is the
+// agent itself, not a shell around it: kill -9 of that pid leaves no
+// orphaned agent running beside its respawn.
+func TestSpawn_AgentPidIsTheAgent(t *testing.T) {
+	for agent, comm := range map[string]string{"sleep 30": "sleep", "sleep 30; true": "sh"} {
+		f := newFixture(t, teambus.DefaultPolicy())
+		spec := f.spec(t)
+		spec.Agent = agent
+		_, st, err := f.spawner("").Spawn(context.Background(), spawn.Request{Spec: spec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reap(t, st)
+		var got string
+		for range 3000 { // exec happens right after the start; a busy machine may take a while
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(st.PID) + "/comm")
+			if got = strings.TrimSpace(string(b)); got == comm {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got != comm {
+			t.Errorf("--agent %q: pid %d is %q, want %q", agent, st.PID, got, comm)
+		}
+	}
+}
+
+// A tmux start puts no secret of its environment in any argv: the tmux
+// client's (and the server it forks keeps it for good). The window still
+// gets its identity and, from the server it started, the secret.
+func TestSpawn_TmuxArgvHoldsNoSecret(t *testing.T) {
+	tmux, err := exec.LookPath("tmux")
+	if err != nil {
+		t.Skip("no tmux")
+	}
+	f := newFixture(t, teambus.DefaultPolicy())
+	dir := t.TempDir()
+	socket := "teambus-test-" + strconv.Itoa(os.Getpid())
+	argvLog := filepath.Join(dir, "argv")
+	wrapper := filepath.Join(dir, "tmux")
+	// Records each argv, then runs the real tmux on a socket of its own.
+	script := "#!/bin/sh\nprintf '%s\\n' \"$@\" >> " + argvLog + "\nshift 2\nexec " + tmux + " -L " + socket + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = exec.Command(tmux, "-L", socket, "kill-server").Run() })
+	const secret = "s3cret-token-in-env-only"
+	out := filepath.Join(dir, "seen")
+	env := append(os.Environ(), "TEAMBUS_TOKEN="+secret, "TEAMBUS_PASSWORD="+secret, "TEAMBUS_SERVER=nats://127.0.0.1:1")
+	sp := &spawn.Spawner{Reg: f.reg, Svc: f.svc, Launcher: &spawn.Launcher{Dir: f.dir, Bin: "/bin/true", Tmux: wrapper, Env: env}}
+	spec := f.spec(t)
+	spec.Mode = spawn.Tmux
+	spec.Agent = `echo "$TEAMBUS_MEMBER $TEAMBUS_TOKEN" > ` + out + `; sleep 30`
+	if _, _, err := sp.Spawn(context.Background(), spawn.Request{Spec: spec}); err != nil {
+		t.Fatal(err)
+	}
+	argv, _ := os.ReadFile(argvLog)
+	if strings.Contains(string(argv), secret) {
+		t.Errorf("a secret in tmux's argv:\n%s", argv)
+	}
+	if !strings.Contains(string(argv), "TEAMBUS_MEMBER=tm1") || !strings.Contains(string(argv), "TEAMBUS_SERVER=nats://127.0.0.1:1") {
+		t.Errorf("no identity in tmux's argv:\n%s", argv)
+	}
+	var seen []byte
+	for range 3000 { // the window's shell writes it when it starts
+		if seen, _ = os.ReadFile(out); len(seen) > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := strings.TrimSpace(string(seen)); got != "tm1 "+secret {
+		t.Errorf("the window saw %q, want its member and the secret from the environment", got)
+	}
+}
+
+// An --agent session gets its first prompt (--prompt, or its brief) in a
+// private file named by TEAMBUS_PROMPT_FILE.
+func TestSpawn_AgentGetsItsPrompt(t *testing.T) {
+	f := newFixture(t, teambus.DefaultPolicy())
+	out := filepath.Join(t.TempDir(), "seen")
+	spec := f.spec(t)
+	spec.Prompt = "fix the tests"
+	spec.Agent = `cat "$TEAMBUS_PROMPT_FILE" > ` + out + `.tmp; mv ` + out + `.tmp ` + out + `; sleep 30`
+	_, st, err := f.spawner("").Spawn(context.Background(), spawn.Request{Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reap(t, st)
+	var seen []byte
+	for range 3000 {
+		if seen, err = os.ReadFile(out); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if string(seen) != "fix the tests" {
+		t.Errorf("the agent read %q, want its --prompt", seen)
+	}
+	fi, err := os.Stat(spawn.PromptPath(f.dir, "alpha", "tm1"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("prompt file: %v %v, want mode 0600", fi, err)
 	}
 }

@@ -125,10 +125,14 @@ func (s *Spawner) Spawn(ctx context.Context, req Request) (*Result, Started, err
 	if m.Status == teambus.MemberPaused {
 		return nil, Started{}, teambus.Statef("member %s is paused after %d crashes (crash-limit %d): the lead decides first (teambus task reassign, or team abort)", m.ID, m.CrashCount, snap.Team.Policy.CrashLimit)
 	}
+	if err := s.Launcher.check(spec); err != nil {
+		return nil, Started{}, err // bad input: nothing claimed, nothing logged
+	}
 	if live(m) && !req.Force {
 		return nil, Started{}, teambus.Conflictf("member %s runs (epoch %d, %s): a second session would be fenced at once; --force replaces it", m.ID, m.Epoch, m.Status)
 	}
 	rec, rev, err := s.Reg.Record(ctx, spec.Team, spec.Member)
+	var prev *Record // what a failed start puts back; nil: no record
 	switch {
 	case errors.Is(err, ErrNoRecord):
 		rec = &Record{}
@@ -141,8 +145,11 @@ func (s *Spawner) Spawn(ctx context.Context, req Request) (*Result, Started, err
 		}
 		return nil, Started{}, teambus.Conflictf("a start of %s for epoch %d already ran on %s at %s (pid %d) and has not registered yet: wait for it, or --force", m.ID, m.Epoch, where, rec.StartedAt.Format(time.RFC3339), rec.PID)
 	}
-	prev := *rec
-	next := prev
+	if rev != 0 {
+		old := *rec
+		prev = &old
+	}
+	next := *rec
 	next.Team, next.Member, next.Spec = spec.Team, spec.Member, spec
 	next.Host, next.Machine, next.Epoch = s.Host, Machine(), m.Epoch
 	next.Starts++
@@ -152,7 +159,7 @@ func (s *Spawner) Spawn(ctx context.Context, req Request) (*Result, Started, err
 	if err != nil {
 		return nil, Started{}, fmt.Errorf("claim the start of %s: %w", m.ID, err)
 	}
-	return s.run(ctx, snap.Team, m, &next, rev2, req.Fresh, false)
+	return s.run(ctx, snap.Team, m, prev, &next, rev2, req.Fresh, false)
 }
 
 // Respawn restarts member after a confirmed crash when the team's policy
@@ -189,6 +196,7 @@ func (s *Spawner) Respawn(ctx context.Context, teamID, member string) (*Result, 
 	if rec.Host != s.Host && rec.Host != "" && s.Reg.Alive(ctx, rec.Host) {
 		return nil, Started{}, nil // its own host restarts it
 	}
+	prev := *rec
 	next := *rec
 	next.Host, next.Machine, next.Epoch = s.Host, Machine(), m.Epoch
 	next.Starts++
@@ -202,11 +210,13 @@ func (s *Spawner) Respawn(ctx context.Context, teamID, member string) (*Result, 
 	if err != nil {
 		return nil, Started{}, err
 	}
-	return s.run(ctx, t, m, &next, rev2, false, true)
+	return s.run(ctx, t, m, &prev, &next, rev2, false, true)
 }
 
-// run starts the claimed record rec (revision rev) for member m of team t.
-func (s *Spawner) run(ctx context.Context, t *teambus.Team, m *teambus.Member, rec *Record, rev uint64, fresh, respawn bool) (*Result, Started, error) {
+// run starts the claimed record rec (revision rev) for member m of team t;
+// prev is the record before the claim (nil: there was none), put back when
+// a requested start fails.
+func (s *Spawner) run(ctx context.Context, t *teambus.Team, m *teambus.Member, prev, rec *Record, rev uint64, fresh, respawn bool) (*Result, Started, error) {
 	spec := rec.Spec
 	res := &Result{Team: spec.Team, Member: spec.Member, Host: s.Host, Machine: rec.Machine, Mode: spec.Mode, Epoch: m.Epoch, Respawn: respawn, From: FromPrompt}
 	resume := ""
@@ -228,14 +238,14 @@ func (s *Spawner) run(ctx context.Context, t *teambus.Team, m *teambus.Member, r
 	}
 	prompt, err := s.prompt(ctx, t, m, spec, resume != "", respawn, res.Note)
 	if err != nil {
-		s.unclaim(ctx, rec, rev)
+		s.unclaim(ctx, prev, rec, rev)
 		return nil, Started{}, err
 	}
 	st, err := s.Launcher.Start(ctx, Launch{Spec: spec, Prompt: prompt, Resume: resume})
 	if err != nil {
 		s.Svc.LogEvent(ctx, spec.Team, eventlog.EvMemberSpawnFailed, spec.Member, map[string]any{"name": spec.Member, "host": s.Host, "machine": rec.Machine, "error": clean(err.Error()), "respawn": respawn})
 		if !respawn {
-			s.unclaim(ctx, rec, rev) // the caller sees the error and may try again
+			s.unclaim(ctx, prev, rec, rev) // the caller sees the error and may try again
 			return nil, Started{}, err
 		}
 		// An automatic respawn keeps its claim: a start that can not run
@@ -316,10 +326,14 @@ func (s *Spawner) Reclaim(ctx context.Context, teamID, member string, epoch int6
 
 // unclaim gives back a claim whose start failed, so a later start may
 // claim the epoch again.
-func (s *Spawner) unclaim(ctx context.Context, rec *Record, rev uint64) {
-	back := *rec
-	back.Epoch = -1
-	if _, err := s.Reg.put(ctx, &back, rev); err != nil {
+func (s *Spawner) unclaim(ctx context.Context, prev, rec *Record, rev uint64) {
+	var err error
+	if prev == nil {
+		err = s.Reg.remove(ctx, rec.Team, rec.Member, rev)
+	} else {
+		_, err = s.Reg.put(ctx, prev, rev)
+	}
+	if err != nil {
 		s.logger().Warn("give back the claim", "member", rec.Member, "err", err)
 	}
 }
@@ -389,8 +403,12 @@ func (s *Spawner) JudgeLost(ctx context.Context, teamID, host string) ([]string,
 		if hb, ok := beats[kv.MemberKey(member)]; ok && hb.Epoch == m.Epoch && hb.Created.After(fresh) {
 			continue
 		}
-		if _, err := s.Svc.MarkCrashed(ctx, teamID, member, m.Epoch, fmt.Sprintf("its host %s was lost", host)); err != nil {
+		res, err := s.Svc.MarkCrashed(ctx, teamID, member, m.Epoch, fmt.Sprintf("its host %s was lost", host))
+		if err != nil {
 			return out, err
+		}
+		if !res.Counted {
+			continue // judged already (by another host, or a watcher)
 		}
 		out = append(out, member)
 	}

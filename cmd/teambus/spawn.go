@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/spawn"
@@ -27,8 +28,9 @@ func spawnCommand() *cli.Command {
 			"(the default) `claude -p` with the brief (or --prompt) as its prompt, output in a log that\n" +
 			"`teambus logs TEAM MEMBER` shows; with --tmux in a window of the tmux session teambus-TEAM\n" +
 			"(`teambus attach TEAM MEMBER`). --agent CMD runs any command instead, with TEAMBUS_TEAM,\n" +
-			"TEAMBUS_MEMBER, TEAMBUS_SESSION and TEAMBUS_DIR in its environment and a teambus sidecar\n" +
-			"beside it. A member that crashed is resumed from its transcript when one was carried into the\n" +
+			"TEAMBUS_MEMBER, TEAMBUS_SESSION, TEAMBUS_DIR and TEAMBUS_PROMPT_FILE (a file holding its\n" +
+			"first prompt: --prompt, or its brief) in its environment and a teambus sidecar beside it.\n" +
+			"A member that crashed is resumed from its transcript when one was carried into the\n" +
 			"bus, else started fresh from its brief. Runs on host --on H, else on the member's last host if\n" +
 			"it is alive, else here. Credentials reach the session only through the environment.\n" +
 			"Exit 3: the member runs, or another start of it is under way (--force replaces it).",
@@ -203,6 +205,9 @@ func attachCommand() *cli.Command {
 				return teambus.Invalidf("tmux not found: %v", err)
 			}
 			target := spawn.TmuxSession(teamID) + ":" + member
+			if os.Getenv("TMUX") == "" && !isTTY(os.Stdin) {
+				return teambus.Invalidf("attach needs a terminal (stdin is not one): run it in a terminal, or read the window with `tmux -L %s capture-pane -p -t %s`", spawn.TmuxSocket, target)
+			}
 			if out, err := exec.Command(tmux, "-L", spawn.TmuxSocket, "list-panes", "-t", target).CombinedOutput(); err != nil {
 				return teambus.NotFoundf("no tmux window %s on this machine (%s): start one with teambus spawn --tmux", target, firstLine(string(out)))
 			}
@@ -217,6 +222,13 @@ func attachCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// isTTY reports whether f is a terminal (not merely a character device
+// such as /dev/null).
+func isTTY(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 func firstLine(s string) string {
