@@ -563,9 +563,6 @@ func (t *Team) inbox(member string) chan teambus.Delivery {
 
 // --- the test's side ---
 
-// Clock returns the fake clock.
-func (t *Team) Clock() *clock.Fake { return t.clk }
-
 // Fail makes every later call of method fail with err (nil: succeed).
 func (t *Team) Fail(method string, err error) {
 	t.mu.Lock()
