@@ -33,7 +33,8 @@
 //
 // The sidecar is a loop over small interfaces: Team (the team service as
 // team.SidecarAPI gives it: domain values, heartbeat changes and the
-// sidecar inbox as typed channels), a clock (internal/clock) and a
+// sidecar inbox as typed channels; what it shares with the teammate
+// sidecar is internal/sidecar.Team), a clock (internal/clock) and a
 // ProcessWatcher (proc.Watcher). It imports no nats package. Its unit tests
 // run it on an in-memory team (internal/sidecartest) and a fake clock, in
 // milliseconds; team/sidecarapi_test.go runs it against a real server.

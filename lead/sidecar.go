@@ -54,7 +54,7 @@ type Sidecar struct {
 	log    *slog.Logger
 	epoch  int64
 	policy teambus.Policy
-	hbRev  uint64
+	heart  sidecar.Heart
 	// seen is when this sidecar last saw each member's heartbeat, on its
 	// own clock, with the incarnation that wrote it.
 	seen map[string]seenBeat
@@ -153,10 +153,7 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 		return s.startErr(ctx, err)
 	}
 	defer func() { stopReplies() }()
-	var agentGone <-chan struct{}
-	if s.cfg.PID > 0 {
-		agentGone = s.cfg.Procs.Exited(wctx, s.cfg.PID)
-	}
+	agentGone := sidecar.Exited(wctx, s.cfg.Procs, s.cfg.PID)
 	tick := s.clock.NewTicker(s.policy.Heartbeat)
 	defer tick.Stop()
 	// Probe deadlines are checked on a finer tick than the heartbeat, so a
@@ -211,12 +208,12 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 // wait for lead-timeout (a delete is not an expiry to them). A kill -9 or
 // an exited agent leaves the key to expire.
 func (s *Sidecar) stopBeat(ctx context.Context) {
-	if ctx.Err() == nil || s.hbRev == 0 {
+	if ctx.Err() == nil || s.heart.Rev() == 0 {
 		return
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if err := s.svc.StopBeatAt(sctx, s.cfg.Team, teambus.Lead, s.hbRev); err != nil {
+	if err := s.svc.StopBeatAt(sctx, s.cfg.Team, teambus.Lead, s.heart.Rev()); err != nil {
 		s.log.Warn("lead heartbeat not removed", "err", err)
 	}
 }
@@ -298,13 +295,7 @@ func (s *Sidecar) beat(ctx context.Context) error {
 		return err
 	}
 	hb := &teambus.Heartbeat{Member: teambus.Lead, Session: s.cfg.Session, Epoch: s.epoch, PID: s.cfg.PID}
-	rev, err := s.svc.Beat(ctx, s.cfg.Team, hb, s.policy.LeadTimeout, s.hbRev)
-	if err != nil {
-		s.hbRev = 0
-		return err
-	}
-	s.hbRev = rev
-	return nil
+	return s.heart.Beat(ctx, s.svc, s.cfg.Team, hb, s.policy.LeadTimeout)
 }
 
 // onHeartbeat notes a teammate's heartbeat, or probes a teammate whose

@@ -16,11 +16,6 @@ import (
 
 var _ lead.Team = (*sidecartest.Team)(nil)
 
-// procs is a process watcher whose agent exits when the test says so.
-type procs struct{ exited chan struct{} }
-
-func (p procs) Exited(context.Context, int) <-chan struct{} { return p.exited }
-
 // unit is a lead sidecar run on an in-memory team with teammate tm1
 // (registered, epoch 1) and a fake clock.
 type unit struct {
@@ -28,7 +23,7 @@ type unit struct {
 	clk    *clock.Fake
 	pol    teambus.Policy
 	every  time.Duration // the probe check interval
-	procs  procs
+	procs  sidecartest.Procs
 	cancel context.CancelFunc
 	done   chan struct{}
 	err    error
@@ -47,7 +42,7 @@ func newUnit(t *testing.T) *unit {
 	if _, err := ft.Join(context.Background(), "lu", "tm1", "s-tm1"); err != nil {
 		t.Fatal(err)
 	}
-	return &unit{ft: ft, clk: clk, pol: pol, every: min(pol.Heartbeat, pol.ProbeTimeout/20), procs: procs{exited: make(chan struct{})}}
+	return &unit{ft: ft, clk: clk, pol: pol, every: min(pol.Heartbeat, pol.ProbeTimeout/20), procs: sidecartest.NewProcs()}
 }
 
 // start runs the sidecar and waits until its loop has armed its tickers.
@@ -458,7 +453,7 @@ func TestUnit_Lead(t *testing.T) {
 		{
 			name: "agent exit stops heartbeating, leaves the key to expire",
 			run: func(t *testing.T, u *unit) {
-				close(u.procs.exited)
+				u.procs.Exit()
 				if err := u.stopped(t); err != nil {
 					t.Fatalf("run: %v", err)
 				}

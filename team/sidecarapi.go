@@ -18,119 +18,64 @@ import (
 // SidecarAPI is the team service as the lead and teammate sidecars use it:
 // domain values in and out, watches and the sidecar inbox as typed
 // channels, so the sidecars import no nats package. It implements
-// lead.Team and teammate.Team.
-type SidecarAPI struct{ svc *Service }
+// lead.Team and teammate.Team: the Service methods they call whose
+// signatures already fit (Resume, Join, UpdateTeam, MarkCrashed, …) are
+// the embedded Service's own; the methods below read records, adapt a
+// result, or turn a watch or a consumer into a channel.
+type SidecarAPI struct{ *Service }
 
 // SidecarAPI returns the service's API for sidecars.
-func (s *Service) SidecarAPI() *SidecarAPI { return &SidecarAPI{svc: s} }
-
-// Now returns the service clock.
-func (a *SidecarAPI) Now() time.Time { return a.svc.Now() }
+func (s *Service) SidecarAPI() *SidecarAPI { return &SidecarAPI{s} }
 
 // Team reads the team record.
 func (a *SidecarAPI) Team(ctx context.Context, team string) (*teambus.Team, error) {
-	t, _, err := a.svc.store.Team(ctx, team)
+	t, _, err := a.Service.store.Team(ctx, team)
 	return t, err
 }
 
 // Member reads a member record.
 func (a *SidecarAPI) Member(ctx context.Context, team, member string) (*teambus.Member, error) {
-	m, _, err := a.svc.store.Member(ctx, team, member)
+	m, _, err := a.Service.store.Member(ctx, team, member)
 	return m, err
 }
 
 // State reads every record of the team.
 func (a *SidecarAPI) State(ctx context.Context, team string) (*teambus.State, error) {
-	snap, err := a.svc.store.Snapshot(ctx, team)
+	snap, err := a.Service.store.Snapshot(ctx, team)
 	if err != nil {
 		return nil, err
 	}
 	return &snap.State, nil
 }
 
-// Resume is Service.Resume.
-func (a *SidecarAPI) Resume(ctx context.Context, team, session string, force, asLead bool) (*teambus.Report, error) {
-	return a.svc.Resume(ctx, team, session, force, asLead)
-}
-
-// Probe is Service.Probe.
-func (a *SidecarAPI) Probe(ctx context.Context, team string) (*teambus.Report, error) {
-	return a.svc.Probe(ctx, team)
-}
-
-// Join is Service.Join.
-func (a *SidecarAPI) Join(ctx context.Context, team, member, session string) (*teambus.Member, error) {
-	return a.svc.Join(ctx, team, member, session)
-}
-
-// UpdateTeam is Service.UpdateTeam.
-func (a *SidecarAPI) UpdateTeam(ctx context.Context, team string, fn func(*teambus.Team) (bool, error)) (*teambus.Team, error) {
-	return a.svc.UpdateTeam(ctx, team, fn)
-}
-
-// UpdateMember is Service.UpdateMember.
-func (a *SidecarAPI) UpdateMember(ctx context.Context, team, member string, epoch int64, fn func(*teambus.Member) bool) error {
-	return a.svc.UpdateMember(ctx, team, member, epoch, fn)
-}
-
-// SetMemberStatus is Service.SetMemberStatus.
-func (a *SidecarAPI) SetMemberStatus(ctx context.Context, team, member string, epoch int64, status teambus.MemberStatus) error {
-	return a.svc.SetMemberStatus(ctx, team, member, epoch, status)
-}
-
 // Notify is Service.Notify without the send result.
 func (a *SidecarAPI) Notify(ctx context.Context, team, from string, epoch int64, to string, typ teambus.MessageType, id, body string, data any) error {
-	_, err := a.svc.Notify(ctx, team, from, epoch, to, typ, id, body, data)
+	_, err := a.Service.Notify(ctx, team, from, epoch, to, typ, id, body, data)
 	return err
-}
-
-// MarkCrashed is Service.MarkCrashed.
-func (a *SidecarAPI) MarkCrashed(ctx context.Context, team, member string, epoch int64, reason string) (teambus.CrashResult, error) {
-	return a.svc.MarkCrashed(ctx, team, member, epoch, reason)
-}
-
-// ReleaseHeld is Service.ReleaseHeld.
-func (a *SidecarAPI) ReleaseHeld(ctx context.Context, team, member string) ([]teambus.Message, error) {
-	return a.svc.ReleaseHeld(ctx, team, member)
 }
 
 // HeldPending returns how many held messages of member wait for release.
 func (a *SidecarAPI) HeldPending(ctx context.Context, team, member string) (uint64, error) {
-	return a.svc.Mailbox(team).HeldPending(ctx, member)
-}
-
-// ReconcileMember is Service.ReconcileMember.
-func (a *SidecarAPI) ReconcileMember(ctx context.Context, team, member, reason string) ([]string, error) {
-	return a.svc.ReconcileMember(ctx, team, member, reason)
-}
-
-// PromoteReady is Service.PromoteReady.
-func (a *SidecarAPI) PromoteReady(ctx context.Context, team string) ([]string, error) {
-	return a.svc.PromoteReady(ctx, team)
-}
-
-// LogEvent is Service.LogEvent.
-func (a *SidecarAPI) LogEvent(ctx context.Context, team, typ, agent string, data any) {
-	a.svc.LogEvent(ctx, team, typ, agent, data)
+	return a.Service.Mailbox(team).HeldPending(ctx, member)
 }
 
 // StartSession starts the event log session of a sidecar run and returns
 // its end (EventSession.End).
 func (a *SidecarAPI) StartSession(ctx context.Context, team, member string, epoch int64, data map[string]any) func(ctx context.Context, outcome string, err error) {
-	return a.svc.StartSession(ctx, team, member, epoch, data).End
+	return a.Service.StartSession(ctx, team, member, epoch, data).End
 }
 
 // AutoCheckpoint records an automatic checkpoint of the member's current
 // task, listing files.
 func (a *SidecarAPI) AutoCheckpoint(ctx context.Context, team, member, session string, files []string, lastAction string) error {
-	_, err := a.svc.Checkpoint(ctx, Actor{Team: team, Member: member, Session: session}, CheckpointSpec{Auto: true, Files: files, LastAction: lastAction})
+	_, err := a.Service.Checkpoint(ctx, Actor{Team: team, Member: member, Session: session}, CheckpointSpec{Auto: true, Files: files, LastAction: lastAction})
 	return err
 }
 
 // ReleaseTask gives the member's task back to the queue with its
 // checkpoint.
 func (a *SidecarAPI) ReleaseTask(ctx context.Context, team, member, session, task string) error {
-	_, err := a.svc.Release(ctx, Actor{Team: team, Member: member, Session: session}, task)
+	_, err := a.Service.Release(ctx, Actor{Team: team, Member: member, Session: session}, task)
 	return err
 }
 
@@ -146,18 +91,18 @@ func beatKey(member string) string {
 // key's last revision is rev (0: the key is new or expired); it returns the
 // new revision.
 func (a *SidecarAPI) Beat(ctx context.Context, team string, hb *teambus.Heartbeat, ttl time.Duration, rev uint64) (uint64, error) {
-	return a.svc.store.Beat(ctx, team, beatKey(hb.Member), hb, ttl, rev)
+	return a.Service.store.Beat(ctx, team, beatKey(hb.Member), hb, ttl, rev)
 }
 
 // StopBeat deletes member's heartbeat key, as a clean shutdown does.
 func (a *SidecarAPI) StopBeat(ctx context.Context, team, member string) error {
-	return a.svc.store.StopBeat(ctx, team, beatKey(member))
+	return a.Service.store.StopBeat(ctx, team, beatKey(member))
 }
 
 // StopBeatAt deletes member's heartbeat key only if its last revision is
 // rev, the writer's own last beat.
 func (a *SidecarAPI) StopBeatAt(ctx context.Context, team, member string, rev uint64) error {
-	return a.svc.store.StopBeatAt(ctx, team, beatKey(member), rev)
+	return a.Service.store.StopBeatAt(ctx, team, beatKey(member), rev)
 }
 
 // WatchBeats reports the team's heartbeat writes and expiries (deletes, a
@@ -177,9 +122,9 @@ func (a *SidecarAPI) WatchBeats(ctx context.Context, team string, updatesOnly bo
 	)
 	switch len(only) {
 	case 0:
-		w, err = a.svc.store.WatchHeartbeats(ctx, team, opts...)
+		w, err = a.Service.store.WatchHeartbeats(ctx, team, opts...)
 	case 1:
-		w, err = a.svc.store.WatchHeartbeat(ctx, team, beatKey(only[0]), opts...)
+		w, err = a.Service.store.WatchHeartbeat(ctx, team, beatKey(only[0]), opts...)
 	default:
 		return nil, teambus.Invalidf("watch beats: one member or all, not %d", len(only))
 	}
@@ -218,7 +163,7 @@ func (a *SidecarAPI) WatchBeats(ctx context.Context, team string, updatesOnly bo
 // WatchState reports the team record (re-read at each change) and the
 // record of member, current values first, then changes, until ctx ends.
 func (a *SidecarAPI) WatchState(ctx context.Context, team, member string) (<-chan teambus.StateChange, error) {
-	w, err := a.svc.store.WatchTeamAndMember(ctx, team, member)
+	w, err := a.Service.store.WatchTeamAndMember(ctx, team, member)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +180,7 @@ func (a *SidecarAPI) WatchState(ctx context.Context, team, member string) (<-cha
 			}
 			return teambus.StateChange{Member: &m}, true
 		case "team":
-			t, _, err := a.svc.store.Team(ctx, team)
+			t, _, err := a.Service.store.Team(ctx, team)
 			if err != nil {
 				return teambus.StateChange{}, false
 			}
@@ -285,8 +230,8 @@ func pump[T, U any](ctx context.Context, in <-chan T, stop func() error, buf int
 // message given back while this consumer still pulls could be delivered
 // to it again and lost with it.
 func (a *SidecarAPI) ConsumeSidecar(ctx context.Context, team, member string) (<-chan teambus.Delivery, func(back ...teambus.Delivery), error) {
-	js := a.svc.store.JetStream()
-	mb := a.svc.Mailbox(team)
+	js := a.Service.store.JetStream()
+	mb := a.Service.Mailbox(team)
 	cons, err := mb.SidecarInbox(ctx, member)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open sidecar inbox of %s: %w", member, err)

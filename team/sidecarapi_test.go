@@ -24,6 +24,12 @@ import (
 // the integration proof of their unit tests on an in-memory team (lead/,
 // teammate/), moved here so that those run in milliseconds.
 
+// SidecarAPI is the team each sidecar runs on.
+var (
+	_ lead.Team     = (*team.SidecarAPI)(nil)
+	_ teammate.Team = (*team.SidecarAPI)(nil)
+)
+
 // tlog logs through t until the test ends.
 type tlog struct {
 	mu   sync.Mutex

@@ -29,7 +29,8 @@
 //
 // The sidecar is a loop over small interfaces: Team (the team service as
 // team.SidecarAPI gives it: domain values, the lead's heartbeat, its own
-// records and its sidecar inbox as typed channels), a clock
+// records and its sidecar inbox as typed channels; what it shares with
+// the lead sidecar is internal/sidecar.Team), a clock
 // (internal/clock) and a ProcessWatcher (proc.Watcher). It imports no nats
 // package. Its unit tests run it on an in-memory team (internal/sidecartest)
 // and a fake clock, in milliseconds; team/sidecarapi_test.go runs it against

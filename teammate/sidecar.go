@@ -73,7 +73,7 @@ type Sidecar struct {
 
 	epoch    int64
 	policy   teambus.Policy
-	hbRev    uint64
+	heart    sidecar.Heart
 	zombie   bool
 	zombieAt time.Time
 	// stragglerBeats is how many more heartbeats look for held mail stored
@@ -175,10 +175,7 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 	// fetched but did not handle, so its successor gets it now, not after
 	// ack-wait.
 	defer func() { stopControl() }()
-	var agentGone <-chan struct{}
-	if s.cfg.PID > 0 {
-		agentGone = s.cfg.Procs.Exited(wctx, s.cfg.PID)
-	}
+	agentGone := sidecar.Exited(wctx, s.cfg.Procs, s.cfg.PID)
 
 	hb := s.clock.NewTicker(s.policy.Heartbeat)
 	defer hb.Stop()
@@ -334,13 +331,7 @@ func (s *Sidecar) beat(ctx context.Context) error {
 		return err
 	}
 	hb := &teambus.Heartbeat{Member: s.cfg.Member, Session: s.cfg.Session, Epoch: s.epoch, Status: m.Status, PID: s.cfg.PID, ContextPct: m.ContextPct}
-	rev, err := s.svc.Beat(ctx, s.cfg.Team, hb, s.policy.MemberTimeout, s.hbRev)
-	if err != nil {
-		s.hbRev = 0
-		return err
-	}
-	s.hbRev = rev
-	return nil
+	return s.heart.Beat(ctx, s.svc, s.cfg.Team, hb, s.policy.MemberTimeout)
 }
 
 // stepTimeout bounds a heartbeat step of the loop: at most half of

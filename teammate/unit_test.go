@@ -15,18 +15,13 @@ import (
 
 var _ teammate.Team = (*sidecartest.Team)(nil)
 
-// procs is a process watcher whose agent exits when the test says so.
-type procs struct{ exited chan struct{} }
-
-func (p procs) Exited(context.Context, int) <-chan struct{} { return p.exited }
-
 // unit is a teammate sidecar of member tm1 run on an in-memory team and a
 // fake clock.
 type unit struct {
 	ft     *sidecartest.Team
 	clk    *clock.Fake
 	pol    teambus.Policy
-	procs  procs
+	procs  sidecartest.Procs
 	cancel context.CancelFunc
 	done   chan struct{}
 	out    teammate.Outcome
@@ -40,7 +35,7 @@ const sidecarTimers = 4
 func newUnit(t *testing.T, pol teambus.Policy) *unit {
 	t.Helper()
 	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	return &unit{ft: sidecartest.New(clk, "tu", pol, "tm1"), clk: clk, pol: pol, procs: procs{exited: make(chan struct{})}}
+	return &unit{ft: sidecartest.New(clk, "tu", pol, "tm1"), clk: clk, pol: pol, procs: sidecartest.NewProcs()}
 }
 
 // start runs the sidecar and waits until its loop has armed its timers.
@@ -398,7 +393,7 @@ func TestUnit_Teammate(t *testing.T) {
 				u.ft.AddTask("t1", "tm1")
 			},
 			run: func(t *testing.T, u *unit) {
-				close(u.procs.exited)
+				u.procs.Exit()
 				u.stopped(t, teammate.OutcomeCrashed)
 				snap := u.ft.Snapshot()
 				if m := snap.Members["tm1"]; m.Status != teambus.MemberCrashed || m.CrashCount != 1 || snap.Tasks["t1"].Status != teambus.TaskAvailable {
@@ -419,7 +414,7 @@ func TestUnit_Teammate(t *testing.T) {
 				u.ft.AddTask("t1", "tm1")
 			},
 			run: func(t *testing.T, u *unit) {
-				close(u.procs.exited)
+				u.procs.Exit()
 				u.stopped(t, teammate.OutcomeCrashed)
 				snap := u.ft.Snapshot()
 				if m := snap.Members["tm1"]; m.Status != teambus.MemberPaused || !m.EscalatePending || snap.Tasks["t1"].Status != teambus.TaskPaused {
@@ -433,7 +428,7 @@ func TestUnit_Teammate(t *testing.T) {
 		{
 			name: "agent exit without a task is a clean end",
 			run: func(t *testing.T, u *unit) {
-				close(u.procs.exited)
+				u.procs.Exit()
 				u.stopped(t, teammate.OutcomeAgentDone)
 				if m := u.member(t); m.Status != teambus.MemberShutdown || m.CrashCount != 0 {
 					t.Fatalf("tm1 %s crashes %d", m.Status, m.CrashCount)

@@ -3,6 +3,7 @@ package sidecartest
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -95,11 +96,32 @@ func clone[T any](v *T) *T {
 	return out
 }
 
-// enter counts a call of method and returns the failure set for it; t.mu
-// is held.
-func (t *Team) enter(method string) error {
+// call runs fn as the sidecars' call method under the team's lock: it
+// counts the call, returns the failure Fail set for method instead of
+// running fn, and wakes Wait after.
+func call[R any](t *Team, method string, fn func() (R, error)) (R, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	defer t.signal()
 	t.calls[method]++
-	return t.fail[method]
+	if err := t.fail[method]; err != nil {
+		var zero R
+		return zero, err
+	}
+	return fn()
+}
+
+// do is call for a method that returns only an error.
+func (t *Team) do(method string, fn func() error) error {
+	_, err := call(t, method, func() (struct{}, error) { return struct{}{}, fn() })
+	return err
+}
+
+// read returns what fn reads under the team's lock.
+func read[R any](t *Team, fn func() R) R {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return fn()
 }
 
 // signal wakes Wait; t.mu is held.
@@ -110,6 +132,15 @@ func (t *Team) signal() {
 
 func (t *Team) now() time.Time { return t.clk.Now().UTC() }
 
+// member returns member's record; t.mu is held.
+func (t *Team) member(team, member string) (*teambus.Member, error) {
+	m, ok := t.members[member]
+	if !ok {
+		return nil, teambus.NotFoundf("team %s has no member %s", team, member)
+	}
+	return m, nil
+}
+
 // --- the sidecars' side (lead.Team, teammate.Team) ---
 
 // Now returns the fake clock's time.
@@ -117,24 +148,20 @@ func (t *Team) Now() time.Time { return t.now() }
 
 // Resume attaches session as the team's lead: lead epoch up.
 func (t *Team) Resume(_ context.Context, team, session string, force, asLead bool) (*teambus.Report, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	defer t.signal()
-	if err := t.enter("Resume"); err != nil {
-		return nil, err
-	}
-	decision := "attach"
-	switch {
-	case t.team.LeadSession == session:
-		decision = "reattach"
-	case t.team.LeadSession != "":
-		decision = "takeover"
-	}
-	if decision != "reattach" {
-		t.team.LeadEpoch++
-		t.team.LeadSession = session
-	}
-	return t.report(decision), nil
+	return call(t, "Resume", func() (*teambus.Report, error) {
+		decision := "attach"
+		switch {
+		case t.team.LeadSession == session:
+			decision = "reattach"
+		case t.team.LeadSession != "":
+			decision = "takeover"
+		}
+		if decision != "reattach" {
+			t.team.LeadEpoch++
+			t.team.LeadSession = session
+		}
+		return t.report(decision), nil
+	})
 }
 
 func (t *Team) report(decision string) *teambus.Report {
@@ -144,62 +171,40 @@ func (t *Team) report(decision string) *teambus.Report {
 
 // Probe reports the team.
 func (t *Team) Probe(_ context.Context, team string) (*teambus.Report, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if err := t.enter("Probe"); err != nil {
-		return nil, err
-	}
-	return t.report("resumable"), nil
+	return call(t, "Probe", func() (*teambus.Report, error) { return t.report("resumable"), nil })
 }
 
 // Join registers a new incarnation of member.
 func (t *Team) Join(_ context.Context, team, member, session string) (*teambus.Member, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	defer t.signal()
-	if err := t.enter("Join"); err != nil {
-		return nil, err
-	}
-	m, ok := t.members[member]
-	if !ok {
-		return nil, teambus.NotFoundf("team %s has no member %s", team, member)
-	}
-	m.Register(session, t.now())
-	return clone(m), nil
+	return call(t, "Join", func() (*teambus.Member, error) {
+		m, err := t.member(team, member)
+		if err != nil {
+			return nil, err
+		}
+		m.Register(session, t.now())
+		return clone(m), nil
+	})
 }
 
 // Team returns the team record.
 func (t *Team) Team(_ context.Context, team string) (*teambus.Team, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if err := t.enter("Team"); err != nil {
-		return nil, err
-	}
-	return clone(t.team), nil
+	return call(t, "Team", func() (*teambus.Team, error) { return clone(t.team), nil })
 }
 
 // Member returns a member record.
 func (t *Team) Member(_ context.Context, team, member string) (*teambus.Member, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if err := t.enter("Member"); err != nil {
-		return nil, err
-	}
-	m, ok := t.members[member]
-	if !ok {
-		return nil, teambus.NotFoundf("team %s has no member %s", team, member)
-	}
-	return clone(m), nil
+	return call(t, "Member", func() (*teambus.Member, error) {
+		m, err := t.member(team, member)
+		if err != nil {
+			return nil, err
+		}
+		return clone(m), nil
+	})
 }
 
 // State returns every record.
 func (t *Team) State(_ context.Context, team string) (*teambus.State, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if err := t.enter("State"); err != nil {
-		return nil, err
-	}
-	return t.state(), nil
+	return call(t, "State", func() (*teambus.State, error) { return t.state(), nil })
 }
 
 func (t *Team) state() *teambus.State {
@@ -210,55 +215,39 @@ func (t *Team) state() *teambus.State {
 	for id, k := range t.tasks {
 		s.Tasks[id] = clone(k)
 	}
-	for id, a := range t.activity {
-		s.Activity[id] = a
-	}
+	maps.Copy(s.Activity, t.activity)
 	return s
 }
 
 // UpdateTeam applies fn to a copy of the team record and stores it when fn
 // reports a change.
 func (t *Team) UpdateTeam(_ context.Context, team string, fn func(*teambus.Team) (bool, error)) (*teambus.Team, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if err := t.enter("UpdateTeam"); err != nil {
-		return nil, err
-	}
-	c := clone(t.team)
-	changed, err := fn(c)
-	if err != nil {
-		return nil, err
-	}
-	if changed {
-		t.team = c
-		t.signal()
-	}
-	return clone(t.team), nil
+	return call(t, "UpdateTeam", func() (*teambus.Team, error) {
+		c := clone(t.team)
+		changed, err := fn(c)
+		if err != nil {
+			return nil, err
+		}
+		if changed {
+			t.team = c
+		}
+		return clone(t.team), nil
+	})
 }
 
 // UpdateMember applies fn to a copy of the member record, if it is of
 // epoch (0: any), and stores it when fn reports a change.
 func (t *Team) UpdateMember(_ context.Context, team, member string, epoch int64, fn func(*teambus.Member) bool) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if err := t.enter("UpdateMember"); err != nil {
-		return err
-	}
-	return t.updateMember(team, member, epoch, fn)
+	return t.do("UpdateMember", func() error { return t.updateMember(team, member, epoch, fn) })
 }
 
 func (t *Team) updateMember(team, member string, epoch int64, fn func(*teambus.Member) bool) error {
-	m, ok := t.members[member]
-	if !ok {
-		return teambus.NotFoundf("team %s has no member %s", team, member)
+	m, err := t.member(team, member)
+	if err != nil || (epoch != 0 && m.Epoch != epoch) {
+		return err
 	}
-	if epoch != 0 && m.Epoch != epoch {
-		return nil
-	}
-	c := clone(m)
-	if fn(c) {
+	if c := clone(m); fn(c) {
 		t.members[member] = c
-		t.signal()
 	}
 	return nil
 }
@@ -266,84 +255,65 @@ func (t *Team) updateMember(team, member string, epoch int64, fn func(*teambus.M
 // SetMemberStatus sets the status of member's incarnation epoch, unless it
 // crashed, is paused or shut down.
 func (t *Team) SetMemberStatus(_ context.Context, team, member string, epoch int64, status teambus.MemberStatus) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if err := t.enter("SetMemberStatus"); err != nil {
-		return err
-	}
-	return t.updateMember(team, member, epoch, func(m *teambus.Member) bool {
-		switch m.Status {
-		case status, teambus.MemberCrashed, teambus.MemberPaused, teambus.MemberShutdown:
-			return false
-		}
-		m.Status = status
-		m.ZombieSince = nil
-		if status == teambus.MemberZombie {
-			m.ZombieSince = teambus.TimePtr(t.now())
-		}
-		return true
+	return t.do("SetMemberStatus", func() error {
+		return t.updateMember(team, member, epoch, func(m *teambus.Member) bool {
+			switch m.Status {
+			case status, teambus.MemberCrashed, teambus.MemberPaused, teambus.MemberShutdown:
+				return false
+			}
+			m.Status = status
+			m.ZombieSince = nil
+			if status == teambus.MemberZombie {
+				m.ZombieSince = teambus.TimePtr(t.now())
+			}
+			return true
+		})
 	})
 }
 
 // Notify records mail; a second message with the same id is a duplicate
 // and dropped, as the mailbox's deduplication does.
 func (t *Team) Notify(_ context.Context, team, from string, epoch int64, to string, typ teambus.MessageType, id, body string, data any) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if err := t.enter("Notify"); err != nil {
-		return err
-	}
-	if t.mailIDs[id] {
+	return t.do("Notify", func() error {
+		if !t.mailIDs[id] {
+			t.mailIDs[id] = true
+			t.mail = append(t.mail, Mail{From: from, Epoch: epoch, To: to, Type: typ, ID: id, Body: body, Data: data})
+		}
 		return nil
-	}
-	t.mailIDs[id] = true
-	t.mail = append(t.mail, Mail{From: from, Epoch: epoch, To: to, Type: typ, ID: id, Body: body, Data: data})
-	t.signal()
-	return nil
+	})
 }
 
 // MarkCrashed records the crash of member's incarnation epoch, once: crash
 // count up, the member crashed, or past the crash limit paused with an
 // escalation pending; its tasks follow (ReconcileMember).
 func (t *Team) MarkCrashed(_ context.Context, team, member string, epoch int64, reason string) (teambus.CrashResult, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	defer t.signal()
-	var res teambus.CrashResult
-	if err := t.enter("MarkCrashed"); err != nil {
-		return res, err
-	}
-	m, ok := t.members[member]
-	if !ok {
-		return res, teambus.NotFoundf("team %s has no member %s", team, member)
-	}
-	if m.Epoch != epoch || m.CrashedEpoch == epoch || m.Status == teambus.MemberShutdown {
-		res.Crashes = m.CrashCount
+	return call(t, "MarkCrashed", func() (res teambus.CrashResult, err error) {
+		m, err := t.member(team, member)
+		if err != nil {
+			return res, err
+		}
+		if m.Epoch != epoch || m.CrashedEpoch == epoch || m.Status == teambus.MemberShutdown {
+			res.Crashes = m.CrashCount
+			return res, nil
+		}
+		m.CrashCount++
+		m.CrashedEpoch = epoch
+		m.ZombieSince = nil
+		res.Counted, res.Crashes = true, m.CrashCount
+		if m.CrashCount > t.team.Policy.CrashLimit {
+			m.Status, m.EscalatePending, res.Paused = teambus.MemberPaused, true, true
+		} else {
+			m.Status = teambus.MemberCrashed
+		}
+		res.Tasks = t.reconcile(member, reason)
+		t.events = append(t.events, eventlog.EvAgentCrashed)
 		return res, nil
-	}
-	m.CrashCount++
-	m.CrashedEpoch = epoch
-	m.ZombieSince = nil
-	res.Counted, res.Crashes = true, m.CrashCount
-	if m.CrashCount > t.team.Policy.CrashLimit {
-		m.Status, m.EscalatePending, res.Paused = teambus.MemberPaused, true, true
-	} else {
-		m.Status = teambus.MemberCrashed
-	}
-	res.Tasks = t.reconcile(member, reason)
-	t.events = append(t.events, eventlog.EvAgentCrashed)
-	return res, nil
+	})
 }
 
 // ReconcileMember requeues (crashed) or pauses (paused) member's tasks.
 func (t *Team) ReconcileMember(_ context.Context, team, member, reason string) ([]string, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	defer t.signal()
-	if err := t.enter("ReconcileMember"); err != nil {
-		return nil, err
-	}
-	return t.reconcile(member, reason), nil
+	return call(t, "ReconcileMember", func() ([]string, error) { return t.reconcile(member, reason), nil })
 }
 
 func (t *Team) reconcile(member, reason string) []string {
@@ -367,186 +337,135 @@ func (t *Team) reconcile(member, reason string) []string {
 
 // PromoteReady does nothing: the in-memory team has no dependencies.
 func (t *Team) PromoteReady(context.Context, string) ([]string, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return nil, t.enter("PromoteReady")
+	return call(t, "PromoteReady", func() ([]string, error) { return nil, nil })
 }
 
 // ReleaseHeld releases member's held mail, in order, and clears its held
 // mark.
 func (t *Team) ReleaseHeld(_ context.Context, team, member string) ([]teambus.Message, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	defer t.signal()
-	if err := t.enter("ReleaseHeld"); err != nil {
-		return nil, err
-	}
-	out := t.held[member]
-	delete(t.held, member)
-	t.released[member] = append(t.released[member], out...)
-	if m := t.members[member]; m != nil {
-		m.HeldSince = nil
-	}
-	return out, nil
+	return call(t, "ReleaseHeld", func() ([]teambus.Message, error) {
+		out := t.held[member]
+		delete(t.held, member)
+		t.released[member] = append(t.released[member], out...)
+		if m := t.members[member]; m != nil {
+			m.HeldSince = nil
+		}
+		return out, nil
+	})
 }
 
 // HeldPending returns how many held messages of member wait.
 func (t *Team) HeldPending(_ context.Context, team, member string) (uint64, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if err := t.enter("HeldPending"); err != nil {
-		return 0, err
-	}
-	return uint64(len(t.held[member])), nil
+	return call(t, "HeldPending", func() (uint64, error) { return uint64(len(t.held[member])), nil })
 }
 
 // AutoCheckpoint counts an automatic checkpoint of member's task; without
 // a task it fails with ErrState, as the service does.
 func (t *Team) AutoCheckpoint(_ context.Context, team, member, session string, files []string, lastAction string) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	defer t.signal()
-	if err := t.enter("AutoCheckpoint"); err != nil {
-		return err
-	}
-	ts := t.state().MemberTasks(member)
-	if len(ts) == 0 {
-		return teambus.Statef("%s holds no task to checkpoint", member)
-	}
-	t.autoCP[member]++
-	t.tasks[ts[0].ID].Checkpoint = &teambus.Checkpoint{Member: member, LastAction: lastAction, Files: files, Auto: true, At: t.now()}
-	return nil
+	return t.do("AutoCheckpoint", func() error {
+		ts := t.state().MemberTasks(member)
+		if len(ts) == 0 {
+			return teambus.Statef("%s holds no task to checkpoint", member)
+		}
+		t.autoCP[member]++
+		t.tasks[ts[0].ID].Checkpoint = &teambus.Checkpoint{Member: member, LastAction: lastAction, Files: files, Auto: true, At: t.now()}
+		return nil
+	})
 }
 
 // ReleaseTask gives member's task back to the queue.
 func (t *Team) ReleaseTask(_ context.Context, team, member, session, task string) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	defer t.signal()
-	if err := t.enter("ReleaseTask"); err != nil {
-		return err
-	}
-	k, ok := t.tasks[task]
-	if !ok {
-		return teambus.NotFoundf("no task %s", task)
-	}
-	return teambus.Release(k, member, t.tasks, t.now())
+	return t.do("ReleaseTask", func() error {
+		k, ok := t.tasks[task]
+		if !ok {
+			return teambus.NotFoundf("no task %s", task)
+		}
+		return teambus.Release(k, member, t.tasks, t.now())
+	})
 }
 
 // LogEvent records the event type.
 func (t *Team) LogEvent(_ context.Context, team, typ, agent string, data any) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.events = append(t.events, typ)
+	_ = t.do("LogEvent", func() error { t.events = append(t.events, typ); return nil })
 }
 
 // StartSession returns an end that records the run's outcome.
 func (t *Team) StartSession(_ context.Context, team, member string, epoch int64, data map[string]any) func(context.Context, string, error) {
 	return func(_ context.Context, outcome string, _ error) {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		t.outcomes = append(t.outcomes, outcome)
-		t.signal()
+		_ = t.do("EndSession", func() error { t.outcomes = append(t.outcomes, outcome); return nil })
 	}
 }
 
 // Beat stores hb. Like kv.Store.Beat it takes over a key another writer
 // left (rev is only a hint there).
 func (t *Team) Beat(_ context.Context, team string, hb *teambus.Heartbeat, ttl time.Duration, rev uint64) (uint64, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	defer t.signal()
-	if err := t.enter("Beat"); err != nil {
-		return 0, err
-	}
-	t.rev++
-	t.beats[hb.Member] = beat{hb: *hb, ttl: ttl, rev: t.rev}
-	t.stored[hb.Member]++
-	return t.rev, nil
+	return call(t, "Beat", func() (uint64, error) {
+		t.rev++
+		t.beats[hb.Member] = beat{hb: *hb, ttl: ttl, rev: t.rev}
+		t.stored[hb.Member]++
+		return t.rev, nil
+	})
 }
 
 // StopBeat removes member's heartbeat key.
 func (t *Team) StopBeat(_ context.Context, team, member string) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	defer t.signal()
-	if err := t.enter("StopBeat"); err != nil {
-		return err
-	}
-	delete(t.beats, member)
-	t.stopped[member]++
-	return nil
+	return t.do("StopBeat", func() error {
+		delete(t.beats, member)
+		t.stopped[member]++
+		return nil
+	})
 }
 
 // StopBeatAt removes member's heartbeat key if its revision is rev.
 func (t *Team) StopBeatAt(_ context.Context, team, member string, rev uint64) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	defer t.signal()
-	if err := t.enter("StopBeatAt"); err != nil {
-		return err
-	}
-	if cur, ok := t.beats[member]; ok && cur.rev == rev {
-		delete(t.beats, member)
-		t.stopped[member]++
-	}
-	return nil
+	return t.do("StopBeatAt", func() error {
+		if cur, ok := t.beats[member]; ok && cur.rev == rev {
+			delete(t.beats, member)
+			t.stopped[member]++
+		}
+		return nil
+	})
 }
 
-// WatchBeats returns the channel PushBeat and Expire write to (only is
-// not applied: the sidecars filter what they are sent as well).
+// WatchBeats returns the channel PushBeat writes to (only is not applied:
+// the sidecars filter what they are sent as well).
 func (t *Team) WatchBeats(ctx context.Context, team string, updatesOnly bool, only ...string) (<-chan teambus.BeatEvent, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	defer t.signal()
-	if err := t.enter("WatchBeats"); err != nil {
-		return nil, err
-	}
-	// Unbuffered: PushBeat returns once the sidecar took the event.
-	ch := make(chan teambus.BeatEvent)
-	t.beatWatch = append(t.beatWatch, ch)
-	return ch, nil
+	return call(t, "WatchBeats", func() (<-chan teambus.BeatEvent, error) {
+		// Unbuffered: PushBeat returns once the sidecar took the event.
+		ch := make(chan teambus.BeatEvent)
+		t.beatWatch = append(t.beatWatch, ch)
+		return ch, nil
+	})
 }
 
 // WatchState returns a channel with the team record and member's record,
-// then what PushTeam and Fence write.
+// then what PushState writes.
 func (t *Team) WatchState(ctx context.Context, team, member string) (<-chan teambus.StateChange, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	defer t.signal()
-	if err := t.enter("WatchState"); err != nil {
-		return nil, err
-	}
-	ch := make(chan teambus.StateChange, 64)
-	ch <- teambus.StateChange{Team: clone(t.team)}
-	if m, ok := t.members[member]; ok {
-		ch <- teambus.StateChange{Member: clone(m)}
-	}
-	t.stateWatch[member] = append(t.stateWatch[member], ch)
-	return ch, nil
+	return call(t, "WatchState", func() (<-chan teambus.StateChange, error) {
+		ch := make(chan teambus.StateChange, 64)
+		ch <- teambus.StateChange{Team: clone(t.team)}
+		if m, ok := t.members[member]; ok {
+			ch <- teambus.StateChange{Member: clone(m)}
+		}
+		t.stateWatch[member] = append(t.stateWatch[member], ch)
+		return ch, nil
+	})
 }
 
 // ConsumeSidecar returns member's sidecar inbox, which Deliver writes to;
 // stop gives back (naks) the deliveries passed to it and those not taken.
 func (t *Team) ConsumeSidecar(ctx context.Context, team, member string) (<-chan teambus.Delivery, func(...teambus.Delivery), error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	defer t.signal()
-	if err := t.enter("ConsumeSidecar"); err != nil {
+	ch, err := call(t, "ConsumeSidecar", func() (chan teambus.Delivery, error) { return t.inbox(member), nil })
+	if err != nil {
 		return nil, nil, err
 	}
-	ch := t.inbox(member)
 	var once sync.Once
 	stop := func(back ...teambus.Delivery) {
 		once.Do(func() {
-			back = teambus.TakeBuffered(ch, back)
-			for _, d := range back {
+			for _, d := range teambus.TakeBuffered(ch, back) {
 				_ = d.Nak(context.Background())
 			}
-			t.mu.Lock()
-			t.inboxStop[member]++
-			t.signal()
-			t.mu.Unlock()
+			_ = t.do("StopInbox", func() error { t.inboxStop[member]++; return nil })
 		})
 	}
 	return ch, stop, nil
@@ -563,9 +482,6 @@ func (t *Team) inbox(member string) chan teambus.Delivery {
 
 // --- the test's side ---
 
-// Clock returns the fake clock.
-func (t *Team) Clock() *clock.Fake { return t.clk }
-
 // Fail makes every later call of method fail with err (nil: succeed).
 func (t *Team) Fail(method string, err error) {
 	t.mu.Lock()
@@ -574,11 +490,7 @@ func (t *Team) Fail(method string, err error) {
 }
 
 // Calls returns how often method was called.
-func (t *Team) Calls(method string) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.calls[method]
-}
+func (t *Team) Calls(method string) int { return read(t, func() int { return t.calls[method] }) }
 
 // Edit changes the records under the team's lock.
 func (t *Team) Edit(fn func(team *teambus.Team, members map[string]*teambus.Member, tasks map[string]*teambus.Task, activity map[string]time.Time)) {
@@ -589,11 +501,7 @@ func (t *Team) Edit(fn func(team *teambus.Team, members map[string]*teambus.Memb
 }
 
 // Snapshot returns a copy of every record.
-func (t *Team) Snapshot() *teambus.State {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.state()
-}
+func (t *Team) Snapshot() *teambus.State { return read(t, func() *teambus.State { return t.state() }) }
 
 // AddTask gives member task id, in progress for its current incarnation.
 func (t *Team) AddTask(id, member string) {
@@ -617,9 +525,7 @@ func (t *Team) Hold(member, body string) {
 
 // Released returns the held mail of member released so far.
 func (t *Team) Released(member string) []teambus.Message {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return slices.Clone(t.released[member])
+	return read(t, func() []teambus.Message { return slices.Clone(t.released[member]) })
 }
 
 // PushBeat hands a heartbeat event of member (teambus.Lead for the lead)
@@ -712,9 +618,7 @@ func (t *Team) Deliver(member string, msg teambus.Message, err error) *Settled {
 
 // InboxStops returns how often member's sidecar inbox was stopped.
 func (t *Team) InboxStops(member string) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.inboxStop[member]
+	return read(t, func() int { return t.inboxStop[member] })
 }
 
 // Mail returns the mail sent so far of type typ ("" for all).
@@ -739,38 +643,22 @@ func (t *Team) Beating(member string) (teambus.Heartbeat, bool) {
 }
 
 // Beats returns how many heartbeats of member were stored.
-func (t *Team) Beats(member string) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.stored[member]
-}
+func (t *Team) Beats(member string) int { return read(t, func() int { return t.stored[member] }) }
 
 // BeatStops returns how often member's heartbeat key was removed.
-func (t *Team) BeatStops(member string) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.stopped[member]
-}
+func (t *Team) BeatStops(member string) int { return read(t, func() int { return t.stopped[member] }) }
 
 // AutoCheckpoints returns how many automatic checkpoints member took.
 func (t *Team) AutoCheckpoints(member string) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.autoCP[member]
+	return read(t, func() int { return t.autoCP[member] })
 }
 
 // Events returns the event types logged.
-func (t *Team) Events() []string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return slices.Clone(t.events)
-}
+func (t *Team) Events() []string { return read(t, func() []string { return slices.Clone(t.events) }) }
 
 // Outcomes returns the outcomes of the ended event log sessions.
 func (t *Team) Outcomes() []string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return slices.Clone(t.outcomes)
+	return read(t, func() []string { return slices.Clone(t.outcomes) })
 }
 
 // Wait waits until cond holds, re-checking it after every change of the
