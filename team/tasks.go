@@ -2,7 +2,6 @@ package team
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -620,21 +619,11 @@ func (s *Service) Reopen(ctx context.Context, a Actor, id string) (*teambus.Task
 	return t, err
 }
 
-// CheckpointSpec is what a member reports in a checkpoint.
-type CheckpointSpec struct {
-	Done       []string
-	Remaining  []string
-	LastAction string
-	Files      []string
-	Data       json.RawMessage
-	Auto       bool
-	// Task names the task; empty means the member's current task.
-	Task string
-}
-
 // Checkpoint records the actor's progress with its task, so a fresh agent
-// replacing it continues without redoing work.
-func (s *Service) Checkpoint(ctx context.Context, a Actor, spec CheckpointSpec) (*teambus.Task, error) {
+// replacing it continues without redoing work. The request's Task names
+// the task; empty means the member's current task.
+func (s *Service) Checkpoint(ctx context.Context, spec teamapi.CheckpointRequest) (*teambus.Task, error) {
+	a := spec.Actor
 	if err := teambus.ValidateData(spec.Data); err != nil {
 		return nil, err
 	}
