@@ -161,7 +161,7 @@ func (s *Service) incarnation(ctx context.Context, a Actor) (*teambus.Team, *tea
 	}
 	if a.IsLead() {
 		if t.LeadSession != "" && a.Session != t.LeadSession {
-			return nil, nil, teambus.Fencedf("session %q is not the lead session of team %s (lead epoch %d)", a.Session, t.ID, t.LeadEpoch)
+			return nil, nil, &StaleLeadError{Team: t.ID, Session: a.Session, Epoch: t.LeadEpoch}
 		}
 		return t, nil, nil
 	}

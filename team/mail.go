@@ -164,7 +164,7 @@ func (r sendReads) senderEpoch(a Actor) (int64, error) {
 	}
 	if a.IsLead() {
 		if t.LeadSession != "" && a.Session != t.LeadSession {
-			return 0, teambus.Fencedf("session %q is not the lead session of team %s (lead epoch %d)", a.Session, t.ID, t.LeadEpoch)
+			return 0, &StaleLeadError{Team: t.ID, Session: a.Session, Epoch: t.LeadEpoch}
 		}
 		return t.LeadEpoch, nil
 	}
@@ -405,7 +405,7 @@ func (s *Service) check(ctx context.Context, a Actor) error {
 			return err
 		}
 		if t.LeadSession != "" && a.Session != t.LeadSession {
-			return teambus.Fencedf("session %q is not the lead session of team %s (lead epoch %d)", a.Session, t.ID, t.LeadEpoch)
+			return &StaleLeadError{Team: t.ID, Session: a.Session, Epoch: t.LeadEpoch}
 		}
 		return nil
 	}

@@ -112,7 +112,7 @@ func authorize(snap *kv.Snapshot, a Actor) (int64, error) {
 	}
 	if a.IsLead() {
 		if t.LeadSession != "" && a.Session != t.LeadSession {
-			return 0, teambus.Fencedf("session %q is not the lead session of team %s (lead epoch %d): attach with `teambus team resume %s --session S`", a.Session, t.ID, t.LeadEpoch, t.ID)
+			return 0, &StaleLeadError{Team: t.ID, Session: a.Session, Epoch: t.LeadEpoch}
 		}
 		return t.LeadEpoch, nil
 	}
