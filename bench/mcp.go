@@ -15,6 +15,7 @@ import (
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/proc"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // Row keys of the mcp section.
@@ -135,7 +136,7 @@ func (r *run) mcpCalls(ctx context.Context) error {
 	if _, err := callTool(ctx, cs, "send", map[string]any{"to": "tm1", "body": body(size)}); err != nil {
 		return err
 	}
-	if _, err := svc.Send(ctx, sender, team.SendSpec{To: "tm1", Body: body(size)}); err != nil {
+	if _, err := svc.Send(ctx, teamapi.SendRequest{Actor: sender, To: "tm1", Body: body(size)}); err != nil {
 		return err
 	}
 	var viaMCP, direct sample
@@ -150,7 +151,7 @@ func (r *run) mcpCalls(ctx context.Context) error {
 			return fmt.Errorf("send tool returned no seq")
 		}
 		t0 = time.Now()
-		if _, err := svc.Send(ctx, sender, team.SendSpec{To: "tm1", Body: body(size)}); err != nil {
+		if _, err := svc.Send(ctx, teamapi.SendRequest{Actor: sender, To: "tm1", Body: body(size)}); err != nil {
 			return fmt.Errorf("direct send: %w", err)
 		}
 		direct.lat = append(direct.lat, time.Since(t0))
@@ -175,7 +176,7 @@ const shortBody = 100
 // the inbox tool returning them through a running `teambus mcp`.
 func (r *run) inbox50(ctx context.Context, nd *node.Node, svc *team.Service, sender team.Actor, member string, size, calls int, key string) error {
 	for i := 0; i < inbox50; i++ {
-		if _, err := svc.Send(ctx, sender, team.SendSpec{To: member, Body: body(size)}); err != nil {
+		if _, err := svc.Send(ctx, teamapi.SendRequest{Actor: sender, To: member, Body: body(size)}); err != nil {
 			return err
 		}
 	}

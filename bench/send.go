@@ -259,7 +259,7 @@ func (r *run) sendMeters(ctx context.Context, mode string) (*node.Node, *bus.Con
 		{group: "teambus", key: keySvcSend + sfx, name: "send one at a time (team.Service.Send: checks sender, recipient, fencing" + label + ")",
 			run: func(ctx context.Context, d time.Duration) (sample, error) {
 				return loop(ctx, d, 1, 0, func(int) error {
-					_, err := svc.Send(ctx, from, team.SendSpec{To: "tm2", ID: fmt.Sprintf("svc-%d", seq.Add(1)), Body: body(size)})
+					_, err := svc.Send(ctx, teamapi.SendRequest{Actor: from, To: "tm2", ID: fmt.Sprintf("svc-%d", seq.Add(1)), Body: body(size)})
 					return err
 				})
 			}},

@@ -71,10 +71,22 @@ func (c *Creds) Validate() error {
 		return err
 	}
 	if c.User != MemberUser(c.Team, c.Member) || c.Password == "" || c.InboxPrefix != MemberInboxPrefix(c.Team, c.Member) {
-		return teambus.Invalidf("member credential of %s in team %s is damaged: issue a new one with `teambus team creds %s --member %s`", c.Member, c.Team, c.Team, c.Member)
+		return &DamagedCredsError{Team: c.Team, Member: c.Member}
 	}
 	return nil
 }
+
+// DamagedCredsError is a member credential whose fields do not agree
+// (user, password, inbox prefix): a new one must be issued. It is
+// invalid input (teambus.ErrInvalid).
+type DamagedCredsError struct{ Team, Member string }
+
+func (e *DamagedCredsError) Error() string {
+	return fmt.Sprintf("member credential of %s in team %s is damaged: issue a new one for the member", e.Member, e.Team)
+}
+
+// Unwrap makes the error invalid input.
+func (e *DamagedCredsError) Unwrap() error { return teambus.ErrInvalid }
 
 // WriteCreds writes c to path, mode 0600, replacing what was there.
 func WriteCreds(path string, c *Creds) error {

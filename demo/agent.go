@@ -16,6 +16,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // AgentConfig is one simulated agent session (`teambus agent-sim`).
@@ -329,12 +330,12 @@ func (s *agentSimulator) work(ctx context.Context, t *teambus.Task) error {
 				remaining = append(remaining, stepName(j, n))
 			}
 		}
-		spec := team.CheckpointSpec{Task: t.ID, Done: doneList, Remaining: remaining,
+		spec := teamapi.CheckpointRequest{Actor: s.a, Task: t.ID, Done: doneList, Remaining: remaining,
 			LastAction: fmt.Sprintf("step %d of %d of task %s", k, n, t.ID), Files: []string{file}}
 		if err := s.retry(ctx, func() error {
 			octx, cancel := s.op(ctx)
 			defer cancel()
-			_, err := s.svc.Checkpoint(octx, s.a, spec)
+			_, err := s.svc.Checkpoint(octx, spec)
 			return err
 		}); err != nil {
 			if errors.Is(err, teambus.ErrFenced) {
@@ -379,7 +380,7 @@ func (s *agentSimulator) work(ctx context.Context, t *teambus.Task) error {
 func (s *agentSimulator) send(ctx context.Context, typ teambus.MessageType, id, body string) {
 	ctx, cancel := s.op(ctx)
 	defer cancel()
-	res, err := s.svc.Send(ctx, s.a, team.SendSpec{To: teambus.Lead, Type: typ, ID: id + "/" + s.a.Session, Body: body})
+	res, err := s.svc.Send(ctx, teamapi.SendRequest{Actor: s.a, To: teambus.Lead, Type: typ, ID: id + "/" + s.a.Session, Body: body})
 	if err != nil {
 		s.say("send %s to lead: %v", typ, err)
 		return

@@ -22,6 +22,7 @@ import (
 	"github.com/teambus/teambus/agent/binding"
 	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // claudeBin is the pinned Claude Code (claudetest.Bin).
@@ -95,12 +96,12 @@ func TestClaude_Real_HooksDeliverIntoTheModel(t *testing.T) {
 	e.createTeam("alpha", fastPolicy(), "tm1", "tm2")
 	ctx := context.Background()
 	tm2 := team.Actor{Team: "alpha", Member: "tm2"}
-	if _, err := e.svc.Send(ctx, tm2, team.SendSpec{To: "tm1", Body: "PRE-SESSION-MAIL: the schema is in db/001.sql"}); err != nil {
+	if _, err := e.svc.Send(ctx, teamapi.SendRequest{Actor: tm2, To: "tm1", Body: "PRE-SESSION-MAIL: the schema is in db/001.sql"}); err != nil {
 		t.Fatal(err)
 	}
 	api := &fakeAPI{onRequest: func(n int) {
 		if n == 0 {
-			if _, err := e.svc.Send(ctx, tm2, team.SendSpec{To: "tm1", Body: "MID-SESSION-MAIL: run the migration next"}); err != nil {
+			if _, err := e.svc.Send(ctx, teamapi.SendRequest{Actor: tm2, To: "tm1", Body: "MID-SESSION-MAIL: run the migration next"}); err != nil {
 				t.Errorf("send: %v", err)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // TestClaudeSim_LeadAndTeammateCrash takes a team through a teammate
@@ -42,11 +43,11 @@ func TestClaudeSim_LeadAndTeammateCrash(t *testing.T) {
 	if _, err := e.svc.Claim(ctx, a, "t1"); err != nil {
 		t.Fatalf("claim as %+v: %v", a, err)
 	}
-	if _, err := e.svc.Checkpoint(ctx, a, team.CheckpointSpec{Done: []string{"lexer"}, Remaining: []string{"parser"}, LastAction: "wrote the lexer"}); err != nil {
+	if _, err := e.svc.Checkpoint(ctx, teamapi.CheckpointRequest{Actor: a, Done: []string{"lexer"}, Remaining: []string{"parser"}, LastAction: "wrote the lexer"}); err != nil {
 		t.Fatal(err)
 	}
 	// Mail from the lead reaches tm1 after its next tool batch.
-	if _, err := e.svc.Send(ctx, team.Actor{Team: "alpha", Member: teambus.Lead, Session: lead.sessionEnv()["TEAMBUS_SESSION"]}, team.SendSpec{To: "tm1", Body: "use the new grammar"}); err != nil {
+	if _, err := e.svc.Send(ctx, teamapi.SendRequest{Actor: team.Actor{Team: "alpha", Member: teambus.Lead, Session: lead.sessionEnv()["TEAMBUS_SESSION"]}, To: "tm1", Body: "use the new grammar"}); err != nil {
 		t.Fatal(err)
 	}
 	tm1.Prompt("go on")

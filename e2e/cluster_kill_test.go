@@ -13,6 +13,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // TestCluster_KillTwoNodesUnderSendAndClaimLoad runs three node processes
@@ -111,7 +112,7 @@ func TestCluster_KillTwoNodesUnderSendAndClaimLoad(t *testing.T) {
 				id := fmt.Sprintf("%s-%05d", member, i)
 				for ctx.Err() == nil {
 					sctx, scancel := context.WithTimeout(ctx, time.Second)
-					_, err := svc.Send(sctx, a, team.SendSpec{To: teambus.Lead, ID: id, Body: "load " + id})
+					_, err := svc.Send(sctx, teamapi.SendRequest{Actor: a, To: teambus.Lead, ID: id, Body: "load " + id})
 					scancel()
 					if err != nil && teambus.ExitCode(err) != teambus.ExitTransient {
 						// An election is transient: a send refused as

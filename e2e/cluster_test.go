@@ -17,6 +17,7 @@ import (
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // clusterNode is one `teambus bus start` process of a cluster.
@@ -212,7 +213,7 @@ func TestCluster_KillNodeUnderLoad(t *testing.T) {
 					attempts++
 					mu.Unlock()
 					sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
-					_, err := svc.Send(sctx, a, team.SendSpec{To: teambus.Lead, ID: id, Body: "load " + id})
+					_, err := svc.Send(sctx, teamapi.SendRequest{Actor: a, To: teambus.Lead, ID: id, Body: "load " + id})
 					scancel()
 					if err == nil {
 						mu.Lock()

@@ -20,6 +20,7 @@ import (
 	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // hookEnv is the environment of a hook run by Claude for the stand-in
@@ -108,7 +109,7 @@ func TestHookFault_KillAnywhere_NoAckWithoutWrite(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	ptb := hookPayload("PostToolBatch", "s-fault", map[string]any{"tool_calls": []any{}})
 	for i := 0; i < iterations; i++ {
-		res, err := e.svc.Send(ctx, team.Actor{Team: "alpha", Member: "tm2"}, team.SendSpec{To: "tm1", Type: teambus.MsgInfo, Body: fmt.Sprintf("m%d", i)})
+		res, err := e.svc.Send(ctx, teamapi.SendRequest{Actor: team.Actor{Team: "alpha", Member: "tm2"}, To: "tm1", Type: teambus.MsgInfo, Body: fmt.Sprintf("m%d", i)})
 		if err != nil {
 			t.Fatal(err)
 		}

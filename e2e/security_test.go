@@ -12,7 +12,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/mailbox"
-	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // TestSecurity_MemberCredsCLI issues a member credential with the CLI and
@@ -27,10 +27,10 @@ func TestSecurity_MemberCredsCLI(t *testing.T) {
 	e.addTask("alpha", "t2")
 	e.addTask("alpha", "t3")
 	e.addTask("beta", "t1")
-	if _, err := e.svc.Send(ctx, actor("beta", teambus.Lead, ""), team.SendSpec{To: "tm1", Body: "beta secret"}); err != nil {
+	if _, err := e.svc.Send(ctx, teamapi.SendRequest{Actor: actor("beta", teambus.Lead, ""), To: "tm1", Body: "beta secret"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.Send(ctx, actor("alpha", teambus.Lead, ""), team.SendSpec{To: "tm1", Body: "alpha work"}); err != nil {
+	if _, err := e.svc.Send(ctx, teamapi.SendRequest{Actor: actor("alpha", teambus.Lead, ""), To: "tm1", Body: "alpha work"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -78,7 +78,7 @@ func TestSecurity_MemberCredsCLI(t *testing.T) {
 		t.Errorf("inbox after ack = %q", got)
 	}
 	// inbox --ack leases the mail, prints it, then acks it by token.
-	if _, err := e.svc.Send(ctx, actor("alpha", teambus.Lead, ""), team.SendSpec{To: "tm1", Body: "more work"}); err != nil {
+	if _, err := e.svc.Send(ctx, teamapi.SendRequest{Actor: actor("alpha", teambus.Lead, ""), To: "tm1", Body: "more work"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := ok("inbox", "--ack", "--wait", "2s"); !strings.Contains(got, "more work") {

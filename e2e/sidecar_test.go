@@ -11,6 +11,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // The lead dies: teammates enter zombie mode, hold their mail, a new lead
@@ -27,7 +28,7 @@ func TestLead_Killed_ZombieThenResume(t *testing.T) {
 	if _, err := e.svc.Claim(ctx, actor("zt", "tm1", "s1"), "a"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.Checkpoint(ctx, actor("zt", "tm1", "s1"), team.CheckpointSpec{Done: []string{"step1"}, Remaining: []string{"step2"}, LastAction: "wrote schema"}); err != nil {
+	if _, err := e.svc.Checkpoint(ctx, teamapi.CheckpointRequest{Actor: actor("zt", "tm1", "s1"), Done: []string{"step1"}, Remaining: []string{"step2"}, LastAction: "wrote schema"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -47,7 +48,7 @@ func TestLead_Killed_ZombieThenResume(t *testing.T) {
 	}
 	// Mail from a zombie is held, not delivered.
 	for i := 1; i <= 3; i++ {
-		res, err := e.svc.Send(ctx, actor("zt", "tm2", "s2"), team.SendSpec{To: teambus.Lead, Body: fmt.Sprintf("held %d", i), ID: fmt.Sprintf("h%d", i)})
+		res, err := e.svc.Send(ctx, teamapi.SendRequest{Actor: actor("zt", "tm2", "s2"), To: teambus.Lead, Body: fmt.Sprintf("held %d", i), ID: fmt.Sprintf("h%d", i)})
 		if err != nil || !res.Held {
 			t.Fatalf("send while zombie: %+v %v", res, err)
 		}
@@ -116,7 +117,7 @@ func TestTeammate_AgentKilled_CrashRequeueRespawn(t *testing.T) {
 	if _, err := e.svc.Claim(ctx, actor("ct", "tm1", "s1"), "a"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.Checkpoint(ctx, actor("ct", "tm1", "s1"), team.CheckpointSpec{Done: []string{"parse"}, Remaining: []string{"emit"}, LastAction: "parsed", Files: []string{"a.go"}}); err != nil {
+	if _, err := e.svc.Checkpoint(ctx, teamapi.CheckpointRequest{Actor: actor("ct", "tm1", "s1"), Done: []string{"parse"}, Remaining: []string{"emit"}, LastAction: "parsed", Files: []string{"a.go"}}); err != nil {
 		t.Fatal(err)
 	}
 	agent.kill(t)
@@ -303,7 +304,7 @@ func TestTeammate_ShutdownHandshake(t *testing.T) {
 	tm, _, _ := e.svc.Store().Team(ctx, "sh")
 	lead := actor("sh", teambus.Lead, tm.LeadSession)
 	for _, to := range []string{"tm1", "tm2"} {
-		if _, err := e.svc.Send(ctx, lead, team.SendSpec{To: to, Type: teambus.MsgShutdownRequest, Body: "done for today"}); err != nil {
+		if _, err := e.svc.Send(ctx, teamapi.SendRequest{Actor: lead, To: to, Type: teambus.MsgShutdownRequest, Body: "done for today"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -376,7 +377,7 @@ func TestTeammate_ZombieMax_ReleasesAndExits(t *testing.T) {
 	if _, err := e.svc.Claim(ctx, actor("zm", "tm1", "s1"), "a"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.Checkpoint(ctx, actor("zm", "tm1", "s1"), team.CheckpointSpec{Done: []string{"x"}}); err != nil {
+	if _, err := e.svc.Checkpoint(ctx, teamapi.CheckpointRequest{Actor: actor("zm", "tm1", "s1"), Done: []string{"x"}}); err != nil {
 		t.Fatal(err)
 	}
 	leadAgent.kill(t)

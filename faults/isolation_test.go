@@ -113,7 +113,7 @@ func newIsoWorld(t *testing.T) *isoWorld {
 		if _, err := w.svc.Claim(ctx, a, h.task); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.svc.Checkpoint(ctx, a, team.CheckpointSpec{Task: h.task, LastAction: "working on " + h.task}); err != nil {
+		if _, err := w.svc.Checkpoint(ctx, teamapi.CheckpointRequest{Actor: a, Task: h.task, LastAction: "working on " + h.task}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -150,11 +150,11 @@ func (w *isoWorld) traffic(ctx context.Context, round string, readTM2 bool) {
 			a.Session = "L-" + s.team
 		}
 		body := fmt.Sprintf("%s %s %s/%s to %s", secretMark, round, s.team, s.from, s.to)
-		if _, err := w.svc.Send(ctx, a, team.SendSpec{To: s.to, Body: body}); err != nil {
+		if _, err := w.svc.Send(ctx, teamapi.SendRequest{Actor: a, To: s.to, Body: body}); err != nil {
 			w.t.Fatalf("secret traffic: %v", err)
 		}
 	}
-	if _, err := w.svc.Send(ctx, team.Actor{Team: "alpha", Member: teambus.Lead, Session: "L-alpha"}, team.SendSpec{To: "tm1", Body: "work for tm1 " + round}); err != nil {
+	if _, err := w.svc.Send(ctx, teamapi.SendRequest{Actor: team.Actor{Team: "alpha", Member: teambus.Lead, Session: "L-alpha"}, To: "tm1", Body: "work for tm1 " + round}); err != nil {
 		w.t.Fatal(err)
 	}
 	if !readTM2 {
@@ -791,7 +791,7 @@ func isolationAttacks() []isoAttack {
 			}
 			_ = a.nc.FlushTimeout(w.pol.Heartbeat)
 			tm2 := team.Actor{Team: "alpha", Member: "tm2", Session: "s-tm2"}
-			res, err := w.svc.Send(ctx, tm2, team.SendSpec{To: teambus.Lead, ID: "next-of-tm2", Body: legitMark + " tm2's own message"})
+			res, err := w.svc.Send(ctx, teamapi.SendRequest{Actor: tm2, To: teambus.Lead, ID: "next-of-tm2", Body: legitMark + " tm2's own message"})
 			switch {
 			case err != nil:
 				return []string{fmt.Sprintf("tm2's send with its own id failed: %v", err)}

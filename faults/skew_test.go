@@ -13,6 +13,7 @@ import (
 	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 	"github.com/teambus/teambus/teammate"
 )
 
@@ -174,13 +175,13 @@ func clockSkew(t *testing.T, leadSkew, mateSkew time.Duration) {
 			id := MsgID(name, seq)
 			to := map[string]string{"lead": "tm1", "tm1": "tm2", "tm2": teambus.Lead}[name]
 			h.Invoke(to, id, []byte(id))
-			res, err := s.svc.Send(ctx, s.a, team.SendSpec{To: to, ID: id, Body: id})
+			res, err := s.svc.Send(ctx, teamapi.SendRequest{Actor: s.a, To: to, ID: id, Body: id})
 			if err != nil {
 				t.Fatalf("send %s: %v", id, err)
 			}
 			h.Ack(id, res.Seq, res.Duplicate)
 		}
-		if _, err := mates["tm1"].Checkpoint(ctx, tm1, team.CheckpointSpec{LastAction: fmt.Sprintf("step %d", seq)}); err != nil {
+		if _, err := mates["tm1"].Checkpoint(ctx, teamapi.CheckpointRequest{Actor: tm1, LastAction: fmt.Sprintf("step %d", seq)}); err != nil {
 			t.Fatalf("checkpoint: %v", err)
 		}
 		if err := healthy(); err != nil {

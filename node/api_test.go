@@ -27,7 +27,7 @@ func TestAPI_LocalAndRemoteAlike(t *testing.T) {
 		if err != nil || !again.Duplicate || again.Seq != res.Seq {
 			t.Fatalf("%s: send again = %+v, %v, want the duplicate of %d", name, again, err, res.Seq)
 		}
-		if _, err := api.Send(ctx, teamapi.SendRequest{Actor: tm1, To: "tm2", Type: string(teambus.MsgShutdownRequest), Body: "stop"}); !errors.Is(err, teambus.ErrInvalid) {
+		if _, err := api.Send(ctx, teamapi.SendRequest{Actor: tm1, To: "tm2", Type: teambus.MsgShutdownRequest, Body: "stop"}); !errors.Is(err, teambus.ErrInvalid) {
 			t.Errorf("%s: shutdown_request from a teammate = %v, want invalid", name, err)
 		}
 		page, err := api.Replay(ctx, teamapi.ReplayRequest{Actor: tm1})

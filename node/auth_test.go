@@ -57,7 +57,7 @@ func newSecEnv(t *testing.T) *secEnv {
 			t.Fatal(err)
 		}
 		for _, m := range tm.members {
-			if _, err := svc.Send(ctx, team.Actor{Team: tm.id, Member: teambus.Lead}, team.SendSpec{To: m, Body: "secret for " + tm.id + "/" + m}); err != nil {
+			if _, err := svc.Send(ctx, teamapi.SendRequest{Actor: team.Actor{Team: tm.id, Member: teambus.Lead}, To: m, Body: "secret for " + tm.id + "/" + m}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -391,7 +391,7 @@ func TestMemberCreds_Works(t *testing.T) {
 		t.Fatalf("inbox after ack = %+v, %v", msgs, err)
 	}
 	// A lease holds the mail until it is acked by token.
-	if _, err := e.admin.Send(ctx, team.Actor{Team: "alpha", Member: teambus.Lead}, team.SendSpec{To: "tm1", Body: "leased"}); err != nil {
+	if _, err := e.admin.Send(ctx, teamapi.SendRequest{Actor: team.Actor{Team: "alpha", Member: teambus.Lead}, To: "tm1", Body: "leased"}); err != nil {
 		t.Fatal(err)
 	}
 	leased, err := cl.Read(ctx, teamapi.InboxLease, 0, time.Second)

@@ -30,14 +30,14 @@ func TestService_ShutdownRequestOnlyFromLead(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testCtx(t)
-	_, err := e.tm1.Send(ctx, teamapi.SendRequest{To: "tm2", Type: string(teambus.MsgShutdownRequest), Body: "stop"})
+	_, err := e.tm1.Send(ctx, teamapi.SendRequest{To: "tm2", Type: teambus.MsgShutdownRequest, Body: "stop"})
 	if !errors.Is(err, teambus.ErrInvalid) || teambus.ExitCode(err) != teambus.ExitPermanent {
 		t.Fatalf("shutdown_request from tm1 = %v, want refused (exit 2)", err)
 	}
-	if _, err := e.tm1.Send(ctx, teamapi.SendRequest{To: "tm2", Type: string(teambus.MsgShutdownResponse), Body: "ok"}); !errors.Is(err, teambus.ErrInvalid) {
+	if _, err := e.tm1.Send(ctx, teamapi.SendRequest{To: "tm2", Type: teambus.MsgShutdownResponse, Body: "ok"}); !errors.Is(err, teambus.ErrInvalid) {
 		t.Fatalf("shutdown_response to a teammate = %v, want refused", err)
 	}
-	if _, err := e.tm1.Send(ctx, teamapi.SendRequest{To: teambus.Lead, Type: string(teambus.MsgShutdownResponse), Body: `approve`}); err != nil {
+	if _, err := e.tm1.Send(ctx, teamapi.SendRequest{To: teambus.Lead, Type: teambus.MsgShutdownResponse, Body: `approve`}); err != nil {
 		t.Fatalf("shutdown_response to the lead: %v", err)
 	}
 	// The lead's own credential may ask.
@@ -49,7 +49,7 @@ func TestService_ShutdownRequestOnlyFromLead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lead.Send(ctx, teamapi.SendRequest{To: "tm2", Type: string(teambus.MsgShutdownRequest), Body: "stop"}); err != nil {
+	if _, err := lead.Send(ctx, teamapi.SendRequest{To: "tm2", Type: teambus.MsgShutdownRequest, Body: "stop"}); err != nil {
 		t.Fatalf("shutdown_request from the lead: %v", err)
 	}
 	msgs, err := e.admin.Mailbox("alpha").Inbox(ctx, "tm2", mailbox.InboxOptions{Sidecar: true})
@@ -154,7 +154,7 @@ func TestService_RefusedWritesNothing(t *testing.T) {
 	before := state()
 	refused := []func() error{
 		func() error {
-			_, err := e.tm1.Send(ctx, teamapi.SendRequest{To: "tm2", Type: string(teambus.MsgShutdownRequest), Body: "x"})
+			_, err := e.tm1.Send(ctx, teamapi.SendRequest{To: "tm2", Type: teambus.MsgShutdownRequest, Body: "x"})
 			return err
 		},
 		func() error { _, err := e.tm1.Send(ctx, teamapi.SendRequest{To: "ghost", Body: "x"}); return err },

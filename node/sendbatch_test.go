@@ -32,7 +32,7 @@ func TestService_SendBatch_MemberCredential(t *testing.T) {
 	}
 	msgs := []teamapi.BatchMessage{
 		{To: "tm2", ID: "k1", Body: "one", Line: 1},
-		{ID: "k2", Type: string(teambus.MsgQuestion), Body: "two", Data: json.RawMessage(`{"n":2}`), Line: 2},
+		{ID: "k2", Type: teambus.MsgQuestion, Body: "two", Data: json.RawMessage(`{"n":2}`), Line: 2},
 		{To: teambus.All, ID: "k3", Body: "three", Line: 4},
 	}
 	if res, err := e.tm1.SendMessages(ctx, msgs, true); err != nil || len(res) != 0 || stored() != 0 {
@@ -69,7 +69,7 @@ func TestService_SendBatch_MemberCredential(t *testing.T) {
 		msgs  []teamapi.BatchMessage
 		inErr string
 	}{
-		{"shutdown_request from a member", []teamapi.BatchMessage{{Body: "x", ID: "r1"}, {To: "tm2", Type: string(teambus.MsgShutdownRequest), Body: "stop", Line: 7}}, "line 7: only the lead"},
+		{"shutdown_request from a member", []teamapi.BatchMessage{{Body: "x", ID: "r1"}, {To: "tm2", Type: teambus.MsgShutdownRequest, Body: "stop", Line: 7}}, "line 7: only the lead"},
 		{"unknown recipient", []teamapi.BatchMessage{{Body: "x", ID: "r1"}, {To: "ghost", Body: "x", Line: 3}}, "line 3"},
 		{"to itself", []teamapi.BatchMessage{{To: "tm1", Body: "x"}}, "message 1: tm1 can not send mail to itself"},
 		{"invalid UTF-8", []teamapi.BatchMessage{{Body: "\xff", Line: 9}}, "line 9"},

@@ -6,6 +6,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // Issue 12 item 12: on a live team, a member's task.checkpoint is a
@@ -20,7 +21,7 @@ func TestService_Events_TaskCheckpointCounts(t *testing.T) {
 	must[*teambus.Task](t)(svc.AddTask(ctx, "live", team.TaskSpec{ID: "a"}))
 	must[*team.Report](t)(svc.Resume(ctx, "live", "L1", false, true))
 	must[*teambus.Task](t)(svc.Claim(ctx, tm1, "a"))
-	must[*teambus.Task](t)(svc.Checkpoint(ctx, tm1, team.CheckpointSpec{LastAction: "half way"}))
+	must[*teambus.Task](t)(svc.Checkpoint(ctx, teamapi.CheckpointRequest{Actor: tm1, LastAction: "half way"}))
 	a, err := svc.Events("live").Analyze(ctx, eventlog.AnalyzeOptions{})
 	if err != nil {
 		t.Fatal(err)

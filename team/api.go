@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/teambus/teambus"
@@ -37,20 +38,19 @@ func (x API) Send(ctx context.Context, r teamapi.SendRequest) (teamapi.SendResul
 	if err != nil {
 		return teamapi.SendResult{}, err
 	}
-	typ, to, err := sendRules(a, r.Type, r.To)
-	if err != nil {
+	if r.Type, r.To, err = sendRules(a, r.Type, r.To); err != nil {
 		return teamapi.SendResult{}, err
 	}
-	return x.s.Send(ctx, a, SendSpec{To: to, Type: typ, ID: r.ID, Body: r.Body, Data: r.Data})
+	return x.s.Send(ctx, r)
 }
 
 // sendRules applies the rules of who sends what to a message of type typ
 // (default info) to to (default the lead), and returns both.
-func sendRules(a Actor, typ, to string) (teambus.MessageType, string, error) {
+func sendRules(a Actor, typ teambus.MessageType, to string) (teambus.MessageType, string, error) {
 	t := teambus.MsgInfo
 	if typ != "" {
 		var err error
-		if t, err = teambus.ParseMessageType(typ); err != nil {
+		if t, err = teambus.ParseMessageType(string(typ)); err != nil {
 			return "", "", err
 		}
 	}
@@ -79,8 +79,8 @@ func (x API) SendBatch(ctx context.Context, r teamapi.SendBatchRequest) (teamapi
 	if len(r.Messages) > MaxSendBatch {
 		return teamapi.SendBatchReply{}, teambus.Invalidf("%d messages in one batch, at most %d: send them in several", len(r.Messages), MaxSendBatch)
 	}
-	specs := make([]SendSpec, len(r.Messages))
-	for i, m := range r.Messages {
+	specs := slices.Clone(r.Messages)
+	for i, m := range specs {
 		typ, to, err := sendRules(a, m.Type, m.To)
 		if err != nil {
 			if m.Line > 0 {
@@ -88,7 +88,7 @@ func (x API) SendBatch(ctx context.Context, r teamapi.SendBatchRequest) (teamapi
 			}
 			return teamapi.SendBatchReply{}, fmt.Errorf("message %d: %w", i+1, err)
 		}
-		specs[i] = SendSpec{To: to, Type: typ, ID: m.ID, Body: m.Body, Data: m.Data, Line: m.Line}
+		specs[i].Type, specs[i].To = typ, to
 	}
 	if r.Check {
 		return teamapi.SendBatchReply{Results: []mailbox.SendResult{}}, x.s.CheckBatch(ctx, a, specs)
@@ -161,7 +161,7 @@ func (s *Service) incarnation(ctx context.Context, a Actor) (*teambus.Team, *tea
 	}
 	if a.IsLead() {
 		if t.LeadSession != "" && a.Session != t.LeadSession {
-			return nil, nil, teambus.Fencedf("session %q is not the lead session of team %s (lead epoch %d)", a.Session, t.ID, t.LeadEpoch)
+			return nil, nil, &StaleLeadError{Team: t.ID, Session: a.Session, Epoch: t.LeadEpoch}
 		}
 		return t, nil, nil
 	}
@@ -276,7 +276,8 @@ func (x API) Checkpoint(ctx context.Context, r teamapi.CheckpointRequest) (teama
 	if err != nil {
 		return teamapi.TaskReply{}, err
 	}
-	t, err := x.s.Checkpoint(ctx, a, CheckpointSpec{Done: r.Done, Remaining: r.Remaining, LastAction: r.LastAction, Files: r.Files, Data: r.Data, Auto: r.Auto, Task: r.Task})
+	r.Actor = a
+	t, err := x.s.Checkpoint(ctx, r)
 	if err != nil {
 		return teamapi.TaskReply{}, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 func reportRate(b *testing.B, unit string) {
@@ -117,7 +118,7 @@ func BenchmarkService_Send(b *testing.B) {
 	tm1 := actorOf("bench", "tm1")
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := f.svc.Send(ctx, tm1, team.SendSpec{ID: "s" + strconv.Itoa(i), Body: body}); err != nil {
+		if _, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: tm1, ID: "s" + strconv.Itoa(i), Body: body}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // TestService_Claim_OneTaskPerMember races one member's claims of
@@ -131,7 +132,7 @@ func TestService_MissingSession(t *testing.T) {
 	bare := team.Actor{Team: "sess", Member: "tm1"}
 	checks := map[string]error{}
 	_, checks["claim"] = f.svc.Claim(ctx, bare, "a")
-	_, checks["send"] = f.svc.Send(ctx, bare, team.SendSpec{Body: "hi"})
+	_, checks["send"] = f.svc.Send(ctx, teamapi.SendRequest{Actor: bare, Body: "hi"})
 	_, checks["inbox"] = f.svc.Inbox(ctx, bare, mailbox.InboxOptions{})
 	for verb, err := range checks {
 		if teambus.ExitCode(err) != teambus.ExitPermanent || !strings.Contains(fmt.Sprint(err), "missing --session (TEAMBUS_SESSION)") {

@@ -67,3 +67,37 @@ func (e *UnfinishedTasksError) Error() string {
 
 // Unwrap makes the refusal a state error.
 func (e *UnfinishedTasksError) Unwrap() error { return teambus.ErrState }
+
+// NoLeadError is a resume of a team that has never had a lead (it is
+// pending): its lead must attach first. Session is the lead session the
+// team was created for, or the session that asked when none was named;
+// Other, when set, is a different session that asked and may attach
+// instead by forcing the resume. It is a state error (teambus.ErrState).
+type NoLeadError struct {
+	Team, Session, Other string
+}
+
+func (e *NoLeadError) Error() string {
+	if e.Other != "" {
+		return fmt.Sprintf("team %s was created for lead session %s: start its lead in that session, or force the resume to attach %s instead", e.Team, e.Session, e.Other)
+	}
+	return fmt.Sprintf("team %s has never had a lead: start its lead (session %s) first", e.Team, e.Session)
+}
+
+// Unwrap makes the refusal a state error.
+func (e *NoLeadError) Unwrap() error { return teambus.ErrState }
+
+// StaleLeadError is a request as the lead from a session that is not the
+// team's lead session: an old lead, fenced. The session attaches as the
+// lead by resuming the team.
+type StaleLeadError struct {
+	Team, Session string
+	Epoch         int64
+}
+
+func (e *StaleLeadError) Error() string {
+	return fmt.Sprintf("session %q is not the lead session of team %s (lead epoch %d): resume the team in this session to attach as its lead", e.Session, e.Team, e.Epoch)
+}
+
+// Unwrap makes the refusal fenced.
+func (e *StaleLeadError) Unwrap() error { return teambus.ErrFenced }

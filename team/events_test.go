@@ -19,6 +19,7 @@ import (
 	"github.com/teambus/teambus/lead"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 	"github.com/teambus/teambus/teammate"
 )
 
@@ -99,7 +100,7 @@ func TestService_Events_TeamStory(t *testing.T) {
 	must[*teambus.Task](t)(svc.AddTask(ctx, "ev", team.TaskSpec{ID: "b", Deps: []string{"a"}}))
 	must[*team.Report](t)(svc.Resume(ctx, "ev", "L1", false, true))
 	must[*teambus.Task](t)(svc.Claim(ctx, tm1, "a"))
-	must[*teambus.Task](t)(svc.Checkpoint(ctx, tm1, team.CheckpointSpec{LastAction: "tables"}))
+	must[*teambus.Task](t)(svc.Checkpoint(ctx, teamapi.CheckpointRequest{Actor: tm1, LastAction: "tables"}))
 	if _, _, err := svc.Complete(ctx, tm1, "a", "abc123"); err != nil {
 		t.Fatal(err)
 	}
@@ -244,10 +245,10 @@ func TestCheckpointTeam_Export(t *testing.T) {
 	must[*teambus.Task](t)(svc.AddTask(ctx, "cp", team.TaskSpec{ID: "b"}))
 	must[*teambus.Task](t)(svc.AddTask(ctx, "cp", team.TaskSpec{ID: "a"}))
 	leadActor := team.Actor{Team: "cp", Member: teambus.Lead, Session: "L1"}
-	if _, err := svc.Send(ctx, leadActor, team.SendSpec{To: "tm1", Body: "hello <tm1> & co", ID: "m1"}); err != nil {
+	if _, err := svc.Send(ctx, teamapi.SendRequest{Actor: leadActor, To: "tm1", Body: "hello <tm1> & co", ID: "m1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Send(ctx, team.Actor{Team: "cp", Member: "tm1"}, team.SendSpec{To: teambus.Lead, Body: "hi", Data: []byte(`{"k":1}`), ID: "m2"}); err != nil {
+	if _, err := svc.Send(ctx, teamapi.SendRequest{Actor: team.Actor{Team: "cp", Member: "tm1"}, To: teambus.Lead, Body: "hi", Data: []byte(`{"k":1}`), ID: "m2"}); err != nil {
 		t.Fatal(err)
 	}
 	tm := must[*teambus.Team](t)(svc.CheckpointTeam(ctx, "cp", ""))

@@ -15,6 +15,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // TestService_FenceAndWrite_RaceJoin races a write of a member's current
@@ -74,11 +75,11 @@ func TestService_FenceAndWrite_RaceJoin(t *testing.T) {
 			<-start
 			switch kind {
 			case "send":
-				sent, writeErr = f.svc.Send(ctx, old, team.SendSpec{To: "tm2", ID: "m" + strconv.Itoa(r), Body: "from epoch " + strconv.FormatInt(before.Epoch, 10)})
+				sent, writeErr = f.svc.Send(ctx, teamapi.SendRequest{Actor: old, To: "tm2", ID: "m" + strconv.Itoa(r), Body: "from epoch " + strconv.FormatInt(before.Epoch, 10)})
 			case "claim":
 				_, writeErr = f.svc.Claim(ctx, old, task)
 			case "checkpoint":
-				_, writeErr = f.svc.Checkpoint(ctx, old, team.CheckpointSpec{Task: task, LastAction: "round " + strconv.Itoa(r)})
+				_, writeErr = f.svc.Checkpoint(ctx, teamapi.CheckpointRequest{Actor: old, Task: task, LastAction: "round " + strconv.Itoa(r)})
 			}
 		}()
 		go func() {

@@ -12,6 +12,7 @@ import (
 	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 func TestService_Join_FencesOldSession(t *testing.T) {
@@ -39,13 +40,19 @@ func TestService_Join_FencesOldSession(t *testing.T) {
 
 	before := f.msgCount(t, "alpha")
 	for name, call := range map[string]func() error{
-		"complete":   func() error { _, _, err := f.svc.Complete(ctx, s1, "x", ""); return err },
-		"claim":      func() error { _, err := f.svc.Claim(ctx, s1, "y"); return err },
-		"next":       func() error { _, err := f.svc.Next(ctx, s1); return err },
-		"release":    func() error { _, err := f.svc.Release(ctx, s1, "x"); return err },
-		"checkpoint": func() error { _, err := f.svc.Checkpoint(ctx, s1, team.CheckpointSpec{LastAction: "z"}); return err },
-		"send":       func() error { _, err := f.svc.Send(ctx, s1, team.SendSpec{Body: "from the past"}); return err },
-		"inbox":      func() error { _, err := f.svc.Inbox(ctx, s1, mailbox.InboxOptions{}); return err },
+		"complete": func() error { _, _, err := f.svc.Complete(ctx, s1, "x", ""); return err },
+		"claim":    func() error { _, err := f.svc.Claim(ctx, s1, "y"); return err },
+		"next":     func() error { _, err := f.svc.Next(ctx, s1); return err },
+		"release":  func() error { _, err := f.svc.Release(ctx, s1, "x"); return err },
+		"checkpoint": func() error {
+			_, err := f.svc.Checkpoint(ctx, teamapi.CheckpointRequest{Actor: s1, LastAction: "z"})
+			return err
+		},
+		"send": func() error {
+			_, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: s1, Body: "from the past"})
+			return err
+		},
+		"inbox": func() error { _, err := f.svc.Inbox(ctx, s1, mailbox.InboxOptions{}); return err },
 	} {
 		err := call()
 		if !errors.Is(err, teambus.ErrFenced) || teambus.ExitCode(err) != teambus.ExitConflict {
@@ -66,7 +73,7 @@ func TestService_Join_FencesOldSession(t *testing.T) {
 	if _, _, err := f.svc.Complete(ctx, s2, "x", ""); err != nil {
 		t.Errorf("complete with the new session: %v", err)
 	}
-	if _, err := f.svc.Send(ctx, s2, team.SendSpec{Body: "hello"}); err != nil {
+	if _, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: s2, Body: "hello"}); err != nil {
 		t.Errorf("send with the new session: %v", err)
 	}
 	for _, bad := range []string{"", strings.Repeat("s", 129), "a\nb"} {
@@ -90,7 +97,7 @@ func TestService_MarkCrashed(t *testing.T) {
 	if _, err := f.svc.Claim(ctx, tm1, "x"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.svc.Checkpoint(ctx, tm1, team.CheckpointSpec{Done: []string{"step1"}, Remaining: []string{"step2"}, LastAction: "halfway"}); err != nil {
+	if _, err := f.svc.Checkpoint(ctx, teamapi.CheckpointRequest{Actor: tm1, Done: []string{"step1"}, Remaining: []string{"step2"}, LastAction: "halfway"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -305,7 +312,7 @@ func TestService_CreateTeam(t *testing.T) {
 		t.Errorf("second create = %v, want ErrState", err)
 	}
 	// Members added later get an inbox that starts after existing mail.
-	if _, err := f.svc.Send(ctx, team.Actor{Team: "alpha", Member: "be"}, team.SendSpec{To: teambus.All, Body: "before qa"}); err != nil {
+	if _, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: team.Actor{Team: "alpha", Member: "be"}, To: teambus.All, Body: "before qa"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.svc.AddMember(ctx, "alpha", team.MemberSpec{ID: "qa"}); err != nil {
@@ -314,7 +321,7 @@ func TestService_CreateTeam(t *testing.T) {
 	if _, err := f.svc.AddMember(ctx, "alpha", team.MemberSpec{ID: "qa"}); !errors.Is(err, teambus.ErrState) {
 		t.Errorf("second AddMember = %v, want ErrState", err)
 	}
-	if _, err := f.svc.Send(ctx, team.Actor{Team: "alpha", Member: "be"}, team.SendSpec{To: "qa", Body: "welcome"}); err != nil {
+	if _, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: team.Actor{Team: "alpha", Member: "be"}, To: "qa", Body: "welcome"}); err != nil {
 		t.Fatal(err)
 	}
 	msgs, err := f.svc.Inbox(ctx, team.Actor{Team: "alpha", Member: "qa"}, mailbox.InboxOptions{})
@@ -335,7 +342,7 @@ func TestService_RestartKeepsMailAndTasks(t *testing.T) {
 	if _, err := f.svc.Claim(ctx, tm1, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.svc.Checkpoint(ctx, tm1, team.CheckpointSpec{Done: []string{"x"}, LastAction: "before restart"}); err != nil {
+	if _, err := f.svc.Checkpoint(ctx, teamapi.CheckpointRequest{Actor: tm1, Done: []string{"x"}, LastAction: "before restart"}); err != nil {
 		t.Fatal(err)
 	}
 	var sent []mailbox.SendResult
@@ -344,7 +351,7 @@ func TestService_RestartKeepsMailAndTasks(t *testing.T) {
 		if i%2 == 1 {
 			from, to = ld, "tm1"
 		}
-		res, err := f.svc.Send(ctx, from, team.SendSpec{ID: fmt.Sprint("k", i), To: to, Body: fmt.Sprint("message ", i)})
+		res, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: from, ID: fmt.Sprint("k", i), To: to, Body: fmt.Sprint("message ", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -414,7 +421,7 @@ func TestService_RestartKeepsMailAndTasks(t *testing.T) {
 		return nil
 	})
 	// The dedupe window survives the restart too.
-	dup, err := g.svc.Send(ctx, tm1, team.SendSpec{ID: "k0", Body: "retry after restart"})
+	dup, err := g.svc.Send(ctx, teamapi.SendRequest{Actor: tm1, ID: "k0", Body: "retry after restart"})
 	if err != nil || !dup.Duplicate || dup.Seq != sent[0].Seq {
 		t.Errorf("resend of k0 after restart = %+v, %v; want duplicate of seq %d", dup, err, sent[0].Seq)
 	}
@@ -439,7 +446,7 @@ func TestService_RestartInboxImmediate(t *testing.T) {
 	pol.AckWait = time.Minute
 	f.create(t, "alpha", "L", pol, "tm1")
 	ctx := testCtx(t)
-	if _, err := f.svc.Send(ctx, leadOf("alpha", "L"), team.SendSpec{To: "tm1", Body: "read before the restart"}); err != nil {
+	if _, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: leadOf("alpha", "L"), To: "tm1", Body: "read before the restart"}); err != nil {
 		t.Fatal(err)
 	}
 	if msgs, err := f.svc.Inbox(ctx, actorOf("alpha", "tm1"), mailbox.InboxOptions{}); err != nil || len(msgs) != 1 {
@@ -471,7 +478,7 @@ func TestService_MarkCrashed_NoticeSaysCheckpointOnlyWhenThere(t *testing.T) {
 	if _, err := f.svc.Claim(ctx, tm2, "wheels"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.svc.Checkpoint(ctx, tm2, team.CheckpointSpec{LastAction: "two wheels on"}); err != nil {
+	if _, err := f.svc.Checkpoint(ctx, teamapi.CheckpointRequest{Actor: tm2, LastAction: "two wheels on"}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := f.svc.MarkCrashed(ctx, "alpha", "tm1", 1, "pid exited")

@@ -13,47 +13,35 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/mailbox"
+	"github.com/teambus/teambus/teamapi"
 )
 
-// SendSpec is a message to send.
-type SendSpec struct {
-	To   string
-	Type teambus.MessageType
-	// ID is the idempotency key; empty generates one.
-	ID   string
-	Body string
-	Data json.RawMessage
-	// Line is where the message came from (a line of a file): errors of
-	// a batch name it. 0 when it came from elsewhere.
-	Line int
-}
-
-// normalize fills the defaults of spec (type info, a random id, to the
-// lead) and checks what can be checked without the team.
-func (spec *SendSpec) normalize() error {
-	if spec.Type == "" {
-		spec.Type = teambus.MsgInfo
+// normalize fills the defaults of a message (type info, a random id, to
+// the lead) and checks what can be checked without the team.
+func normalize(to *string, typ *teambus.MessageType, id *string, body string, data json.RawMessage) error {
+	if *typ == "" {
+		*typ = teambus.MsgInfo
 	}
-	if _, err := teambus.ParseMessageType(string(spec.Type)); err != nil {
+	if _, err := teambus.ParseMessageType(string(*typ)); err != nil {
 		return err
 	}
-	if spec.ID == "" {
-		spec.ID = NewMessageID()
+	if *id == "" {
+		*id = NewMessageID()
 	}
-	if err := teambus.ValidateMessageID(spec.ID); err != nil {
+	if err := teambus.ValidateMessageID(*id); err != nil {
 		return err
 	}
-	if err := teambus.ValidateData(spec.Data); err != nil {
+	if err := teambus.ValidateData(data); err != nil {
 		return err
 	}
-	if err := teambus.ValidateBody(spec.Body); err != nil {
+	if err := teambus.ValidateBody(body); err != nil {
 		return err
 	}
-	if spec.To == "" {
-		spec.To = teambus.Lead
+	if *to == "" {
+		*to = teambus.Lead
 	}
-	if spec.To != teambus.Lead && spec.To != teambus.All {
-		if err := teambus.ValidateID("recipient", spec.To); err != nil {
+	if *to != teambus.Lead && *to != teambus.All {
+		if err := teambus.ValidateID("recipient", *to); err != nil {
 			return err
 		}
 	}
@@ -67,15 +55,16 @@ func NewMessageID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Send stores a message from the actor. An unknown recipient is refused
+// Send stores a message from the request's actor. An unknown recipient is refused
 // and nothing is stored. Mail of a member in zombie mode is held durably
 // (Held, no seq yet) and released in order before any later mail of the
 // member; see deliver.
-func (s *Service) Send(ctx context.Context, a Actor, spec SendSpec) (mailbox.SendResult, error) {
+func (s *Service) Send(ctx context.Context, spec teamapi.SendRequest) (mailbox.SendResult, error) {
+	a := spec.Actor
 	if err := a.Validate(); err != nil {
 		return mailbox.SendResult{}, err
 	}
-	if err := spec.normalize(); err != nil {
+	if err := normalize(&spec.To, &spec.Type, &spec.ID, spec.Body, spec.Data); err != nil {
 		return mailbox.SendResult{}, err
 	}
 	var recipients []string
@@ -175,7 +164,7 @@ func (r sendReads) senderEpoch(a Actor) (int64, error) {
 	}
 	if a.IsLead() {
 		if t.LeadSession != "" && a.Session != t.LeadSession {
-			return 0, teambus.Fencedf("session %q is not the lead session of team %s (lead epoch %d)", a.Session, t.ID, t.LeadEpoch)
+			return 0, &StaleLeadError{Team: t.ID, Session: a.Session, Epoch: t.LeadEpoch}
 		}
 		return t.LeadEpoch, nil
 	}
@@ -416,7 +405,7 @@ func (s *Service) check(ctx context.Context, a Actor) error {
 			return err
 		}
 		if t.LeadSession != "" && a.Session != t.LeadSession {
-			return teambus.Fencedf("session %q is not the lead session of team %s (lead epoch %d)", a.Session, t.ID, t.LeadEpoch)
+			return &StaleLeadError{Team: t.ID, Session: a.Session, Epoch: t.LeadEpoch}
 		}
 		return nil
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 func msgBodies(msgs []teambus.Message) []string {
@@ -31,7 +32,7 @@ func TestService_Send_StoredSeqAndInbox(t *testing.T) {
 	f := newFixture(t, team.Config{})
 	f.create(t, "alpha", "L", testPolicy(), "tm1", "tm2")
 	ctx := testCtx(t)
-	res, err := f.svc.Send(ctx, actorOf("alpha", "tm1"), team.SendSpec{Type: teambus.MsgQuestion, Body: "which port?", Data: json.RawMessage(`{"file":"main.go"}`)})
+	res, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: actorOf("alpha", "tm1"), Type: teambus.MsgQuestion, Body: "which port?", Data: json.RawMessage(`{"file":"main.go"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,11 +58,11 @@ func TestService_Send_DuplicateID(t *testing.T) {
 	f.create(t, "alpha", "L", testPolicy(), "tm1")
 	ctx := testCtx(t)
 	tm1 := actorOf("alpha", "tm1")
-	first, err := f.svc.Send(ctx, tm1, team.SendSpec{ID: "report-7", Type: teambus.MsgReport, Body: "done"})
+	first, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: tm1, ID: "report-7", Type: teambus.MsgReport, Body: "done"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := f.svc.Send(ctx, tm1, team.SendSpec{ID: "report-7", Type: teambus.MsgReport, Body: "done, retried"})
+	second, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: tm1, ID: "report-7", Type: teambus.MsgReport, Body: "done, retried"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,26 +81,27 @@ func TestService_Send_RefusedStoresNothing(t *testing.T) {
 	tests := []struct {
 		name  string
 		actor team.Actor
-		spec  team.SendSpec
+		spec  teamapi.SendRequest
 		kind  error
 		inErr string
 	}{
-		{"unknown recipient", actorOf("alpha", "tm1"), team.SendSpec{To: "tm9", Body: "x"}, teambus.ErrNotFound, "nothing sent"},
-		{"recipient with a dot", actorOf("alpha", "tm1"), team.SendSpec{To: "tm2.x", Body: "x"}, teambus.ErrInvalid, "recipient id"},
-		{"wildcard recipient", actorOf("alpha", "tm1"), team.SendSpec{To: ">", Body: "x"}, teambus.ErrInvalid, "recipient id"},
-		{"body over the limit", actorOf("alpha", "tm1"), team.SendSpec{Body: strings.Repeat("b", 2049)}, teambus.ErrInvalid, "2049 bytes, at most 2048"},
-		{"unknown type", actorOf("alpha", "tm1"), team.SendSpec{Type: "gossip", Body: "x"}, teambus.ErrInvalid, "message type"},
-		{"bad id", actorOf("alpha", "tm1"), team.SendSpec{ID: "a b", Body: "x"}, teambus.ErrInvalid, "message id"},
-		{"bad data", actorOf("alpha", "tm1"), team.SendSpec{Data: json.RawMessage(`{`), Body: "x"}, teambus.ErrInvalid, "JSON"},
-		{"to itself", actorOf("alpha", "tm1"), team.SendSpec{To: "tm1", Body: "x"}, teambus.ErrInvalid, "itself"},
-		{"old session", team.Actor{Team: "alpha", Member: "tm1", Session: "stale"}, team.SendSpec{Body: "x"}, teambus.ErrFenced, "session"},
-		{"unknown sender", team.Actor{Team: "alpha", Member: "tm9"}, team.SendSpec{Body: "x"}, teambus.ErrNotFound, "tm9"},
-		{"unknown team", team.Actor{Team: "ghost", Member: "tm1"}, team.SendSpec{Body: "x"}, teambus.ErrNotFound, "ghost"},
+		{"unknown recipient", actorOf("alpha", "tm1"), teamapi.SendRequest{To: "tm9", Body: "x"}, teambus.ErrNotFound, "nothing sent"},
+		{"recipient with a dot", actorOf("alpha", "tm1"), teamapi.SendRequest{To: "tm2.x", Body: "x"}, teambus.ErrInvalid, "recipient id"},
+		{"wildcard recipient", actorOf("alpha", "tm1"), teamapi.SendRequest{To: ">", Body: "x"}, teambus.ErrInvalid, "recipient id"},
+		{"body over the limit", actorOf("alpha", "tm1"), teamapi.SendRequest{Body: strings.Repeat("b", 2049)}, teambus.ErrInvalid, "2049 bytes, at most 2048"},
+		{"unknown type", actorOf("alpha", "tm1"), teamapi.SendRequest{Type: "gossip", Body: "x"}, teambus.ErrInvalid, "message type"},
+		{"bad id", actorOf("alpha", "tm1"), teamapi.SendRequest{ID: "a b", Body: "x"}, teambus.ErrInvalid, "message id"},
+		{"bad data", actorOf("alpha", "tm1"), teamapi.SendRequest{Data: json.RawMessage(`{`), Body: "x"}, teambus.ErrInvalid, "JSON"},
+		{"to itself", actorOf("alpha", "tm1"), teamapi.SendRequest{To: "tm1", Body: "x"}, teambus.ErrInvalid, "itself"},
+		{"old session", team.Actor{Team: "alpha", Member: "tm1", Session: "stale"}, teamapi.SendRequest{Body: "x"}, teambus.ErrFenced, "session"},
+		{"unknown sender", team.Actor{Team: "alpha", Member: "tm9"}, teamapi.SendRequest{Body: "x"}, teambus.ErrNotFound, "tm9"},
+		{"unknown team", team.Actor{Team: "ghost", Member: "tm1"}, teamapi.SendRequest{Body: "x"}, teambus.ErrNotFound, "ghost"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := f.msgCount(t, "alpha")
-			_, err := f.svc.Send(ctx, tt.actor, tt.spec)
+			tt.spec.Actor = tt.actor
+			_, err := f.svc.Send(ctx, tt.spec)
 			if !errors.Is(err, tt.kind) {
 				t.Fatalf("Send = %v, want %v", err, tt.kind)
 			}
@@ -117,7 +119,7 @@ func TestService_Broadcast(t *testing.T) {
 	f := newFixture(t, team.Config{})
 	f.create(t, "alpha", "L", testPolicy(), "tm1", "tm2", "tm3")
 	ctx := testCtx(t)
-	res, err := f.svc.Send(ctx, leadOf("alpha", "L"), team.SendSpec{To: teambus.All, Body: "standup"})
+	res, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: leadOf("alpha", "L"), To: teambus.All, Body: "standup"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +155,7 @@ func TestService_Broadcast(t *testing.T) {
 		}
 	}
 	// A teammate's broadcast reaches the lead and the others.
-	if _, err := f.svc.Send(ctx, actorOf("alpha", "tm3"), team.SendSpec{To: teambus.All, Body: "from tm3"}); err != nil {
+	if _, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: actorOf("alpha", "tm3"), To: teambus.All, Body: "from tm3"}); err != nil {
 		t.Fatal(err)
 	}
 	msgs, _ = f.svc.Inbox(ctx, leadOf("alpha", "L"), mailbox.InboxOptions{})
@@ -173,7 +175,7 @@ func TestService_Ack(t *testing.T) {
 	ld := leadOf("alpha", "L")
 	var s1, s2 uint64
 	for i, to := range []string{"tm1", "tm2"} {
-		res, err := f.svc.Send(ctx, ld, team.SendSpec{To: to, Body: "hi " + to})
+		res, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: ld, To: to, Body: "hi " + to})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +219,7 @@ func TestService_Redelivery_PolicyAckWait(t *testing.T) {
 	pol.AckWait = time.Second
 	f.create(t, "alpha", "L", pol, "tm1")
 	ctx := testCtx(t)
-	res, err := f.svc.Send(ctx, leadOf("alpha", "L"), team.SendSpec{To: "tm1", Body: "please confirm"})
+	res, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: leadOf("alpha", "L"), To: "tm1", Body: "please confirm"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +263,7 @@ func TestService_Send_FullMailbox(t *testing.T) {
 	var err error
 	for i := 0; i < 100; i++ {
 		var res mailbox.SendResult
-		res, err = f.svc.Send(ctx, tm1, team.SendSpec{ID: fmt.Sprint("m", i), Body: body})
+		res, err = f.svc.Send(ctx, teamapi.SendRequest{Actor: tm1, ID: fmt.Sprint("m", i), Body: body})
 		if err != nil {
 			break
 		}
@@ -292,7 +294,7 @@ func TestService_Zombie_HeldMailReleased(t *testing.T) {
 		t.Fatalf("member = %+v, want zombie", m)
 	}
 	for _, body := range []string{"z1", "z2"} {
-		res, err := f.svc.Send(ctx, tm1, team.SendSpec{Body: body})
+		res, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: tm1, Body: body})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -321,7 +323,7 @@ func TestService_Inbox_SidecarTrafficSeparate(t *testing.T) {
 	f := newFixture(t, team.Config{})
 	f.create(t, "alpha", "L", testPolicy(), "tm1")
 	ctx := testCtx(t)
-	if _, err := f.svc.Send(ctx, leadOf("alpha", "L"), team.SendSpec{To: "tm1", Type: teambus.MsgStatusCheck, Body: "alive?"}); err != nil {
+	if _, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: leadOf("alpha", "L"), To: "tm1", Type: teambus.MsgStatusCheck, Body: "alive?"}); err != nil {
 		t.Fatal(err)
 	}
 	tm1 := actorOf("alpha", "tm1")
@@ -357,7 +359,7 @@ func TestService_Inbox_Wait(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := f.svc.Send(ctx, leadOf("alpha", "L"), team.SendSpec{To: "tm1", Body: "wake up"}); err != nil {
+	if _, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: leadOf("alpha", "L"), To: "tm1", Body: "wake up"}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -377,7 +379,7 @@ func TestService_Held_ReleasedBeforeNewMail(t *testing.T) {
 	f, tm1, epoch := zombieTM1(t)
 	ctx := testCtx(t)
 	for _, body := range []string{"z1", "z2"} {
-		if res, err := f.svc.Send(ctx, tm1, team.SendSpec{Body: body}); err != nil || !res.Held || res.Seq != 0 {
+		if res, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: tm1, Body: body}); err != nil || !res.Held || res.Seq != 0 {
 			t.Fatalf("send %s from a zombie = %+v, %v: want held, no seq yet", body, res, err)
 		}
 	}
@@ -389,7 +391,7 @@ func TestService_Held_ReleasedBeforeNewMail(t *testing.T) {
 	if err := f.svc.SetMemberStatus(ctx, "alpha", "tm1", epoch, teambus.MemberIdle); err != nil {
 		t.Fatal(err)
 	}
-	res, err := f.svc.Send(ctx, tm1, team.SendSpec{Body: "n1"})
+	res, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: tm1, Body: "n1"})
 	if err != nil || res.Held {
 		t.Fatalf("send after zombie mode = %+v, %v", res, err)
 	}
@@ -420,7 +422,7 @@ func TestService_Held_ReleasedBeforeNewMail(t *testing.T) {
 		t.Errorf("held mark still set after release: %v", m.HeldSince)
 	}
 	// The same id sent again after the release is stored once.
-	if _, err := f.svc.Send(ctx, tm1, team.SendSpec{ID: msgs[0].ID, Body: "z1"}); err != nil {
+	if _, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: tm1, ID: msgs[0].ID, Body: "z1"}); err != nil {
 		t.Fatal(err)
 	}
 	if n := f.msgCount(t, "alpha"); n != 5 {
@@ -477,13 +479,13 @@ func TestService_CreateTeam_NoIdleConsumers(t *testing.T) {
 	if want := []string{"recipient.lead", "recipient.tm1", "recipient.tm2"}; !reflect.DeepEqual(recs, want) {
 		t.Errorf("recipient records = %v, want %v", recs, want)
 	}
-	if _, err := f.svc.Send(ctx, leadOf("alpha", "L"), team.SendSpec{To: teambus.All, Body: "before tm3"}); err != nil {
+	if _, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: leadOf("alpha", "L"), To: teambus.All, Body: "before tm3"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.svc.AddMember(ctx, "alpha", team.MemberSpec{ID: "tm3"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.svc.Send(ctx, leadOf("alpha", "L"), team.SendSpec{To: teambus.All, Body: "after tm3"}); err != nil {
+	if _, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: leadOf("alpha", "L"), To: teambus.All, Body: "after tm3"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -519,7 +521,7 @@ func TestSidecarAPI_ConsumeSidecar_AfterIdleRemoval(t *testing.T) {
 	ctx := testCtx(t)
 	send := func(id string) uint64 {
 		t.Helper()
-		res, err := f.svc.Send(ctx, leadOf("alpha", "L"), team.SendSpec{To: "tm1", Type: teambus.MsgStatusCheck, ID: id, Body: "status?"})
+		res, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: leadOf("alpha", "L"), To: "tm1", Type: teambus.MsgStatusCheck, ID: id, Body: "status?"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/mailbox"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // MaxSendBatch caps the messages of one SendBatch (one request of the
@@ -25,12 +26,12 @@ const MaxSendBatch = 1000
 // for the messages stored together, and a few fsyncs instead of one per
 // message. Every message is checked before anything is sent — the team
 // and the sender's incarnation once, each distinct recipient once — and
-// an error names the message's line (SendSpec.Line) or its position; a
+// an error names the message's line (teamapi.BatchMessage.Line) or its position; a
 // refused batch stores nothing. A message whose id was stored before
 // comes back Duplicate with the original seq, so a batch repeated after a
 // crash stores each message once. It returns one result per message, in
 // order; on an error after the checks, the results of what was stored.
-func (s *Service) SendBatch(ctx context.Context, a Actor, specs []SendSpec) ([]mailbox.SendResult, error) {
+func (s *Service) SendBatch(ctx context.Context, a Actor, specs []teamapi.BatchMessage) ([]mailbox.SendResult, error) {
 	p, err := s.planBatch(ctx, a, specs)
 	if err != nil {
 		return nil, err
@@ -51,7 +52,7 @@ func (s *Service) SendBatch(ctx context.Context, a Actor, specs []SendSpec) ([]m
 // CheckBatch runs the checks of SendBatch and sends nothing: a caller
 // that sends a long list in several batches checks all of them first, so
 // a bad message in the last one leaves the first ones unsent too.
-func (s *Service) CheckBatch(ctx context.Context, a Actor, specs []SendSpec) error {
+func (s *Service) CheckBatch(ctx context.Context, a Actor, specs []teamapi.BatchMessage) error {
 	_, err := s.planBatch(ctx, a, specs)
 	return err
 }
@@ -66,7 +67,7 @@ type batchPlan struct {
 }
 
 // where names message i of specs in an error.
-func where(specs []SendSpec, i int) string {
+func where(specs []teamapi.BatchMessage, i int) string {
 	if specs[i].Line > 0 {
 		return fmt.Sprintf("line %d", specs[i].Line)
 	}
@@ -75,7 +76,7 @@ func where(specs []SendSpec, i int) string {
 
 // planBatch checks specs as Send checks one message and returns the
 // messages to store.
-func (s *Service) planBatch(ctx context.Context, a Actor, specs []SendSpec) (*batchPlan, error) {
+func (s *Service) planBatch(ctx context.Context, a Actor, specs []teamapi.BatchMessage) (*batchPlan, error) {
 	if err := a.Validate(); err != nil {
 		return nil, err
 	}
@@ -91,7 +92,7 @@ func (s *Service) planBatch(ctx context.Context, a Actor, specs []SendSpec) (*ba
 	seen := map[string]bool{}
 	for i := range specs {
 		sp := &specs[i]
-		if err := sp.normalize(); err != nil {
+		if err := normalize(&sp.To, &sp.Type, &sp.ID, sp.Body, sp.Data); err != nil {
 			return nil, fmt.Errorf("%s: %w", where(specs, i), err)
 		}
 		if sp.To == a.Member {
@@ -196,21 +197,21 @@ type sendLine struct {
 // (JSON, unknown fields, type, id, data, recipient syntax, an id given on
 // two lines), and an error names the line; the team's checks (recipients
 // that exist, the sender, the body limit) are SendBatch's and CheckBatch's.
-func ParseSendBatch(r io.Reader) ([]SendSpec, error) {
-	var out []SendSpec
+func ParseSendBatch(r io.Reader) ([]teamapi.BatchMessage, error) {
+	var out []teamapi.BatchMessage
 	ids := map[string]int{}
 	err := jsonLines(r, MaxSendLine, "message", "to, body, type, id, data", func(n int, line []byte, l *sendLine) error {
 		if l.Body == nil {
 			return teambus.Invalidf("line %d: no body", n)
 		}
-		spec := SendSpec{To: l.To, Type: teambus.MessageType(l.Type), ID: l.ID, Body: *l.Body, Line: n}
+		spec := teamapi.BatchMessage{To: l.To, Type: teambus.MessageType(l.Type), ID: l.ID, Body: *l.Body, Line: n}
 		if len(l.Data) > 0 && string(l.Data) != "null" {
 			spec.Data = l.Data
 		}
 		if spec.ID == "" {
 			spec.ID = FileMessageID(n, line)
 		}
-		if err := spec.normalize(); err != nil {
+		if err := normalize(&spec.To, &spec.Type, &spec.ID, spec.Body, spec.Data); err != nil {
 			return fmt.Errorf("line %d: %w", n, err)
 		}
 		if j, dup := ids[spec.ID]; dup {

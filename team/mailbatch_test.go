@@ -10,15 +10,16 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // batchSpecs are n messages from line 1 on, to tm2, the lead and all in
 // turn, with ids b0000...
-func batchSpecs(n int) []team.SendSpec {
+func batchSpecs(n int) []teamapi.BatchMessage {
 	to := []string{"tm2", "", teambus.All}
-	out := make([]team.SendSpec, n)
+	out := make([]teamapi.BatchMessage, n)
 	for i := range out {
-		out[i] = team.SendSpec{To: to[i%3], ID: fmt.Sprintf("b%04d", i), Body: fmt.Sprintf("body %d", i), Line: i + 1}
+		out[i] = teamapi.BatchMessage{To: to[i%3], ID: fmt.Sprintf("b%04d", i), Body: fmt.Sprintf("body %d", i), Line: i + 1}
 	}
 	return out
 }
@@ -76,7 +77,7 @@ func TestService_SendBatch_OrderSeqsRerun(t *testing.T) {
 	}
 	// The lead sends too (not fenced on a marker); lead is its default
 	// recipient only for members, so it names them.
-	lres, err := f.svc.SendBatch(ctx, leadOf("alpha", "L"), []team.SendSpec{{To: "tm1", Body: "a"}, {To: teambus.All, Body: "b"}})
+	lres, err := f.svc.SendBatch(ctx, leadOf("alpha", "L"), []teamapi.BatchMessage{{To: "tm1", Body: "a"}, {To: teambus.All, Body: "b"}})
 	if err != nil || len(lres) != 2 || lres[1].Seq != lres[0].Seq+1 {
 		t.Fatalf("lead batch = %+v, %v", lres, err)
 	}
@@ -88,7 +89,7 @@ func TestService_SendBatch_RefusedStoresNothing(t *testing.T) {
 	f := newFixture(t, team.Config{Mailbox: mailbox.MailboxConfig{MaxBody: 2048}})
 	f.create(t, "alpha", "L", testPolicy(), "tm1", "tm2")
 	ctx := testCtx(t)
-	with := func(i int, edit func(*team.SendSpec)) []team.SendSpec {
+	with := func(i int, edit func(*teamapi.BatchMessage)) []teamapi.BatchMessage {
 		s := batchSpecs(5)
 		edit(&s[i])
 		return s
@@ -96,23 +97,23 @@ func TestService_SendBatch_RefusedStoresNothing(t *testing.T) {
 	tests := []struct {
 		name  string
 		actor team.Actor
-		specs []team.SendSpec
+		specs []teamapi.BatchMessage
 		kind  error
 		inErr string
 	}{
-		{"unknown recipient", actorOf("alpha", "tm1"), with(4, func(s *team.SendSpec) { s.To = "tm9" }), teambus.ErrNotFound, "line 5"},
-		{"recipient with a dot", actorOf("alpha", "tm1"), with(2, func(s *team.SendSpec) { s.To = "tm2.x" }), teambus.ErrInvalid, "line 3: invalid recipient"},
-		{"to itself", actorOf("alpha", "tm1"), with(1, func(s *team.SendSpec) { s.To = "tm1" }), teambus.ErrInvalid, "line 2: tm1 can not send mail to itself"},
-		{"body over the limit", actorOf("alpha", "tm1"), with(3, func(s *team.SendSpec) { s.Body = strings.Repeat("b", 2049) }), teambus.ErrInvalid, "line 4: message body is 2049 bytes"},
-		{"unknown type", actorOf("alpha", "tm1"), with(0, func(s *team.SendSpec) { s.Type = "gossip" }), teambus.ErrInvalid, "line 1"},
-		{"bad id", actorOf("alpha", "tm1"), with(0, func(s *team.SendSpec) { s.ID = "a b" }), teambus.ErrInvalid, "line 1: invalid message id"},
-		{"same id twice", actorOf("alpha", "tm1"), with(3, func(s *team.SendSpec) { s.ID = "b0001" }), teambus.ErrInvalid, "line 4: id \"b0001\" is also the id of line 2"},
-		{"bad data", actorOf("alpha", "tm1"), with(2, func(s *team.SendSpec) { s.Data = []byte("{") }), teambus.ErrInvalid, "line 3"},
+		{"unknown recipient", actorOf("alpha", "tm1"), with(4, func(s *teamapi.BatchMessage) { s.To = "tm9" }), teambus.ErrNotFound, "line 5"},
+		{"recipient with a dot", actorOf("alpha", "tm1"), with(2, func(s *teamapi.BatchMessage) { s.To = "tm2.x" }), teambus.ErrInvalid, "line 3: invalid recipient"},
+		{"to itself", actorOf("alpha", "tm1"), with(1, func(s *teamapi.BatchMessage) { s.To = "tm1" }), teambus.ErrInvalid, "line 2: tm1 can not send mail to itself"},
+		{"body over the limit", actorOf("alpha", "tm1"), with(3, func(s *teamapi.BatchMessage) { s.Body = strings.Repeat("b", 2049) }), teambus.ErrInvalid, "line 4: message body is 2049 bytes"},
+		{"unknown type", actorOf("alpha", "tm1"), with(0, func(s *teamapi.BatchMessage) { s.Type = "gossip" }), teambus.ErrInvalid, "line 1"},
+		{"bad id", actorOf("alpha", "tm1"), with(0, func(s *teamapi.BatchMessage) { s.ID = "a b" }), teambus.ErrInvalid, "line 1: invalid message id"},
+		{"same id twice", actorOf("alpha", "tm1"), with(3, func(s *teamapi.BatchMessage) { s.ID = "b0001" }), teambus.ErrInvalid, "line 4: id \"b0001\" is also the id of line 2"},
+		{"bad data", actorOf("alpha", "tm1"), with(2, func(s *teamapi.BatchMessage) { s.Data = []byte("{") }), teambus.ErrInvalid, "line 3"},
 		{"old session", team.Actor{Team: "alpha", Member: "tm1", Session: "stale"}, batchSpecs(5), teambus.ErrFenced, "session"},
-		{"old lead session", leadOf("alpha", "old"), []team.SendSpec{{To: "tm1", Body: "x"}}, teambus.ErrFenced, "lead session"},
+		{"old lead session", leadOf("alpha", "old"), []teamapi.BatchMessage{{To: "tm1", Body: "x"}}, teambus.ErrFenced, "lead session"},
 		{"unknown sender", team.Actor{Team: "alpha", Member: "tm9"}, batchSpecs(5), teambus.ErrNotFound, "tm9"},
 		{"empty", actorOf("alpha", "tm1"), nil, teambus.ErrInvalid, "no messages"},
-		{"too many", actorOf("alpha", "tm1"), make([]team.SendSpec, team.MaxSendBatch+1), teambus.ErrInvalid, "at most 1000"},
+		{"too many", actorOf("alpha", "tm1"), make([]teamapi.BatchMessage, team.MaxSendBatch+1), teambus.ErrInvalid, "at most 1000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -168,7 +169,7 @@ func TestService_SendBatch_FencedIncarnation(t *testing.T) {
 func TestService_SendBatch_Zombie(t *testing.T) {
 	f, tm1, epoch := zombieTM1(t)
 	ctx := testCtx(t)
-	res, err := f.svc.SendBatch(ctx, tm1, []team.SendSpec{{Body: "z1"}, {Body: "z2"}, {Body: "z3"}})
+	res, err := f.svc.SendBatch(ctx, tm1, []teamapi.BatchMessage{{Body: "z1"}, {Body: "z2"}, {Body: "z3"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestService_SendBatch_Zombie(t *testing.T) {
 	if err := f.svc.SetMemberStatus(ctx, "alpha", "tm1", epoch, teambus.MemberIdle); err != nil {
 		t.Fatal(err)
 	}
-	res, err = f.svc.SendBatch(ctx, tm1, []team.SendSpec{{Body: "n1"}, {Body: "n2"}})
+	res, err = f.svc.SendBatch(ctx, tm1, []teamapi.BatchMessage{{Body: "n1"}, {Body: "n2"}})
 	if err != nil || res[0].Held || res[1].Seq != res[0].Seq+1 {
 		t.Fatalf("batch after zombie mode = %+v, %v", res, err)
 	}
@@ -206,7 +207,7 @@ func TestParseSendBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []team.SendSpec{
+	want := []teamapi.BatchMessage{
 		{To: "tm2", Type: teambus.MsgQuestion, ID: "k1", Body: "one", Data: []byte(`{"n":1}`), Line: 1},
 		{To: teambus.Lead, Type: teambus.MsgInfo, ID: team.FileMessageID(3, []byte(`{"body":"two"}`)), Body: "two", Line: 3},
 		{To: teambus.All, Type: teambus.MsgInfo, ID: team.FileMessageID(4, []byte(`{"to":"all","body":"three","data":null}`)), Body: "three", Line: 4},

@@ -12,6 +12,7 @@ import (
 	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // putGarbage writes value under key of team's state bucket with the
@@ -148,7 +149,7 @@ func TestInbox_UndecodableMessageSkipped(t *testing.T) {
 	f.create(t, "alpha", "L", testPolicy(), "tm1", "tm2")
 	send := func(body string) {
 		t.Helper()
-		if _, err := f.svc.Send(ctx, actorOf("alpha", "tm1"), team.SendSpec{To: "tm2", Type: teambus.MsgInfo, Body: body}); err != nil {
+		if _, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: actorOf("alpha", "tm1"), To: "tm2", Type: teambus.MsgInfo, Body: body}); err != nil {
 			t.Fatal(err)
 		}
 	}

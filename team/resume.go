@@ -195,12 +195,12 @@ func (s *Service) Resume(ctx context.Context, team, session string, force, asLea
 			return false, teambus.Statef("team %s was aborted: use `teambus team review %s`", team, team)
 		case teambus.TeamPending:
 			if !asLead {
-				return false, teambus.Statef("team %s has never had a lead: start one with `teambus lead --team %s --session %s`", team, team, session)
+				return false, &NoLeadError{Team: team, Session: session}
 			}
 		}
 		if t.Status == teambus.TeamPending && t.LeadSession != "" && t.LeadSession != session && !force {
 			// The lead session named at create is the team's first lead.
-			return false, teambus.Statef("team %s was created for lead session %s: start its lead with `teambus lead --team %s --session %s`, or use --force to attach %s instead", team, t.LeadSession, team, t.LeadSession, session)
+			return false, &NoLeadError{Team: team, Session: t.LeadSession, Other: session}
 		}
 		switch {
 		case t.LeadSession == "" || t.Status == teambus.TeamPending:
@@ -300,9 +300,9 @@ func (s *Service) Probe(ctx context.Context, team string) (*Report, error) {
 		// What a `team resume` by a new session would meet now.
 		switch hold := leadHold(t, hbs, now); {
 		case hold != nil && hold.Live:
-			decision, why = DecisionLeadLive, hold.Why()+": "+hold.When("use --force")
+			decision, why = DecisionLeadLive, hold.Why()+": "+hold.When("force the resume")
 		case hold != nil:
-			decision, why, at = DecisionWait, hold.Why()+": "+hold.When("use --force"), teambus.TimePtr(hold.At)
+			decision, why, at = DecisionWait, hold.Why()+": "+hold.When("force the resume"), teambus.TimePtr(hold.At)
 		case t.LeadSession == "":
 			why = "no lead is attached"
 		case t.LeadReleasedAt != nil:
@@ -318,7 +318,7 @@ func (s *Service) Probe(ctx context.Context, team string) (*Report, error) {
 		if t.LeadSession != "" {
 			sess = t.LeadSession
 		}
-		warn = append(warn, "no lead has attached yet: start one with `teambus lead --team "+team+" --session "+sess+"`")
+		warn = append(warn, "no lead has attached yet: start its lead (session "+sess+")")
 	case teambus.TeamConsolidating:
 		warn = append(warn, "consolidation was interrupted")
 	}

@@ -74,10 +74,15 @@ func New(js jetstream.JetStream, cfg Config) *Service {
 	return &Service{js: js, store: kv.New(js, cfg.KV), cfg: cfg}
 }
 
-// Store returns the state store.
+// Store returns the state store, for tests that inspect the records. A
+// caller outside package team reads through the views (views.go: Team,
+// Member, Task, Snapshot, Heartbeats, ListTeams, JetStream) and changes
+// state only through the service's methods, which apply the rules.
 func (s *Service) Store() *kv.Store { return s.store }
 
-// Mailbox returns the mailbox of team with the service's limits.
+// Mailbox returns the mailbox of team with the service's limits, for
+// tests that inspect the stream. Outside package team mail is read with
+// ReplayMail, MailTail, Inbox and LeaseInbox.
 func (s *Service) Mailbox(team string) *mailbox.Mailbox {
 	return mailbox.NewMailbox(s.js, team, s.cfg.Mailbox)
 }
@@ -107,7 +112,7 @@ func authorize(snap *kv.Snapshot, a Actor) (int64, error) {
 	}
 	if a.IsLead() {
 		if t.LeadSession != "" && a.Session != t.LeadSession {
-			return 0, teambus.Fencedf("session %q is not the lead session of team %s (lead epoch %d): attach with `teambus team resume %s --session S`", a.Session, t.ID, t.LeadEpoch, t.ID)
+			return 0, &StaleLeadError{Team: t.ID, Session: a.Session, Epoch: t.LeadEpoch}
 		}
 		return t.LeadEpoch, nil
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/mailbox"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // SidecarAPI is the team service as the lead and teammate sidecars use it:
@@ -68,7 +69,7 @@ func (a *SidecarAPI) StartSession(ctx context.Context, team, member string, epoc
 // AutoCheckpoint records an automatic checkpoint of the member's current
 // task, listing files.
 func (a *SidecarAPI) AutoCheckpoint(ctx context.Context, team, member, session string, files []string, lastAction string) error {
-	_, err := a.Service.Checkpoint(ctx, Actor{Team: team, Member: member, Session: session}, CheckpointSpec{Auto: true, Files: files, LastAction: lastAction})
+	_, err := a.Service.Checkpoint(ctx, teamapi.CheckpointRequest{Actor: Actor{Team: team, Member: member, Session: session}, Auto: true, Files: files, LastAction: lastAction})
 	return err
 }
 

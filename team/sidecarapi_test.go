@@ -17,6 +17,7 @@ import (
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 	"github.com/teambus/teambus/teammate"
 )
 
@@ -172,7 +173,7 @@ func zombieTeammate(t *testing.T, node *node.Node, svc *team.Service, teamID, se
 // seq yet.
 func sendHeld(t *testing.T, svc *team.Service, teamID, session, body string) {
 	t.Helper()
-	res, err := svc.Send(context.Background(), team.Actor{Team: teamID, Member: "tm1", Session: session}, team.SendSpec{Body: body})
+	res, err := svc.Send(context.Background(), teamapi.SendRequest{Actor: team.Actor{Team: teamID, Member: "tm1", Session: session}, Body: body})
 	if err != nil {
 		t.Fatal(err)
 	}

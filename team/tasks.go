@@ -2,7 +2,6 @@ package team
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -253,7 +252,7 @@ func (s *Service) takeSlot(ctx context.Context, snap *kv.Snapshot, member, id st
 // reports false, nil when the actor already holds t.
 func (s *Service) claimStep(snap *kv.Snapshot, a Actor, t *teambus.Task, epoch int64) (bool, error) {
 	if a.IsLead() {
-		return false, teambus.Invalidf("the lead assigns work (task reassign %s --to MEMBER); teammates claim it", t.ID)
+		return false, teambus.Invalidf("the lead assigns work (it reassigns task %s); teammates claim it", t.ID)
 	}
 	if busy := snap.MemberTasks(a.Member); len(busy) > 0 && busy[0].ID != t.ID {
 		return false, teambus.Statef("%s already works on task %s: complete, release or block it first", a.Member, busy[0].ID)
@@ -610,7 +609,7 @@ func (s *Service) Reassign(ctx context.Context, a Actor, id, to string) (*teambu
 func (s *Service) Reopen(ctx context.Context, a Actor, id string) (*teambus.Task, error) {
 	t, _, err := s.mutateTask(ctx, a, id, func(snap *kv.Snapshot, t *teambus.Task, _ int64) (bool, error) {
 		if !a.IsLead() {
-			return false, teambus.Invalidf("only the lead may reopen task %s (--member lead)", id)
+			return false, teambus.Invalidf("only the lead may reopen task %s", id)
 		}
 		return true, teambus.Reopen(t, snap.Tasks, s.Now())
 	})
@@ -620,21 +619,11 @@ func (s *Service) Reopen(ctx context.Context, a Actor, id string) (*teambus.Task
 	return t, err
 }
 
-// CheckpointSpec is what a member reports in a checkpoint.
-type CheckpointSpec struct {
-	Done       []string
-	Remaining  []string
-	LastAction string
-	Files      []string
-	Data       json.RawMessage
-	Auto       bool
-	// Task names the task; empty means the member's current task.
-	Task string
-}
-
 // Checkpoint records the actor's progress with its task, so a fresh agent
-// replacing it continues without redoing work.
-func (s *Service) Checkpoint(ctx context.Context, a Actor, spec CheckpointSpec) (*teambus.Task, error) {
+// replacing it continues without redoing work. The request's Task names
+// the task; empty means the member's current task.
+func (s *Service) Checkpoint(ctx context.Context, spec teamapi.CheckpointRequest) (*teambus.Task, error) {
+	a := spec.Actor
 	if err := teambus.ValidateData(spec.Data); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 func TestService_Claim_RaceOneWinner(t *testing.T) {
@@ -233,7 +234,7 @@ func TestService_Block_Release_Reassign(t *testing.T) {
 	if _, err := f.svc.Claim(ctx, tm1, "x"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.svc.Checkpoint(ctx, tm1, team.CheckpointSpec{Done: []string{"parse"}, Remaining: []string{"emit"}, LastAction: "wrote parser"}); err != nil {
+	if _, err := f.svc.Checkpoint(ctx, teamapi.CheckpointRequest{Actor: tm1, Done: []string{"parse"}, Remaining: []string{"emit"}, LastAction: "wrote parser"}); err != nil {
 		t.Fatal(err)
 	}
 	tk, err := f.svc.Block(ctx, tm1, "x", "y", "")
@@ -326,7 +327,7 @@ func TestService_LeadFenced(t *testing.T) {
 	if _, err := f.svc.Reassign(ctx, leadOf("alpha", "L0"), "a", "tm1"); !errors.Is(err, teambus.ErrFenced) {
 		t.Errorf("reassign by an old lead session = %v, want ErrFenced", err)
 	}
-	if _, err := f.svc.Send(ctx, leadOf("alpha", "L0"), team.SendSpec{To: "tm1", Body: "x"}); !errors.Is(err, teambus.ErrFenced) {
+	if _, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: leadOf("alpha", "L0"), To: "tm1", Body: "x"}); !errors.Is(err, teambus.ErrFenced) {
 		t.Errorf("send by an old lead session = %v, want ErrFenced", err)
 	}
 	if _, err := f.svc.Reassign(ctx, leadOf("alpha", "L1"), "a", "tm1"); err != nil {
@@ -341,14 +342,14 @@ func TestService_Checkpoint(t *testing.T) {
 	f.addTask(t, "alpha", "x", 0)
 	tm1, tm2 := actorOf("alpha", "tm1"), actorOf("alpha", "tm2")
 
-	if _, err := f.svc.Checkpoint(ctx, tm1, team.CheckpointSpec{LastAction: "x"}); !errors.Is(err, teambus.ErrState) {
+	if _, err := f.svc.Checkpoint(ctx, teamapi.CheckpointRequest{Actor: tm1, LastAction: "x"}); !errors.Is(err, teambus.ErrState) {
 		t.Fatalf("checkpoint without a task = %v, want ErrState", err)
 	}
 	if _, err := f.svc.Claim(ctx, tm1, "x"); err != nil {
 		t.Fatal(err)
 	}
-	spec := team.CheckpointSpec{Done: []string{"a", "b"}, Remaining: []string{"c"}, LastAction: "ran tests", Files: []string{"x.go"}, Data: json.RawMessage(`{"pct":40}`)}
-	tk, err := f.svc.Checkpoint(ctx, tm1, spec)
+	spec := teamapi.CheckpointRequest{Actor: tm1, Done: []string{"a", "b"}, Remaining: []string{"c"}, LastAction: "ran tests", Files: []string{"x.go"}, Data: json.RawMessage(`{"pct":40}`)}
+	tk, err := f.svc.Checkpoint(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +359,7 @@ func TestService_Checkpoint(t *testing.T) {
 		t.Fatalf("checkpoint = %+v", cp)
 	}
 	// An automatic checkpoint keeps what the agent reported.
-	tk, err = f.svc.Checkpoint(ctx, tm1, team.CheckpointSpec{Auto: true, Files: []string{"y.go"}})
+	tk, err = f.svc.Checkpoint(ctx, teamapi.CheckpointRequest{Actor: tm1, Auto: true, Files: []string{"y.go"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,10 +369,10 @@ func TestService_Checkpoint(t *testing.T) {
 	if stored := f.task(t, "alpha", "x").Checkpoint; stored == nil || stored.Seq != 2 {
 		t.Errorf("stored checkpoint = %+v", stored)
 	}
-	if _, err := f.svc.Checkpoint(ctx, tm2, team.CheckpointSpec{Task: "x", LastAction: "mine"}); !errors.Is(err, teambus.ErrConflict) {
+	if _, err := f.svc.Checkpoint(ctx, teamapi.CheckpointRequest{Actor: tm2, Task: "x", LastAction: "mine"}); !errors.Is(err, teambus.ErrConflict) {
 		t.Errorf("checkpoint of another's task = %v, want ErrConflict", err)
 	}
-	if _, err := f.svc.Checkpoint(ctx, tm1, team.CheckpointSpec{Data: json.RawMessage(`{`)}); !errors.Is(err, teambus.ErrInvalid) {
+	if _, err := f.svc.Checkpoint(ctx, teamapi.CheckpointRequest{Actor: tm1, Data: json.RawMessage(`{`)}); !errors.Is(err, teambus.ErrInvalid) {
 		t.Errorf("checkpoint with bad data = %v, want ErrInvalid", err)
 	}
 }

@@ -101,3 +101,15 @@ func (s *Service) LeaseInbox(ctx context.Context, team, member string, opts mail
 func (s *Service) Touch(ctx context.Context, team, member string) error {
 	return s.store.Touch(ctx, team, member)
 }
+
+// Heartbeats reads the live heartbeats of team, by key (kv.LeadKey, or
+// kv.MemberKey of a member).
+func (s *Service) Heartbeats(ctx context.Context, team string) (map[string]kv.HeartbeatEntry, error) {
+	return s.store.Heartbeats(ctx, team)
+}
+
+// JetStream is the JetStream handle the service stores through: for
+// records kept beside the team's, such as the spawn registry
+// (spawn.Open, spawn.OpenExisting). The team's own records change only
+// through the service's methods.
+func (s *Service) JetStream() jetstream.JetStream { return s.js }

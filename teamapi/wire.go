@@ -12,23 +12,23 @@ import (
 // service sets it to the caller.
 type SendRequest struct {
 	Actor
-	To   string          `json:"to,omitempty"`
-	Type string          `json:"type,omitempty"`
-	ID   string          `json:"id,omitempty"`
-	Body string          `json:"body"`
-	Data json.RawMessage `json:"data,omitempty"`
+	To   string              `json:"to,omitempty"`
+	Type teambus.MessageType `json:"type,omitempty"`
+	ID   string              `json:"id,omitempty"`
+	Body string              `json:"body"`
+	Data json.RawMessage     `json:"data,omitempty"`
 }
 
 // BatchMessage is one message of a SendBatchRequest, as a SendRequest
 // without the caller. Line, when set, is where the message came from (a
 // line of a file): errors name it.
 type BatchMessage struct {
-	To   string          `json:"to,omitempty"`
-	Type string          `json:"type,omitempty"`
-	ID   string          `json:"id,omitempty"`
-	Body string          `json:"body"`
-	Data json.RawMessage `json:"data,omitempty"`
-	Line int             `json:"line,omitempty"`
+	To   string              `json:"to,omitempty"`
+	Type teambus.MessageType `json:"type,omitempty"`
+	ID   string              `json:"id,omitempty"`
+	Body string              `json:"body"`
+	Data json.RawMessage     `json:"data,omitempty"`
+	Line int                 `json:"line,omitempty"`
 }
 
 // SendBatchRequest stores several messages from the caller, in order, in

@@ -20,6 +20,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 	"github.com/teambus/teambus/ui"
 )
 
@@ -416,7 +417,7 @@ func TestBrowser_Soak(t *testing.T) {
 		<-tick.C
 		for i := 0; i < 10; i++ {
 			from := []string{"tm1", "tm2"}[i%2]
-			if _, err := f.svc.Send(ctx, team.Actor{Team: teamID, Member: from}, team.SendSpec{To: teambus.Lead, Type: teambus.MsgInfo, Body: fmt.Sprintf("progress report %d: %s", sent, strings.Repeat("x", 200))}); err != nil {
+			if _, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: team.Actor{Team: teamID, Member: from}, To: teambus.Lead, Type: teambus.MsgInfo, Body: fmt.Sprintf("progress report %d: %s", sent, strings.Repeat("x", 200))}); err != nil {
 				t.Fatalf("send: %v", err)
 			}
 			sent++

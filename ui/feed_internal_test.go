@@ -11,6 +11,7 @@ import (
 	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 func newFeedServer(t *testing.T, cfg Config) (*Server, *team.Service) {
@@ -37,7 +38,7 @@ func sendN(t *testing.T, svc *team.Service, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for i := 0; i < n; i++ {
-		if _, err := svc.Send(ctx, team.Actor{Team: "alpha", Member: "tm1"}, team.SendSpec{To: teambus.Lead, Type: teambus.MsgInfo, Body: fmt.Sprintf("m%d", i)}); err != nil {
+		if _, err := svc.Send(ctx, teamapi.SendRequest{Actor: team.Actor{Team: "alpha", Member: "tm1"}, To: teambus.Lead, Type: teambus.MsgInfo, Body: fmt.Sprintf("m%d", i)}); err != nil {
 			t.Fatalf("send: %v", err)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 	"github.com/teambus/teambus/ui"
 )
 
@@ -99,7 +100,7 @@ func send(t *testing.T, svc *team.Service, from, to, body string) mailbox.SendRe
 	if from == teambus.Lead {
 		a.Session = "L"
 	}
-	res, err := svc.Send(testCtx(t), a, team.SendSpec{To: to, Type: teambus.MsgInfo, Body: body})
+	res, err := svc.Send(testCtx(t), teamapi.SendRequest{Actor: a, To: to, Type: teambus.MsgInfo, Body: body})
 	if err != nil {
 		t.Fatalf("send from %s: %v", from, err)
 	}

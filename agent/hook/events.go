@@ -12,7 +12,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/binding"
 	"github.com/teambus/teambus/proc"
-	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // userPromptSubmit marks the turn start, wakes the waiter out of its wait
@@ -123,7 +123,7 @@ func (h *hook) preCompact(ctx context.Context) int {
 	if h.b.Lead() {
 		return 0
 	}
-	return h.checkpointHeld(ctx, func(t *teambus.Task, spec *team.CheckpointSpec) {
+	return h.checkpointHeld(ctx, func(t *teambus.Task, spec *teamapi.CheckpointRequest) {
 		trigger := Clean(clipChars(h.p.Trigger, 40))
 		spec.LastAction = fmt.Sprintf("context compaction (%s)", trigger)
 		spec.Files = proc.GitChanged(ctx, h.p.Cwd, 500*time.Millisecond)
@@ -137,14 +137,14 @@ func (h *hook) postCompact(ctx context.Context) int {
 	if h.b.Lead() || h.p.CompactSummary == "" {
 		return 0
 	}
-	return h.checkpointHeld(ctx, func(t *teambus.Task, spec *team.CheckpointSpec) {
+	return h.checkpointHeld(ctx, func(t *teambus.Task, spec *teamapi.CheckpointRequest) {
 		spec.Data = mergeData(t.Checkpoint, map[string]any{"compact_summary": clipChars(h.p.CompactSummary, 4000)})
 	})
 }
 
 // checkpointHeld saves a checkpoint of the member's held task: the
 // previous checkpoint carried over, then changed by fill.
-func (h *hook) checkpointHeld(ctx context.Context, fill func(t *teambus.Task, spec *team.CheckpointSpec)) int {
+func (h *hook) checkpointHeld(ctx context.Context, fill func(t *teambus.Task, spec *teamapi.CheckpointRequest)) int {
 	if err := h.connect(ctx); err != nil {
 		return h.fail(err)
 	}
@@ -155,8 +155,8 @@ func (h *hook) checkpointHeld(ctx context.Context, fill func(t *teambus.Task, sp
 	}
 	spec := carry(t.Checkpoint)
 	fill(t, &spec)
-	spec.Task = t.ID
-	if _, err := h.svc.Checkpoint(ctx, h.actor(), spec); err != nil {
+	spec.Task, spec.Actor = t.ID, h.actor()
+	if _, err := h.svc.Checkpoint(ctx, spec); err != nil {
 		return h.fail(err)
 	}
 	h.rec.Outcome = "checkpoint"
@@ -165,11 +165,11 @@ func (h *hook) checkpointHeld(ctx context.Context, fill func(t *teambus.Task, sp
 
 // carry starts a checkpoint spec from the previous checkpoint, so a hook's
 // checkpoint keeps what the agent reported.
-func carry(cp *teambus.Checkpoint) team.CheckpointSpec {
+func carry(cp *teambus.Checkpoint) teamapi.CheckpointRequest {
 	if cp == nil {
-		return team.CheckpointSpec{}
+		return teamapi.CheckpointRequest{}
 	}
-	return team.CheckpointSpec{Done: cp.TasksCompleted, Remaining: cp.TasksRemaining, LastAction: cp.LastAction, Files: cp.Files}
+	return teamapi.CheckpointRequest{Done: cp.TasksCompleted, Remaining: cp.TasksRemaining, LastAction: cp.LastAction, Files: cp.Files}
 }
 
 // mergeData adds fields to the previous checkpoint's data object.
@@ -248,11 +248,11 @@ func (h *hook) sessionEnd(ctx context.Context) int {
 	if t := h.heldTask(cctx); t != nil {
 		spec := carry(t.Checkpoint)
 		spec.LastAction = fmt.Sprintf("session ended (%s)", Clean(clipChars(h.p.Reason, 40)))
-		spec.Task = t.ID
+		spec.Task, spec.Actor = t.ID, h.actor()
 		if t.Checkpoint != nil {
 			spec.Data = t.Checkpoint.Data
 		}
-		if _, err := h.svc.Checkpoint(cctx, h.actor(), spec); err != nil {
+		if _, err := h.svc.Checkpoint(cctx, spec); err != nil {
 			h.rec.Error = Clean(clipChars(err.Error(), 300))
 		}
 	}

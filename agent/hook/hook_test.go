@@ -16,6 +16,7 @@ import (
 	"github.com/teambus/teambus/agent/binding"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // TestSessionStart_BindsAndInjects: startup binds the Claude process
@@ -280,7 +281,7 @@ func TestHooks_CompactionAndEnd(t *testing.T) {
 	if _, err := r.svc.Claim(ctx, a, "t1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.svc.Checkpoint(ctx, a, team.CheckpointSpec{Done: []string{"lexer"}, Remaining: []string{"parser"}, LastAction: "wrote lexer"}); err != nil {
+	if _, err := r.svc.Checkpoint(ctx, teamapi.CheckpointRequest{Actor: a, Done: []string{"lexer"}, Remaining: []string{"parser"}, LastAction: "wrote lexer"}); err != nil {
 		t.Fatal(err)
 	}
 	if res := r.hook("PreCompact", "PreCompact.docs.json", nil); res.stdout != "" || res.code != 0 {

@@ -21,6 +21,7 @@ import (
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // rig is a real bus node with team alpha (tm1, tm2, task t1) and a
@@ -184,7 +185,7 @@ func (r *rig) bind() string {
 
 func (r *rig) send(from, to, body string) uint64 {
 	r.t.Helper()
-	res, err := r.svc.Send(context.Background(), team.Actor{Team: "alpha", Member: from}, team.SendSpec{To: to, Type: teambus.MsgInfo, Body: body})
+	res, err := r.svc.Send(context.Background(), teamapi.SendRequest{Actor: team.Actor{Team: "alpha", Member: from}, To: to, Type: teambus.MsgInfo, Body: body})
 	if err != nil {
 		r.t.Fatalf("send: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/teambus/teambus/agent/mcpserver"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // The numbers of issue 14: a send tool call round trip through a running
@@ -32,7 +33,7 @@ func BenchmarkSend_Direct(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
-		if _, err := f.svc.Send(ctx, a, team.SendSpec{To: "tm1", Body: benchBody}); err != nil {
+		if _, err := f.svc.Send(ctx, teamapi.SendRequest{Actor: a, To: "tm1", Body: benchBody}); err != nil {
 			b.Fatal(err)
 		}
 		d = append(d, time.Since(start))
@@ -56,7 +57,7 @@ func BenchmarkSend_DirectTCP(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
-		if _, err := svc.Send(ctx, a, team.SendSpec{To: "tm1", Body: benchBody}); err != nil {
+		if _, err := svc.Send(ctx, teamapi.SendRequest{Actor: a, To: "tm1", Body: benchBody}); err != nil {
 			b.Fatal(err)
 		}
 		d = append(d, time.Since(start))

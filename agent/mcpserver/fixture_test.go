@@ -314,7 +314,7 @@ func (f *fixture) sendN(n int, to string) []uint64 {
 	f.t.Helper()
 	var seqs []uint64
 	for i := 0; i < n; i++ {
-		res, err := f.svc.Send(testCtx(f.t), member("tm2").Actor(), team.SendSpec{To: to, Body: fmt.Sprintf("message %d", i)})
+		res, err := f.svc.Send(testCtx(f.t), teamapi.SendRequest{Actor: member("tm2").Actor(), To: to, Body: fmt.Sprintf("message %d", i)})
 		if err != nil {
 			f.t.Fatalf("send: %v", err)
 		}

@@ -26,7 +26,7 @@ import (
 	"github.com/teambus/teambus/agent/mcpserver"
 	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/mailbox"
-	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // These tests run the built teambus binary as the MCP server process.
@@ -355,7 +355,7 @@ func TestCommand_Creds(t *testing.T) {
 		return nil
 	})
 	// Mail between others is not readable with this credential.
-	other, err := f.svc.Send(testCtx(t), member("tm2").Actor(), team.SendSpec{To: teambus.Lead, Body: "not for tm1"})
+	other, err := f.svc.Send(testCtx(t), teamapi.SendRequest{Actor: member("tm2").Actor(), To: teambus.Lead, Body: "not for tm1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -214,7 +214,7 @@ func (s *Server) whoami(ctx context.Context, _ *mcp.CallToolRequest, id Identity
 }
 
 func (s *Server) send(ctx context.Context, _ *mcp.CallToolRequest, id Identity, in SendIn) (SendOut, string, error) {
-	req := teamapi.SendRequest{To: in.To, ID: in.ID, Body: in.Body, Type: in.Type}
+	req := teamapi.SendRequest{To: in.To, ID: in.ID, Body: in.Body, Type: teambus.MessageType(in.Type)}
 	if in.Data != nil {
 		b, err := json.Marshal(in.Data)
 		if err != nil {
@@ -455,7 +455,7 @@ func (s *Server) taskComplete(ctx context.Context, _ *mcp.CallToolRequest, id Id
 		// The summary goes to the lead as a report; its id makes a retry
 		// store nothing new.
 		msgID := fmt.Sprintf("complete-%s-e%d", t.ID, t.Epoch)
-		if _, err := s.team.send(ctx, id.Actor(), teamapi.SendRequest{To: teambus.Lead, Type: string(teambus.MsgReport), ID: msgID, Body: fmt.Sprintf("task %s complete: %s", t.ID, in.Summary)}); err != nil {
+		if _, err := s.team.send(ctx, id.Actor(), teamapi.SendRequest{To: teambus.Lead, Type: teambus.MsgReport, ID: msgID, Body: fmt.Sprintf("task %s complete: %s", t.ID, in.Summary)}); err != nil {
 			s.cfg.Logger.Warn("send completion summary", "team", id.Team, "task", t.ID, "err", err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/team"
 )
@@ -177,12 +178,23 @@ func cliHint(err error) string {
 		held   *team.LeadHeldError
 		open   *team.UnfinishedTasksError
 		nf     *kv.NotFoundError
+		noLead *team.NoLeadError
+		stale  *team.StaleLeadError
+		creds  *bus.DamagedCredsError
 	)
 	switch {
 	case errors.As(err, &noRoom):
 		return " (`teambus team delete` frees a finished team's room; or raise `teambus bus start --max-store`, or create the team with smaller --mailbox-max-bytes/--events-max-bytes)"
 	case errors.As(err, &live), errors.As(err, &held), errors.As(err, &open):
 		return " (use --force)"
+	case errors.As(err, &noLead) && noLead.Other != "":
+		return ": start its lead with `teambus lead --team " + noLead.Team + " --session " + noLead.Session + "`, or use --force"
+	case errors.As(err, &noLead):
+		return ": start one with `teambus lead --team " + noLead.Team + " --session " + noLead.Session + "`"
+	case errors.As(err, &stale):
+		return ": attach with `teambus team resume " + stale.Team + " --session " + stale.Session + "`"
+	case errors.As(err, &creds):
+		return ": `teambus team creds " + creds.Team + " --member " + creds.Member + "`"
 	case errors.As(err, &nf) && nf.Kind == "task":
 		return ": see `teambus task list --team " + nf.Team + "`"
 	}

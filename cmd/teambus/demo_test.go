@@ -19,6 +19,7 @@ import (
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // simTeam starts a node with a team of the given members and tasks and
@@ -95,7 +96,7 @@ func TestAgentSim_ResumesFromCheckpoint(t *testing.T) {
 	if _, err := svc.Claim(ctx, old, "r"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Checkpoint(ctx, old, team.CheckpointSpec{Done: []string{"step 1/4", "step 2/4"}, Remaining: []string{"step 3/4", "step 4/4"}, LastAction: "step 2 of 4 of task r"}); err != nil {
+	if _, err := svc.Checkpoint(ctx, teamapi.CheckpointRequest{Actor: old, Done: []string{"step 1/4", "step 2/4"}, Remaining: []string{"step 3/4", "step 4/4"}, LastAction: "step 2 of 4 of task r"}); err != nil {
 		t.Fatal(err)
 	}
 	// A new incarnation keeps the task; its agent continues it.
@@ -158,7 +159,7 @@ func TestAgentSim_Lead(t *testing.T) {
 	if _, err := svc.Join(ctx, "sim", "tm1", "s1"); err != nil {
 		t.Fatal(err)
 	}
-	res, err := svc.Send(ctx, team.Actor{Team: "sim", Member: "tm1", Session: "s1"}, team.SendSpec{Type: teambus.MsgReport, Body: "done with a"})
+	res, err := svc.Send(ctx, teamapi.SendRequest{Actor: team.Actor{Team: "sim", Member: "tm1", Session: "s1"}, Type: teambus.MsgReport, Body: "done with a"})
 	if err != nil {
 		t.Fatal(err)
 	}

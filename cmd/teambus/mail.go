@@ -59,7 +59,7 @@ func send(c *cli.Context, a team.Actor) error {
 	if err != nil {
 		return err
 	}
-	req := teamapi.SendRequest{To: c.String("to"), Type: string(typ), ID: c.String("id"), Body: body}
+	req := teamapi.SendRequest{To: c.String("to"), Type: typ, ID: c.String("id"), Body: body}
 	if d := c.String("data"); d != "" {
 		if err := teambus.ValidateData([]byte(d)); err != nil {
 			return err
@@ -423,7 +423,7 @@ func checkpointCommand() *cli.Command {
 }
 
 func checkpoint(c *cli.Context, a team.Actor) error {
-	spec := team.CheckpointSpec{Done: c.StringSlice("done"), Remaining: c.StringSlice("remaining"),
+	spec := teamapi.CheckpointRequest{Done: c.StringSlice("done"), Remaining: c.StringSlice("remaining"),
 		LastAction: c.String("last-action"), Files: c.StringSlice("file"), Task: c.String("task")}
 	if spec.Task != "" {
 		if err := teambus.ValidateID("task", spec.Task); err != nil {
@@ -437,7 +437,7 @@ func checkpoint(c *cli.Context, a team.Actor) error {
 		spec.Data = json.RawMessage(d)
 	}
 	return withMember(c, a, func(s *session, cl *teamapi.Client) error {
-		t, err := cl.Record(s.ctx, teamapi.CheckpointRequest{Task: spec.Task, Done: spec.Done, Remaining: spec.Remaining, LastAction: spec.LastAction, Files: spec.Files, Data: spec.Data})
+		t, err := cl.Record(s.ctx, spec)
 		if err != nil {
 			return err
 		}

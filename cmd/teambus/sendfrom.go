@@ -51,16 +51,12 @@ func sendFrom(c *cli.Context) error {
 		return err
 	}
 	path := c.String("from")
-	var specs []team.SendSpec
+	var msgs []teamapi.BatchMessage
 	if err := readFrom(c, "message", []string{"to", "type", "id", "data"}, func(r io.Reader) (err error) {
-		specs, err = team.ParseSendBatch(r)
+		msgs, err = team.ParseSendBatch(r)
 		return err
 	}); err != nil {
 		return err
-	}
-	msgs := make([]teamapi.BatchMessage, len(specs))
-	for i, sp := range specs {
-		msgs[i] = teamapi.BatchMessage{To: sp.To, Type: string(sp.Type), ID: sp.ID, Body: sp.Body, Data: sp.Data, Line: sp.Line}
 	}
 	return withMember(c, a, func(s *session, cl *teamapi.Client) error {
 		// A message too large for any request is refused before the
