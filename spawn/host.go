@@ -187,7 +187,7 @@ func pidAlive(pid int) bool {
 // discover starts watching the teams it serves that it does not watch
 // yet.
 func (h *Host) discover(ctx context.Context) {
-	ids, err := h.cfg.Spawner.Svc.Store().ListTeams(ctx)
+	ids, err := h.cfg.Spawner.Svc.ListTeams(ctx)
 	if err != nil {
 		h.log.Warn("list teams", "err", err)
 		return
@@ -199,7 +199,7 @@ func (h *Host) discover(ctx context.Context) {
 		if seen || !h.serves(id) {
 			continue
 		}
-		t, _, err := h.cfg.Spawner.Svc.Store().Team(ctx, id)
+		t, err := h.cfg.Spawner.Svc.Team(ctx, id)
 		if err != nil || t.Closed() {
 			continue
 		}

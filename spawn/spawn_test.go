@@ -15,6 +15,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/initclaude"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/spawn"
@@ -377,7 +378,7 @@ func TestSpawn_FailedStartChangesNothing(t *testing.T) {
 		t.Errorf("after a refused spawn: record %+v %v, want none", rec, err)
 	}
 	n := 0
-	_ = f.svc.Events("alpha").Replay(ctx, bus.EventFilter{Type: "member.spawn_failed"}, func(*bus.EventRecord) error { n++; return nil })
+	_ = f.svc.Events("alpha").Replay(ctx, eventlog.EventFilter{Type: "member.spawn_failed"}, func(*eventlog.EventRecord) error { n++; return nil })
 	if n != 0 {
 		t.Errorf("%d member.spawn_failed events for bad input", n)
 	}

@@ -111,7 +111,7 @@ func (s *Spawner) Spawn(ctx context.Context, req Request) (*Result, Started, err
 	if err := spec.Validate(); err != nil {
 		return nil, Started{}, err
 	}
-	snap, err := s.Svc.Store().Snapshot(ctx, spec.Team)
+	snap, err := s.Svc.Snapshot(ctx, spec.Team)
 	if err != nil {
 		return nil, Started{}, err
 	}
@@ -169,14 +169,14 @@ func (s *Spawner) Spawn(ctx context.Context, req Request) (*Result, Started, err
 // there is nothing for this spawner to do; the caller waits for (or
 // releases) the Started process.
 func (s *Spawner) Respawn(ctx context.Context, teamID, member string) (*Result, Started, error) {
-	t, _, err := s.Svc.Store().Team(ctx, teamID)
+	t, err := s.Svc.Team(ctx, teamID)
 	if err != nil {
 		return nil, Started{}, err
 	}
 	if t.Closed() || t.Policy.RespawnMode() != teambus.RespawnAuto {
 		return nil, Started{}, nil
 	}
-	m, _, err := s.Svc.Store().Member(ctx, teamID, member)
+	m, err := s.Svc.Member(ctx, teamID, member)
 	if err != nil {
 		return nil, Started{}, err
 	}
@@ -292,7 +292,7 @@ func (s *Spawner) run(ctx context.Context, t *teambus.Team, m *teambus.Member, p
 // the task is still available. It returns whether it claimed it.
 func (s *Spawner) Reclaim(ctx context.Context, teamID, member string, epoch int64, task string) (bool, error) {
 	for {
-		m, _, err := s.Svc.Store().Member(ctx, teamID, member)
+		m, err := s.Svc.Member(ctx, teamID, member)
 		if err != nil {
 			return false, err
 		}
@@ -300,7 +300,7 @@ func (s *Spawner) Reclaim(ctx context.Context, teamID, member string, epoch int6
 			return false, nil // replaced again: not this start's to reclaim
 		}
 		if m.Epoch == epoch+1 && m.Session != "" {
-			t, _, err := s.Svc.Store().Task(ctx, teamID, task)
+			t, err := s.Svc.Task(ctx, teamID, task)
 			if err != nil {
 				return false, err
 			}
@@ -382,11 +382,11 @@ func (s *Spawner) JudgeLost(ctx context.Context, teamID, host string) ([]string,
 	if err != nil {
 		return nil, err
 	}
-	t, _, err := s.Svc.Store().Team(ctx, teamID)
+	t, err := s.Svc.Team(ctx, teamID)
 	if err != nil {
 		return nil, err
 	}
-	beats, err := s.Svc.Store().Heartbeats(ctx, teamID)
+	beats, err := s.Svc.Heartbeats(ctx, teamID)
 	if err != nil {
 		return nil, err
 	}
@@ -396,7 +396,7 @@ func (s *Spawner) JudgeLost(ctx context.Context, teamID, host string) ([]string,
 		if rec.Host != host {
 			continue
 		}
-		m, _, err := s.Svc.Store().Member(ctx, teamID, member)
+		m, err := s.Svc.Member(ctx, teamID, member)
 		if err != nil || !live(m) || m.Epoch <= rec.Epoch {
 			continue
 		}

@@ -22,7 +22,7 @@ type SpawnItem struct {
 func (s *Server) spawnItems(teamID string) map[string]SpawnItem {
 	ctx, cancel := context.WithTimeout(s.ctx, time.Second)
 	defer cancel()
-	reg, err := spawn.OpenExisting(ctx, s.cfg.Service.Store().JetStream())
+	reg, err := spawn.OpenExisting(ctx, s.cfg.Service.JetStream())
 	if err != nil || reg == nil {
 		return nil
 	}
