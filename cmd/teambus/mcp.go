@@ -30,7 +30,7 @@ import (
 	"github.com/teambus/teambus/teamapi"
 )
 
-// mcpCommand is `teambus mcp` (spec §12.6): a stdio MCP server that makes
+// mcpCommand is `teambus mcp`: a stdio MCP server that makes
 // any MCP-capable agent a team member. stdout carries only JSON-RPC; logs
 // go to stderr.
 func mcpCommand() *cli.Command {
