@@ -13,9 +13,9 @@ import (
 	"github.com/teambus/teambus/agent/hook"
 )
 
-// hookCommand is `teambus hook <Event>`, the Claude Code hook handlers
-//. It never fails: its exit code and output are the
-// hook contract (package hook).
+// hookCommand is `teambus hook <Event>`, the Claude Code hook handlers.
+// It never fails: its exit code and output are the hook contract (package
+// hook).
 func hookCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "hook",
