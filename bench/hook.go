@@ -102,21 +102,11 @@ func (r *run) hooks(ctx context.Context) error {
 
 	// tm1 is bound once (untimed), without a sidecar: nothing but the
 	// hooks under test talks to the node.
-	tm1, err := r.newHookSession(teamID, "tm1", state, 0)
+	tm1, err := r.boundSession(ctx, teamID, "tm1", state, exe, cwd)
 	if err != nil {
 		return err
 	}
 	defer tm1.agent.kill()
-	in, err := hookPayload("SessionStart", tm1.session, cwd)
-	if err != nil {
-		return err
-	}
-	if _, err := timeProc(ctx, exe, append(tm1.env, "TEAMBUS_NO_SIDECAR=1"), in, "hook", "SessionStart"); err != nil {
-		return err
-	}
-	if _, err := binding.Load(state, tm1.agent.pid()); err != nil {
-		return fmt.Errorf("SessionStart did not bind tm1: %w (hooks.log: %s)", err, lastHookLog(state))
-	}
 	ptb, err := hookPayload("PostToolBatch", tm1.session, cwd)
 	if err != nil {
 		return err
@@ -218,6 +208,30 @@ func hookOutcomes(stateDir, event, outcome string) error {
 		return fmt.Errorf("no %s hook in hooks.log", event)
 	}
 	return sc.Err()
+}
+
+// boundSession is a new hook session of member, bound once (untimed) by
+// a SessionStart hook without a sidecar: nothing but the hooks under test
+// talks to the node. The caller kills its agent.
+func (r *run) boundSession(ctx context.Context, teamID, member, state, exe, cwd string) (*hookSession, error) {
+	s, err := r.newHookSession(teamID, member, state, 0)
+	if err != nil {
+		return nil, err
+	}
+	in, err := hookPayload("SessionStart", s.session, cwd)
+	if err == nil {
+		_, err = timeProc(ctx, exe, append(s.env, "TEAMBUS_NO_SIDECAR=1"), in, "hook", "SessionStart")
+	}
+	if err == nil {
+		if _, err = binding.Load(state, s.agent.pid()); err != nil {
+			err = fmt.Errorf("SessionStart did not bind %s: %w (hooks.log: %s)", member, err, lastHookLog(state))
+		}
+	}
+	if err != nil {
+		s.agent.kill()
+		return nil, err
+	}
+	return s, nil
 }
 
 // lastHookLog returns the last line of hooks.log, for an error.

@@ -66,6 +66,19 @@ func teamArg(c *cli.Context) (string, error) {
 	return id, teambus.ValidateID("team", id)
 }
 
+// teamMemberArgs checks that the command got two arguments, a team id
+// and a member id, and returns them.
+func teamMemberArgs(c *cli.Context) (teamID, member string, err error) {
+	if err := exactArgs(c, 2); err != nil {
+		return "", "", err
+	}
+	teamID, member = c.Args().Get(0), c.Args().Get(1)
+	if err := teambus.ValidateID("team", teamID); err != nil {
+		return "", "", err
+	}
+	return teamID, member, teambus.ValidateMemberID(member)
+}
+
 // withSession opens a session for a one-shot command, runs fn on it and
 // closes it.
 func withSession(c *cli.Context, fn func(*session) error) error {
