@@ -91,21 +91,12 @@ func withSession(c *cli.Context, fn func(*session) error) error {
 }
 
 // withMember opens a session and runs fn with the actor's client of the
-// team service: through the relay of the actor's sidecar when one holds
-// the member credential, else on a connection of its own.
+// team service (connectMember).
 func withMember(c *cli.Context, a team.Actor, fn func(*session, *teamapi.Client) error) error {
-	if s, cl := relaySession(c, a); s != nil {
-		defer s.close()
-		return fn(s, cl)
-	}
-	s, err := openSession(c, true)
+	s, cl, err := connectMember(c, a)
 	if err != nil {
 		return err
 	}
 	defer s.close()
-	cl, err := s.member(a)
-	if err != nil {
-		return err
-	}
 	return fn(s, cl)
 }
