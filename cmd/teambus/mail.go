@@ -369,7 +369,7 @@ func replay(c *cli.Context, teamID string) error {
 		if ct != teamID {
 			return teambus.Invalidf("the credential of %s in team %s reaches only team %s, not %s", cm, ct, ct, teamID)
 		}
-		cl, err := teamapi.ForConn(conn, ct, cm, c.String("session"))
+		cl, err := serviceClient(ctx, conn, team.Actor{Team: ct, Member: cm, Session: c.String("session")})
 		if err != nil {
 			return err
 		}
