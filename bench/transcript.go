@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/transcript"
 )
@@ -43,15 +41,12 @@ const UnitTimes = "× its size"
 // transcript stream holds against the transcript's size, and a restore
 // checked byte for byte.
 func (r *run) transcripts(ctx context.Context) error {
-	node, svc, stop, err := r.teamNode(ctx, "node-transcript", bus.SyncModeAlways, team.Config{})
+	const teamID = "trn"
+	node, stop, err := r.hookTeam(ctx, "node-transcript", teamID, []team.MemberSpec{{ID: "tm1"}})
 	if err != nil {
 		return err
 	}
 	defer stop()
-	const teamID = "trn"
-	if _, err := svc.CreateTeam(ctx, teamID, "", []team.MemberSpec{{ID: "tm1"}}, teambus.DefaultPolicy()); err != nil {
-		return fmt.Errorf("create team %s: %w", teamID, err)
-	}
 	state, exe, cwd := node.Dir(), r.cfg.Exe, r.dir
 	tm1, err := r.boundSession(ctx, teamID, "tm1", state, exe, cwd)
 	if err != nil {
