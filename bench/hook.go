@@ -14,6 +14,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/binding"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/team"
 )
 
@@ -83,11 +84,6 @@ func (r *run) newHookSession(teamID, member, stateDir string, n int) (*hookSessi
 // binary; SessionStart (binding, registration, sidecar spawn, brief) runs
 // after them, one new session each, its sidecar killed after each run.
 func (r *run) hooks(ctx context.Context) error {
-	node, svc, stop, err := r.teamNode(ctx, "node-hook", bus.SyncModeAlways, team.Config{})
-	if err != nil {
-		return err
-	}
-	defer stop()
 	const teamID = "hook"
 	// One member per SessionStart run (and its warm-up), so every run
 	// registers a member that has no session yet, as a new session does.
@@ -95,28 +91,20 @@ func (r *run) hooks(ctx context.Context) error {
 	for i := 0; i <= r.cfg.SessionStartRuns; i++ {
 		specs = append(specs, team.MemberSpec{ID: fmt.Sprintf("s%d", i)})
 	}
-	if _, err := svc.CreateTeam(ctx, teamID, "", specs, teambus.DefaultPolicy()); err != nil {
-		return fmt.Errorf("create team %s: %w", teamID, err)
+	node, stop, err := r.hookTeam(ctx, "node-hook", teamID, specs)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	state, exe, cwd := node.Dir(), r.cfg.Exe, r.dir
 
 	// tm1 is bound once (untimed), without a sidecar: nothing but the
 	// hooks under test talks to the node.
-	tm1, err := r.newHookSession(teamID, "tm1", state, 0)
+	tm1, err := r.boundSession(ctx, teamID, "tm1", state, exe, cwd)
 	if err != nil {
 		return err
 	}
 	defer tm1.agent.kill()
-	in, err := hookPayload("SessionStart", tm1.session, cwd)
-	if err != nil {
-		return err
-	}
-	if _, err := timeProc(ctx, exe, append(tm1.env, "TEAMBUS_NO_SIDECAR=1"), in, "hook", "SessionStart"); err != nil {
-		return err
-	}
-	if _, err := binding.Load(state, tm1.agent.pid()); err != nil {
-		return fmt.Errorf("SessionStart did not bind tm1: %w (hooks.log: %s)", err, lastHookLog(state))
-	}
 	ptb, err := hookPayload("PostToolBatch", tm1.session, cwd)
 	if err != nil {
 		return err
@@ -218,6 +206,44 @@ func hookOutcomes(stateDir, event, outcome string) error {
 		return fmt.Errorf("no %s hook in hooks.log", event)
 	}
 	return sc.Err()
+}
+
+// hookTeam starts a node of this process with sync always (teamNode) and
+// creates the team teamID of specs on it. The caller stops the node.
+func (r *run) hookTeam(ctx context.Context, nodeName, teamID string, specs []team.MemberSpec) (*node.Node, func(), error) {
+	n, svc, stop, err := r.teamNode(ctx, nodeName, bus.SyncModeAlways, team.Config{})
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := svc.CreateTeam(ctx, teamID, "", specs, teambus.DefaultPolicy()); err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("create team %s: %w", teamID, err)
+	}
+	return n, stop, nil
+}
+
+// boundSession is a new hook session of member, bound once (untimed) by
+// a SessionStart hook without a sidecar: nothing but the hooks under test
+// talks to the node. The caller kills its agent.
+func (r *run) boundSession(ctx context.Context, teamID, member, state, exe, cwd string) (*hookSession, error) {
+	s, err := r.newHookSession(teamID, member, state, 0)
+	if err != nil {
+		return nil, err
+	}
+	in, err := hookPayload("SessionStart", s.session, cwd)
+	if err == nil {
+		_, err = timeProc(ctx, exe, append(s.env, "TEAMBUS_NO_SIDECAR=1"), in, "hook", "SessionStart")
+	}
+	if err == nil {
+		if _, err = binding.Load(state, s.agent.pid()); err != nil {
+			err = fmt.Errorf("SessionStart did not bind %s: %w (hooks.log: %s)", member, err, lastHookLog(state))
+		}
+	}
+	if err != nil {
+		s.agent.kill()
+		return nil, err
+	}
+	return s, nil
 }
 
 // lastHookLog returns the last line of hooks.log, for an error.

@@ -29,13 +29,18 @@ type child struct {
 
 // start runs exe with args, its output going to a log file in logs.
 func start(logs, name, exe string, args ...string) (*child, error) {
+	return startEnv(logs, name, exe, proc.CleanEnv(), args...)
+}
+
+// startEnv is start with the environment env.
+func startEnv(logs, name, exe string, env []string, args ...string) (*child, error) {
 	log := filepath.Join(logs, name+".log")
 	f, err := os.Create(log)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(exe, args...)
-	cmd.Env = proc.CleanEnv()
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

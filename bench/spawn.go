@@ -254,27 +254,3 @@ func (r *run) respawn(ctx context.Context) error {
 		Note: "from the kill -9 of claude to the first request of the session respawned with --resume; most of it is Claude Code's own start"})
 	return nil
 }
-
-// startEnv is start with the environment env.
-func startEnv(logs, name, exe string, env []string, args ...string) (*child, error) {
-	log := filepath.Join(logs, name+".log")
-	f, err := os.Create(log)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(exe, args...)
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	c := &child{name: name, cmd: cmd, log: log, done: make(chan struct{})}
-	go func() {
-		c.err = cmd.Wait()
-		f.Close()
-		close(c.done)
-	}()
-	return c, nil
-}

@@ -10,9 +10,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/agent/binding"
-	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/transcript"
 )
@@ -44,31 +41,18 @@ const UnitTimes = "× its size"
 // transcript stream holds against the transcript's size, and a restore
 // checked byte for byte.
 func (r *run) transcripts(ctx context.Context) error {
-	node, svc, stop, err := r.teamNode(ctx, "node-transcript", bus.SyncModeAlways, team.Config{})
+	const teamID = "trn"
+	node, stop, err := r.hookTeam(ctx, "node-transcript", teamID, []team.MemberSpec{{ID: "tm1"}})
 	if err != nil {
 		return err
 	}
 	defer stop()
-	const teamID = "trn"
-	if _, err := svc.CreateTeam(ctx, teamID, "", []team.MemberSpec{{ID: "tm1"}}, teambus.DefaultPolicy()); err != nil {
-		return fmt.Errorf("create team %s: %w", teamID, err)
-	}
 	state, exe, cwd := node.Dir(), r.cfg.Exe, r.dir
-	tm1, err := r.newHookSession(teamID, "tm1", state, 0)
+	tm1, err := r.boundSession(ctx, teamID, "tm1", state, exe, cwd)
 	if err != nil {
 		return err
 	}
 	defer tm1.agent.kill()
-	in, err := hookPayload("SessionStart", tm1.session, cwd)
-	if err != nil {
-		return err
-	}
-	if _, err := timeProc(ctx, exe, append(tm1.env, "TEAMBUS_NO_SIDECAR=1"), in, "hook", "SessionStart"); err != nil {
-		return err
-	}
-	if _, err := binding.Load(state, tm1.agent.pid()); err != nil {
-		return fmt.Errorf("SessionStart did not bind tm1: %w (hooks.log: %s)", err, lastHookLog(state))
-	}
 	dir := filepath.Join(r.dir, "transcript")
 	if err := mkdir(dir); err != nil {
 		return err

@@ -66,6 +66,19 @@ func teamArg(c *cli.Context) (string, error) {
 	return id, teambus.ValidateID("team", id)
 }
 
+// teamMemberArgs checks that the command got two arguments, a team id
+// and a member id, and returns them.
+func teamMemberArgs(c *cli.Context) (teamID, member string, err error) {
+	if err := exactArgs(c, 2); err != nil {
+		return "", "", err
+	}
+	teamID, member = c.Args().Get(0), c.Args().Get(1)
+	if err := teambus.ValidateID("team", teamID); err != nil {
+		return "", "", err
+	}
+	return teamID, member, teambus.ValidateMemberID(member)
+}
+
 // withSession opens a session for a one-shot command, runs fn on it and
 // closes it.
 func withSession(c *cli.Context, fn func(*session) error) error {
@@ -78,21 +91,12 @@ func withSession(c *cli.Context, fn func(*session) error) error {
 }
 
 // withMember opens a session and runs fn with the actor's client of the
-// team service: through the relay of the actor's sidecar when one holds
-// the member credential, else on a connection of its own.
+// team service (connectMember).
 func withMember(c *cli.Context, a team.Actor, fn func(*session, *teamapi.Client) error) error {
-	if s, cl := relaySession(c, a); s != nil {
-		defer s.close()
-		return fn(s, cl)
-	}
-	s, err := openSession(c, true)
+	s, cl, err := connectMember(c, a)
 	if err != nil {
 		return err
 	}
 	defer s.close()
-	cl, err := s.member(a)
-	if err != nil {
-		return err
-	}
 	return fn(s, cl)
 }

@@ -44,8 +44,13 @@
 //	teamArgAction(fn(c, *session, teamID)) // one argument, a team id, then a session
 //	teamArg(c) (string, error)            // one argument, a team id
 //	withSession(c, fn(*session)) error    // open (--timeout), fn, close
-//	withMember(c, a, fn(*session, *mapi.Client)) error // the same with the actor's service client,
-//	                                      // through its sidecar's relay when one runs (relaySession)
+//	teamMemberArgs(c) (teamID, member, error) // two arguments, a team id and a member id
+//	withMember(c, a, fn(*session, *teamapi.Client)) error // the same with the actor's service client
+//	                                      // from connectMember: through its sidecar's relay when
+//	                                      // one answers (relaySession), else its own connection
+//	connectAPI(ctx, conn, svc, a, probe, log) (teamapi.API, error) // the member API on a
+//	                                      // connection: the team service, or (probe > 0, operator,
+//	                                      // no service on the bus) the team state itself (mcp)
 //	streamConn(c) (*bus.Conn, error)      // a connection for a stream or server: operatorOnly checked
 //	logConn(c) (*slog.Logger, *bus.Conn, error) // newLogger, then streamConn (sidecars, mcp, ui)
 //

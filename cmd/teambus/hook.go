@@ -13,9 +13,9 @@ import (
 	"github.com/teambus/teambus/agent/hook"
 )
 
-// hookCommand is `teambus hook <Event>`, the Claude Code hook handlers
-// (agent-wiring §12.3). It never fails: its exit code and output are the
-// hook contract (package hook).
+// hookCommand is `teambus hook <Event>`, the Claude Code hook handlers.
+// It never fails: its exit code and output are the hook contract (package
+// hook).
 func hookCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "hook",
@@ -33,7 +33,7 @@ func hookCommand() *cli.Command {
 			"on the PATH of the session's shell.",
 		Flags: flags(connFlags(), []cli.Flag{
 			// No EnvVars: the environment is read first, the flags (baked
-			// into the handler) are the fallback (§12.1.1).
+			// into the handler) are the fallback.
 			&cli.StringFlag{Name: "team", Usage: "team id, when TEAMBUS_TEAM is not set"},
 			&cli.StringFlag{Name: "member", Usage: "member id (lead for the lead), when TEAMBUS_MEMBER is not set"},
 			busFlag(),

@@ -23,14 +23,8 @@ func logsCommand() *cli.Command {
 		Flags: []cli.Flag{dirFlag(),
 			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing what is appended, until interrupted"}},
 		Action: func(c *cli.Context) error {
-			if err := exactArgs(c, 2); err != nil {
-				return err
-			}
-			teamID, member := c.Args().Get(0), c.Args().Get(1)
-			if err := teambus.ValidateID("team", teamID); err != nil {
-				return err
-			}
-			if err := teambus.ValidateMemberID(member); err != nil {
+			teamID, member, err := teamMemberArgs(c)
+			if err != nil {
 				return err
 			}
 			dir, err := stateDir(c)

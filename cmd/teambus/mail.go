@@ -219,7 +219,7 @@ func (cw *checkedWriter) flush() error {
 	return cw.err
 }
 
-// messageLine is the JSON form of a message (spec section 11).
+// messageLine is the JSON form of a message.
 type messageLine struct {
 	Seq   uint64          `json:"seq"`
 	ID    string          `json:"id"`
@@ -369,7 +369,7 @@ func replay(c *cli.Context, teamID string) error {
 		if ct != teamID {
 			return teambus.Invalidf("the credential of %s in team %s reaches only team %s, not %s", cm, ct, ct, teamID)
 		}
-		cl, err := teamapi.ForConn(conn, ct, cm, c.String("session"))
+		cl, err := serviceClient(ctx, conn, team.Actor{Team: ct, Member: cm, Session: c.String("session")})
 		if err != nil {
 			return err
 		}
@@ -403,48 +403,4 @@ func replay(c *cli.Context, teamID string) error {
 		fmt.Fprintf(c.App.ErrWriter, "teambus: replay: %d undecodable message(s) shown as [#N undecodable: reason]\n", bad)
 	}
 	return err
-}
-
-func checkpointCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "checkpoint",
-		Usage: "record progress on your task so a fresh agent can continue it without redoing work",
-		Flags: flags(connFlags(), memberFlags(), []cli.Flag{
-			&cli.StringSliceFlag{Name: "done", Usage: "a step completed, repeatable"},
-			&cli.StringSliceFlag{Name: "remaining", Usage: "a step remaining, repeatable"},
-			&cli.StringFlag{Name: "last-action", Usage: "the last thing you did"},
-			&cli.StringSliceFlag{Name: "file", Usage: "a file you changed, repeatable"},
-			&cli.StringFlag{Name: "data", Usage: "free-form JSON"},
-			&cli.StringFlag{Name: "task", Usage: "the task (default: the one you hold)"},
-			jsonFlag(),
-		}),
-		Action: actorAction(0, checkpoint),
-	}
-}
-
-func checkpoint(c *cli.Context, a team.Actor) error {
-	spec := teamapi.CheckpointRequest{Done: c.StringSlice("done"), Remaining: c.StringSlice("remaining"),
-		LastAction: c.String("last-action"), Files: c.StringSlice("file"), Task: c.String("task")}
-	if spec.Task != "" {
-		if err := teambus.ValidateID("task", spec.Task); err != nil {
-			return err
-		}
-	}
-	if d := c.String("data"); d != "" {
-		if err := teambus.ValidateData([]byte(d)); err != nil {
-			return err
-		}
-		spec.Data = json.RawMessage(d)
-	}
-	return withMember(c, a, func(s *session, cl *teamapi.Client) error {
-		t, err := cl.Record(s.ctx, spec)
-		if err != nil {
-			return err
-		}
-		if c.Bool("json") {
-			return printJSON(c.App.Writer, t.Checkpoint)
-		}
-		fmt.Fprintf(c.App.Writer, "checkpoint #%d saved with task %s\n", t.Checkpoint.Seq, t.ID)
-		return nil
-	})
 }

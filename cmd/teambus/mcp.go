@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus"
@@ -30,7 +28,7 @@ import (
 	"github.com/teambus/teambus/teamapi"
 )
 
-// mcpCommand is `teambus mcp` (spec §12.6): a stdio MCP server that makes
+// mcpCommand is `teambus mcp`: a stdio MCP server that makes
 // any MCP-capable agent a team member. stdout carries only JSON-RPC; logs
 // go to stderr.
 func mcpCommand() *cli.Command {
@@ -80,9 +78,17 @@ func runMCP(c *cli.Context) error {
 	if id, err = mcpCredsIdentity(c, conn, id); err != nil {
 		return err
 	}
-	api, direct, err := mcpAPI(c.Context, conn, svc, d, log)
+	// The tools use the team service whenever it answers; the team state
+	// stays beside it for what the service does not offer (task_add,
+	// team_resume, team_probe, the whole mailbox's replay, record reads).
+	// A member credential has no JetStream, so no team state.
+	api, err := connectAPI(c.Context, conn, svc, team.Actor{}, d, log)
 	if err != nil {
 		return err
+	}
+	direct := svc
+	if _, _, ok := conn.MemberOf(); ok {
+		direct = nil
 	}
 	if c.Bool("join") || c.Bool("sidecar") {
 		if id, err = mcpJoin(c, api, direct, id, d, log); err != nil {
@@ -120,40 +126,6 @@ func runMCP(c *cli.Context) error {
 		return teambus.Unavailablef("mcp server: %w", err)
 	}
 	return nil
-}
-
-// mcpAPI picks the member API of the tools, and the team state they may
-// use beside it. One path for everyone: the request/reply team service (a
-// teamapi.Client) whenever it answers. A member credential has no
-// JetStream, so it always uses the service, and has no team state. The
-// operator's connection uses the service too when it answers, and keeps
-// team.Service only where the service path can not serve:
-//   - as the team state, for the lead calls the service does not offer
-//     (task_add, team_resume, team_probe), the replay of the whole
-//     mailbox and the record reads;
-//   - as the member API too (team.Service.API) when no team service runs
-//     on the bus (an external NATS without `teambus serve`).
-func mcpAPI(ctx context.Context, conn *bus.Conn, svc *team.Service, d time.Duration, log *slog.Logger) (teamapi.API, *team.Service, error) {
-	if ct, cm, ok := conn.MemberOf(); ok {
-		cl, err := teamapi.ForConn(conn, ct, cm, "")
-		return cl, nil, err
-	}
-	ping, err := micro.ControlSubject(micro.PingVerb, teamapi.ServiceName, "")
-	if err != nil {
-		return nil, nil, fmt.Errorf("team service ping subject: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	_, err = conn.NC.RequestWithContext(ctx, ping, nil)
-	switch {
-	case err == nil:
-		cl, err := teamapi.New(conn.NC, teamapi.Config{Operator: true})
-		return cl, svc, err
-	case errors.Is(err, nats.ErrNoResponders):
-		log.Info("no team service on the bus: the tools use the team state directly")
-		return svc.API(), svc, nil
-	}
-	return nil, nil, teambus.Unavailablef("mcp: look for the team service: %w", err)
 }
 
 type nopWriteCloser struct{ io.Writer }

@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus"
@@ -188,11 +192,77 @@ func actor(c *cli.Context) (team.Actor, error) {
 	return a, a.Validate()
 }
 
-// member returns the team service client of the actor: member verbs go
-// through the service, with a member's credential or the operator's token
-// alike.
+// member returns the team service client of the actor on the session's
+// connection: member verbs go through the service, with a member's
+// credential or the operator's token alike (connectAPI without a probe).
 func (s *session) member(a team.Actor) (*teamapi.Client, error) {
-	return teamapi.ForConn(s.conn, a.Team, a.Member, a.Session)
+	return serviceClient(s.ctx, s.conn, a)
+}
+
+// connectMember is the one way a one-shot member command reaches the member
+// API: through the relay of the actor's sidecar when one answers (once a
+// request is written there, its outcome is final: the command does not
+// send it again on a connection of its own), else on a connection of its
+// own, as connectAPI picks. The caller closes the session.
+func connectMember(c *cli.Context, a team.Actor) (*session, *teamapi.Client, error) {
+	if s, cl := relaySession(c, a); s != nil {
+		return s, cl, nil
+	}
+	s, err := openSession(c, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := s.member(a)
+	if err != nil {
+		s.close()
+		return nil, nil, err
+	}
+	return s, cl, nil
+}
+
+// connectAPI picks the member API on a bus connection, for the actor a
+// (zero: any, as each request names it):
+//   - a member credential: the team service as that member (a
+//     teamapi.Client over NATS); it has no JetStream, so nothing else;
+//   - the operator's token: the team service too (a teamapi.Client with
+//     the operator's subjects). With probe > 0 the service is looked for
+//     first, and when no team service runs on the bus (an external NATS
+//     without `teambus serve`) the team state itself serves
+//     (team.Service.API, svc).
+//
+// The relay of a member's sidecar is tried before a connection is opened
+// at all (connectMember).
+func connectAPI(ctx context.Context, conn *bus.Conn, svc *team.Service, a team.Actor, probe time.Duration, log *slog.Logger) (teamapi.API, error) {
+	if ct, cm, ok := conn.MemberOf(); ok && a.Team == "" && a.Member == "" {
+		a.Team, a.Member = ct, cm
+	}
+	if _, _, member := conn.MemberOf(); member || probe <= 0 {
+		return teamapi.ForConn(conn, a.Team, a.Member, a.Session)
+	}
+	ping, err := micro.ControlSubject(micro.PingVerb, teamapi.ServiceName, "")
+	if err != nil {
+		return nil, fmt.Errorf("team service ping subject: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, probe)
+	defer cancel()
+	_, err = conn.NC.RequestWithContext(pctx, ping, nil)
+	switch {
+	case err == nil:
+		return teamapi.ForConn(conn, a.Team, a.Member, a.Session)
+	case errors.Is(err, nats.ErrNoResponders):
+		log.Info("no team service on the bus: the tools use the team state directly")
+		return svc.API(), nil
+	}
+	return nil, teambus.Unavailablef("mcp: look for the team service: %w", err)
+}
+
+// serviceClient is connectAPI without a probe: always a teamapi.Client.
+func serviceClient(ctx context.Context, conn *bus.Conn, a team.Actor) (*teamapi.Client, error) {
+	api, err := connectAPI(ctx, conn, nil, a, 0, nil)
+	if err != nil {
+		return nil, err
+	}
+	return api.(*teamapi.Client), nil
 }
 
 // memberView returns the team view through the team service when the

@@ -190,14 +190,8 @@ func attachCommand() *cli.Command {
 		ArgsUsage: "TEAM MEMBER",
 		Flags:     []cli.Flag{dirFlag(), &cli.StringFlag{Name: "tmux-bin", Usage: "tmux `BINARY`", Value: "tmux", EnvVars: []string{"TEAMBUS_TMUX"}}},
 		Action: func(c *cli.Context) error {
-			if err := exactArgs(c, 2); err != nil {
-				return err
-			}
-			teamID, member := c.Args().Get(0), c.Args().Get(1)
-			if err := teambus.ValidateID("team", teamID); err != nil {
-				return err
-			}
-			if err := teambus.ValidateMemberID(member); err != nil {
+			teamID, member, err := teamMemberArgs(c)
+			if err != nil {
 				return err
 			}
 			tmux, err := exec.LookPath(c.String("tmux-bin"))
