@@ -18,6 +18,9 @@ type Brief struct {
 	Deps       []*teambus.Task   `json:"dependencies"`
 	RecentMail []teambus.Message `json:"recent_mail"`
 	Text       string            `json:"text"`
+	// Requeued says the task is the member's last claim, back in the
+	// queue without a checkpoint.
+	Requeued bool `json:"requeued,omitempty"`
 }
 
 // Brief builds the respawn prompt for member: its role, the task it held
@@ -44,6 +47,11 @@ func (s *Service) Brief(ctx context.Context, teamID, member string, mailN int) (
 					b.Task = t
 				}
 			}
+		}
+		// Without a checkpoint: the task of its latest claim, if a crash
+		// put it back in the queue and nobody finished it.
+		if t, ok := snap.Tasks[m.ClaimTask]; b.Task == nil && m.ClaimTask != "" && ok && !t.Done() && t.AssignedTo == "" {
+			b.Task, b.Requeued = t, true
 		}
 	}
 	if b.Task != nil {
@@ -108,7 +116,10 @@ func (b *Brief) body(w *strings.Builder) {
 	} else {
 		t := b.Task
 		fmt.Fprintf(w, "TASK %s (%s): %s\n", t.ID, t.Status, teambus.IndentBody(t.Description, bodyIndent))
-		if t.Status != teambus.TaskInProgress {
+		switch {
+		case b.Requeued:
+			fmt.Fprintf(w, "It was yours when the earlier session stopped and went back to the queue; teambus gives it back to a respawned session when it registers. If `teambus task show %s` does not show it assigned to you, claim it with `teambus task claim %s`.\n", t.ID, t.ID)
+		case t.Status != teambus.TaskInProgress:
 			fmt.Fprintf(w, "Claim it with `teambus task claim %s`.\n", t.ID)
 		}
 		if len(b.Deps) > 0 {
