@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/teambus/teambus/bus"
 )
 
 // Direct reads of a whole bucket.
@@ -199,7 +200,7 @@ func direct(ctx context.Context, nc *nats.Conn, bucket string, req directRequest
 			case "413":
 				return nil, eob, errTooMany
 			case "503":
-				return nil, eob, fmt.Errorf("read bucket %s: %w", bucket, jetstream.ErrBucketNotFound)
+				return nil, eob, noResponders(ctx, nc, bucket)
 			default:
 				return nil, eob, fmt.Errorf("read bucket %s: status %s %s", bucket, status, m.Header.Get("Description"))
 			}
@@ -216,4 +217,15 @@ func direct(ctx context.Context, nc *nats.Conn, bucket string, req directRequest
 		live := op != "DEL" && op != "PURGE" && m.Header.Get(jetstream.MarkerReasonHeader) == ""
 		page = append(page, directEntry{entry: entry{key: key, value: m.Data, rev: seq, created: created}, live: live})
 	}
+}
+
+// noResponders is the error of a direct read that no server answered
+// (status 503): the bucket is missing only when the server says its stream
+// does not exist; otherwise no replica could answer, as while a leader is
+// elected, which is transient (bus.ErrNoLeader, exit 1), not "not found".
+func noResponders(ctx context.Context, nc *nats.Conn, bucket string) error {
+	if js, err := jetstream.New(nc); err == nil && bus.StreamMissing(ctx, js, "KV_"+bucket) {
+		return fmt.Errorf("read bucket %s: %w", bucket, jetstream.ErrBucketNotFound)
+	}
+	return bus.NoLeaderf("read bucket %s: no server answered (a leader is being elected?)", bucket)
 }

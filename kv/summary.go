@@ -249,7 +249,7 @@ func lastSeqOf(ctx context.Context, s *Store, bucket, filter string) (uint64, er
 	case "404":
 		return 0, nil
 	case "503":
-		return 0, fmt.Errorf("read bucket %s: %w", bucket, jetstream.ErrBucketNotFound)
+		return 0, noResponders(ctx, nc, bucket)
 	default:
 		return 0, fmt.Errorf("read bucket %s: status %s %s", bucket, status, m.Header.Get("Description"))
 	}
