@@ -26,7 +26,7 @@ import (
 func eventsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "events",
-		Usage: "the team's event log (seed 004 JSONL envelope): append, analyze, import, export, replay",
+		Usage: "the team's event log (one JSON envelope a line): append, analyze, import, export, replay",
 		Description: "Every team has a durable event log. Agents and hooks append their own events; teambus logs\n" +
 			"what it does (claims, crashes, zombie mode, resumes, checkpoints). `events analyze` finds the\n" +
 			"interrupted session and decides how to resume it (auto_resume, needs_decision, no_checkpoint,\n" +
@@ -135,8 +135,8 @@ func compactJSON(b []byte) []byte {
 func eventsAnalyzeCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "analyze",
-		Usage: "find the interrupted session and decide how to resume it (seed 004)",
-		Description: "Reads the team's event log (--team), or a JSONL file (--file, no bus needed), and runs seed 004's\n" +
+		Usage: "find the interrupted session and decide how to resume it",
+		Description: "Reads the team's event log (--team), or a JSONL file (--file, no bus needed), and runs its\n" +
 			"detection (sessions without session.end, most recent first), analysis (seq gaps, last checkpoint,\n" +
 			"task states, active agents, issues and warnings after the checkpoint) and decision:\n" +
 			"auto_resume, needs_decision, no_checkpoint or clean. Damaged lines (junk, truncated writes)\n" +
