@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus/bustest"
 )
 
 func TestPercentile(t *testing.T) {
@@ -200,10 +200,7 @@ func TestRun_HookAndMCP(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	exe := filepath.Join(t.TempDir(), "teambus")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", exe, "../cmd/teambus").CombinedOutput(); err != nil {
-		t.Fatalf("build teambus: %v\n%s", err, out)
-	}
+	exe := bustest.Binary(t) // built once for the package's tests
 	res, err := Run(ctx, Config{Dir: t.TempDir(), Exe: exe, Quick: true, Only: []string{"hook", "mcp"}, HookRuns: 3, SessionStartRuns: 2, MCPCalls: 3})
 	if err != nil {
 		t.Fatal(err)

@@ -3,11 +3,11 @@ package bench
 import (
 	"bytes"
 	"context"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/teambus/teambus/bus/bustest"
 )
 
 // TestRun_Transcript runs the transcript section with a few hooks against
@@ -19,10 +19,7 @@ func TestRun_Transcript(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	exe := filepath.Join(t.TempDir(), "teambus")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", exe, "../cmd/teambus").CombinedOutput(); err != nil {
-		t.Fatalf("build teambus: %v\n%s", err, out)
-	}
+	exe := bustest.Binary(t) // built once for the package's tests
 	res, err := Run(ctx, Config{Dir: t.TempDir(), Exe: exe, Quick: true, Only: []string{"transcript"}, HookRuns: 3})
 	if err != nil {
 		t.Fatal(err)
