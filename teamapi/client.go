@@ -532,3 +532,38 @@ func (c *Client) Show(ctx context.Context, req ShowRequest) (any, error) {
 	req.Actor = c.actor(req.Actor)
 	return callAPI[json.RawMessage](ctx, c, VerbShow, req.Actor, req)
 }
+
+// Status implements API.
+func (c *Client) Status(ctx context.Context, req StatusRequest) (StatusReply, error) {
+	req.Actor = c.actor(req.Actor)
+	rep, err := callAPI[StatusReply](ctx, c, VerbStatus, req.Actor, req)
+	if err == nil && rep.Team == nil {
+		err = teambus.Unavailablef("team service status: no team in the answer")
+	}
+	return rep, err
+}
+
+// Event implements API.
+func (c *Client) Event(ctx context.Context, req EventRequest) (EventReply, error) {
+	req.Actor = c.actor(req.Actor)
+	return callAPI[EventReply](ctx, c, VerbEvent, req.Actor, req)
+}
+
+// Resume implements API.
+func (c *Client) Resume(ctx context.Context, req ResumeRequest) (*teambus.Report, error) {
+	req.Actor = c.actor(req.Actor)
+	return reportOf(callAPI[*teambus.Report](ctx, c, VerbResume, req.Actor, req))
+}
+
+// Probe implements API.
+func (c *Client) Probe(ctx context.Context, req ProbeRequest) (*teambus.Report, error) {
+	req.Actor = c.actor(req.Actor)
+	return reportOf(callAPI[*teambus.Report](ctx, c, VerbProbe, req.Actor, req))
+}
+
+func reportOf(r *teambus.Report, err error) (*teambus.Report, error) {
+	if err == nil && r == nil {
+		err = teambus.Unavailablef("team service: no report in the answer")
+	}
+	return r, err
+}

@@ -50,6 +50,15 @@ type API interface {
 	Replay(ctx context.Context, req ReplayRequest) (ReplayReply, error)
 	// Show is the team as `team show` prints it, a team.View.
 	Show(ctx context.Context, req ShowRequest) (any, error)
+	// Status reads the caller's own records at once (what a hook checks
+	// before each delivery).
+	Status(ctx context.Context, req StatusRequest) (StatusReply, error)
+	// Event logs an event of the caller's session.
+	Event(ctx context.Context, req EventRequest) (EventReply, error)
+	// Resume attaches the caller as the lead; Probe says what a resume
+	// would find. Both are the lead's (or the operator's).
+	Resume(ctx context.Context, req ResumeRequest) (*teambus.Report, error)
+	Probe(ctx context.Context, req ProbeRequest) (*teambus.Report, error)
 }
 
 // Verb is one entry of the verb table: its name (the last token of its
@@ -75,6 +84,10 @@ var Verbs = []Verb{
 	verb(VerbReplay, API.Replay),
 	verb(VerbShow, API.Show),
 	verb(VerbSendBatch, API.SendBatch),
+	verb(VerbStatus, API.Status),
+	verb(VerbEvent, API.Event),
+	verb(VerbResume, API.Resume),
+	verb(VerbProbe, API.Probe),
 }
 
 // IsVerb reports whether name is a verb of the table.

@@ -2,14 +2,14 @@ package hook
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/binding"
-	"github.com/teambus/teambus/mailbox"
-	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // MaxLease is how many messages one hook leases.
@@ -17,7 +17,7 @@ const MaxLease = 50
 
 // drained is mail leased and rendered, not yet settled.
 type drained struct {
-	lease *mailbox.Lease
+	lease *lease
 	mail  Mail
 }
 
@@ -42,7 +42,7 @@ func (h *hook) drainLock(ctx context.Context) bool {
 // drain leases the member's mail and renders it within max characters;
 // nil when there is none.
 func (h *hook) drain(ctx context.Context, max int) (*drained, error) {
-	l, err := h.svc.LeaseInbox(ctx, h.b.Team, h.b.Member, mailbox.LeaseOptions{Max: MaxLease})
+	l, err := leaseInbox(ctx, h.api, h.actor(), MaxLease, 0)
 	return h.render(leased{lease: l, err: err}, max)
 }
 
@@ -98,10 +98,18 @@ const EvMailDelivered = "mail.delivered"
 // logEvent appends an event to the team session of the event log within
 // what is left of the budget.
 func (h *hook) logEvent(ctx context.Context, typ string, data any) {
-	if h.svc == nil || h.remaining() < 50*time.Millisecond {
+	if h.api == nil || h.remaining() < 50*time.Millisecond {
 		return
 	}
-	h.svc.LogEventWithin(ctx, h.b.Team, typ, h.b.Member, data, h.remaining()-20*time.Millisecond)
+	b, err := json.Marshal(data)
+	if err != nil {
+		return
+	}
+	ectx, cancel := context.WithTimeout(ctx, h.remaining()-20*time.Millisecond)
+	defer cancel()
+	if _, err := h.api.Event(ectx, teamapi.EventRequest{Actor: h.actor(), Type: typ, Data: b}); err != nil && h.rec.Error == "" {
+		h.rec.Error = Clean(clipChars("log "+typ+": "+err.Error(), 300))
+	}
 }
 
 // deliverEvent is UserPromptSubmit, PostToolBatch and PostToolUse: notices
@@ -140,7 +148,7 @@ func (h *hook) deliverEvent(ctx context.Context, event string, notices bool) int
 
 // leased is the outcome of a lease of the member's inbox.
 type leased struct {
-	lease *mailbox.Lease
+	lease *lease
 	err   error
 }
 
@@ -148,9 +156,9 @@ type leased struct {
 // goroutine; the channel delivers the outcome once.
 func (h *hook) leaseAsync(ctx context.Context) <-chan leased {
 	ch := make(chan leased, 1)
-	svc, teamID, member := h.svc, h.b.Team, h.b.Member
+	api, a := h.api, h.actor()
 	go func() {
-		l, err := svc.LeaseInbox(ctx, teamID, member, mailbox.LeaseOptions{Max: MaxLease})
+		l, err := leaseInbox(ctx, api, a, MaxLease, 0)
 		ch <- leased{lease: l, err: err}
 	}()
 	return ch
@@ -205,17 +213,44 @@ func (h *hook) finish(ctx context.Context, event, notes string, d *drained) int 
 
 // touch records the member's activity at most once per TouchEvery per
 // process, and clears a liveness condition (approval, rate_limit…) the
-// member had: the session is working again.
+// member had: the session is working again. notices asks both with its
+// status request; touch asks them alone when notices did not.
 func (h *hook) touch(ctx context.Context) {
+	req := teamapi.StatusRequest{Actor: h.actor()}
+	if !h.owed(&req) {
+		return
+	}
+	if _, err := h.api.Status(ctx, req); err == nil {
+		h.conditionCleared(req)
+	}
+}
+
+// owed adds to req what this hook owes the member's record, once per
+// hook: its activity stamp, due once per TouchEvery (a lost stamp only
+// makes the lead probe a little early), and the end of its liveness
+// condition. It reports whether req asks for either.
+func (h *hook) owed(req *teamapi.StatusRequest) bool {
+	if h.touched || h.b.Lead() {
+		return false
+	}
+	h.touched = true
 	now := h.cfg.Now()
 	if h.b.LastTouch == nil || now.Sub(*h.b.LastTouch) >= TouchEvery {
-		if !h.b.Lead() {
-			_ = h.svc.Touch(ctx, h.b.Team, h.b.Member) // advisory: a lost activity stamp makes the lead probe a little early
-		}
+		req.Touch = true
 		h.later(func(b *binding.Binding) bool { b.LastTouch = &now; return true })
 	}
 	if h.b.Notices["condition"] != "" {
-		h.setCondition(ctx, "")
+		none := ""
+		req.Condition = &none
+	}
+	return req.Touch || req.Condition != nil
+}
+
+// conditionCleared remembers that a status request cleared the member's
+// condition.
+func (h *hook) conditionCleared(req teamapi.StatusRequest) {
+	if req.Condition != nil && *req.Condition == "" {
+		h.later(func(b *binding.Binding) bool { b.Notice("condition", ""); return true })
 	}
 }
 
@@ -240,23 +275,27 @@ func (h *hook) flush(ctx context.Context) {
 	})
 }
 
-// notices are the one-line notices of §12.3.9, each once per transition.
+// notices are the one-line notices of the member's (or the lead's)
+// state, each once per transition, from one status request (which also
+// carries what owed adds).
 func (h *hook) notices(ctx context.Context) string {
-	var out []string
-	m, err := h.svc.Member(ctx, h.b.Team, h.b.Member)
+	req := teamapi.StatusRequest{Actor: h.actor(), Task: h.b.Notices["task"]}
+	h.owed(&req)
+	st, err := h.api.Status(ctx, req)
+	if err != nil {
+		return ""
+	}
+	h.conditionCleared(req)
+	t := st.Team
 	if h.b.Lead() {
-		err = nil
-		t, terr := h.svc.Team(ctx, h.b.Team)
-		if terr == nil && t.LeadSession != h.b.Session && t.LeadSession != "" {
+		if t.LeadSession != h.b.Session && t.LeadSession != "" {
 			h.later(func(b *binding.Binding) bool { b.Fenced = true; return true })
 			return fmt.Sprintf("teambus: this session is no longer the lead of team %s: lead session %s (lead epoch %d) replaced it; teambus hooks stop acting here.\n", h.b.Team, Clean(t.LeadSession), t.LeadEpoch)
 		}
-		if terr == nil {
-			out = append(out, h.teamNotice(t.Status))
-		}
-		return joinText(out...)
+		return h.teamNotice(t.Status)
 	}
-	if err == nil {
+	var out []string
+	if m := st.Member; m != nil {
 		if m.Epoch != h.b.Epoch || m.Session != h.b.Session || m.Fenced(h.b.Session) != nil {
 			h.later(func(b *binding.Binding) bool { b.Fenced = true; return true })
 			return fmt.Sprintf("teambus: this session (%s, epoch %d) was replaced by a newer incarnation (epoch %d, status %s); teambus hooks stop acting here.\n", h.b.Member, h.b.Epoch, m.Epoch, m.Status)
@@ -279,19 +318,15 @@ func (h *hook) notices(ctx context.Context) string {
 			}
 		}
 	}
-	if id := h.b.Notices["task"]; id != "" {
-		if t, err := h.svc.Task(ctx, h.b.Team, id); err == nil && (t.AssignedTo != h.b.Member || !t.Active()) && t.Status != teambus.TaskComplete {
-			h.later(func(b *binding.Binding) bool { b.Notice("task", ""); return true })
-			who := ""
-			if t.AssignedTo != "" && t.AssignedTo != h.b.Member {
-				who = " and assigned to " + t.AssignedTo
-			}
-			out = append(out, fmt.Sprintf("teambus: task %s is no longer yours: it is %s%s. Stop working on it; `teambus task next` finds other work.", t.ID, t.Status, who))
+	if t := st.Task; t != nil && (t.AssignedTo != h.b.Member || !t.Active()) && t.Status != teambus.TaskComplete {
+		h.later(func(b *binding.Binding) bool { b.Notice("task", ""); return true })
+		who := ""
+		if t.AssignedTo != "" && t.AssignedTo != h.b.Member {
+			who = " and assigned to " + t.AssignedTo
 		}
+		out = append(out, fmt.Sprintf("teambus: task %s is no longer yours: it is %s%s. Stop working on it; `teambus task next` finds other work.", t.ID, t.Status, who))
 	}
-	if t, err := h.svc.Team(ctx, h.b.Team); err == nil {
-		out = append(out, h.teamNotice(t.Status))
-	}
+	out = append(out, h.teamNotice(t.Status))
 	return joinText(out...)
 }
 
@@ -318,21 +353,8 @@ func (h *hook) teamNotice(s teambus.TeamStatus) string {
 // setCondition records (or clears, with "") the member's liveness
 // condition on its record.
 func (h *hook) setCondition(ctx context.Context, cond string) {
-	now := h.cfg.Now().UTC()
-	err := h.svc.UpdateMember(ctx, h.b.Team, h.b.Member, h.b.Epoch, func(m *teambus.Member) bool {
-		if m.Condition == cond {
-			return false
-		}
-		m.Condition = cond
-		m.ConditionAt = nil
-		if cond != "" {
-			m.ConditionAt = &now
-		}
-		return true
-	})
+	_, err := h.api.Status(ctx, teamapi.StatusRequest{Actor: h.actor(), Condition: &cond})
 	if err == nil || errors.Is(err, teambus.ErrNotFound) {
 		h.later(func(b *binding.Binding) bool { b.Notice("condition", cond); return true })
 	}
 }
-
-var _ = team.Actor{}

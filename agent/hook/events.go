@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/binding"
 	"github.com/teambus/teambus/proc"
+	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/teamapi"
 )
 
@@ -67,13 +69,13 @@ func (h *hook) stop(ctx context.Context) int {
 		h.flush(ctx)
 		return 0
 	}
-	snap, err := h.svc.Snapshot(ctx, h.b.Team)
+	st, err := h.api.Status(ctx, teamapi.StatusRequest{Actor: h.actor(), Held: true})
 	if err != nil {
 		h.flush(ctx)
 		return h.fail(err)
 	}
 	var held *teambus.Task
-	for _, t := range snap.MemberTasks(h.b.Member) {
+	for _, t := range st.Held {
 		if t.Status == teambus.TaskInProgress {
 			held = t
 			break
@@ -107,14 +109,11 @@ func (h *hook) stop(ctx context.Context) int {
 
 // heldTask returns the task the member holds, or nil.
 func (h *hook) heldTask(ctx context.Context) *teambus.Task {
-	snap, err := h.svc.Snapshot(ctx, h.b.Team)
-	if err != nil {
+	st, err := h.api.Status(ctx, teamapi.StatusRequest{Actor: h.actor(), Held: true})
+	if err != nil || len(st.Held) == 0 {
 		return nil
 	}
-	if ts := snap.MemberTasks(h.b.Member); len(ts) > 0 {
-		return ts[0]
-	}
-	return nil
+	return st.Held[0]
 }
 
 // preCompact saves a checkpoint of the held task (§12.3.12). No output;
@@ -156,7 +155,7 @@ func (h *hook) checkpointHeld(ctx context.Context, fill func(t *teambus.Task, sp
 	spec := carry(t.Checkpoint)
 	fill(t, &spec)
 	spec.Task, spec.Actor = t.ID, h.actor()
-	if _, err := h.svc.Checkpoint(ctx, spec); err != nil {
+	if _, err := h.api.Checkpoint(ctx, spec); err != nil {
 		return h.fail(err)
 	}
 	h.rec.Outcome = "checkpoint"
@@ -252,7 +251,7 @@ func (h *hook) sessionEnd(ctx context.Context) int {
 		if t.Checkpoint != nil {
 			spec.Data = t.Checkpoint.Data
 		}
-		if _, err := h.svc.Checkpoint(cctx, spec); err != nil {
+		if _, err := h.api.Checkpoint(cctx, spec); err != nil {
 			h.rec.Error = Clean(clipChars(err.Error(), 300))
 		}
 	}
@@ -288,8 +287,8 @@ func (h *hook) agentTeam(ctx context.Context) int {
 		if teambus.ValidateID("task", id) != nil {
 			return 0
 		}
-		t, err := h.svc.Task(ctx, h.b.Team, id)
-		if err == nil && t.AssignedTo != "" && name != "" && t.AssignedTo != name {
+		st, err := h.api.Status(ctx, teamapi.StatusRequest{Actor: h.actor(), Task: id})
+		if t := st.Task; err == nil && t != nil && t.AssignedTo != "" && name != "" && t.AssignedTo != name {
 			h.rec.Outcome = "refused"
 			fmt.Fprintf(h.errw, "teambus: task %s is assigned to %s; do not complete it here\n", id, t.AssignedTo)
 			h.errw.Close()
@@ -299,15 +298,12 @@ func (h *hook) agentTeam(ctx context.Context) int {
 		if teambus.ValidateMemberID(name) != nil {
 			return 0
 		}
-		snap, err := h.svc.Snapshot(ctx, h.b.Team)
-		if err != nil {
-			return 0
-		}
-		if _, err := snap.Member(name); err != nil {
+		v, err := decoded[team.View](h.api.Show(ctx, teamapi.ShowRequest{Actor: h.actor()}))
+		if err != nil || !slices.ContainsFunc(v.Members, func(m team.MemberView) bool { return m.ID == name }) {
 			return 0
 		}
 		avail := 0
-		for _, t := range snap.Tasks {
+		for _, t := range v.Tasks {
 			if t.Status == teambus.TaskAvailable {
 				avail++
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/teambus/teambus/agent/binding"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // Defaults of the hook contract (§12.3.1–2).
@@ -116,19 +117,23 @@ type record struct {
 
 // hook is one running invocation.
 type hook struct {
-	cfg    Config
-	start  time.Time
-	t0     time.Time // start of the budget
-	rec    record
-	in     io.Reader
-	out    io.WriteCloser
-	errw   io.WriteCloser
-	pid    int
-	b      *binding.Binding
-	p      Payload
-	conn   *bus.Conn
-	svc    *team.Service
-	locked *binding.Lock // <pid>.lock, held for a drain
+	cfg   Config
+	start time.Time
+	t0    time.Time // start of the budget
+	rec   record
+	in    io.Reader
+	out   io.WriteCloser
+	errw  io.WriteCloser
+	pid   int
+	b     *binding.Binding
+	p     Payload
+	conn  *bus.Conn
+	// api is the member API the hook acts through (apiOf), once
+	// connected.
+	api teamapi.API
+	// touched: the hook asked for its activity stamp (owed).
+	touched bool
+	locked  *binding.Lock // <pid>.lock, held for a drain
 	// dialing is the connection started at the hook's start, taken by
 	// connect; nil once taken or when none was started.
 	dialing <-chan dialed
@@ -406,7 +411,7 @@ func (h *hook) dropDial() {
 // dial started), unless a failed connection was remembered less than
 // BusDownMemo ago.
 func (h *hook) connect(ctx context.Context) error {
-	if h.svc != nil {
+	if h.api != nil {
 		return nil
 	}
 	now := h.cfg.Now()
@@ -436,8 +441,12 @@ func (h *hook) connect(ctx context.Context) error {
 		}
 		return err
 	}
-	h.conn = conn
-	h.svc = team.New(conn.JS, team.Config{})
+	api, err := apiOf(conn, h.cfg.Team, h.cfg.Member)
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	h.conn, h.api = conn, api
 	if h.b != nil && h.b.BusDownUntil != nil {
 		h.updateBinding(ctx, func(b *binding.Binding) bool { b.BusDownUntil = nil; return true })
 	}

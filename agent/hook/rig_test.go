@@ -35,6 +35,8 @@ type rig struct {
 	env    map[string]string
 	// session is the Claude session id the payloads carry.
 	session string
+	// creds, when set, is the only credential the hooks hold (credsRig).
+	creds string
 }
 
 func newRig(t *testing.T) *rig {
@@ -153,8 +155,12 @@ func (res result) context(t *testing.T, event string) string {
 // config is the hook configuration of the rig.
 func (r *rig) config(event string) Config {
 	env := r.env
+	cc := bus.ConnectConfig{Dir: r.node.Dir()}
+	if r.creds != "" {
+		cc = bus.ConnectConfig{Creds: r.creds}
+	}
 	return Config{Event: event, StateDir: r.state, Team: env["TEAMBUS_TEAM"], Member: env["TEAMBUS_MEMBER"],
-		Connect: bus.ConnectConfig{Dir: r.node.Dir()}, Getenv: func(k string) string { return env[k] }}
+		Connect: cc, Getenv: func(k string) string { return env[k] }}
 }
 
 // run runs a hook in-process with stdin.

@@ -14,6 +14,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/binding"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // sessionStart is SessionStart (§12.3.6): bind and register on startup or
@@ -85,18 +86,23 @@ func (h *hook) bind(ctx context.Context) int {
 	var lead *team.Report
 	if member == teambus.Lead {
 		b.Role = binding.RoleLead
-		rep, err := h.svc.Resume(ctx, h.cfg.Team, session, h.cfg.Force, true)
+		rep, err := h.api.Resume(ctx, teamapi.ResumeRequest{Actor: teamapi.Actor{Team: h.cfg.Team, Member: teambus.Lead, Session: session}, Force: h.cfg.Force})
 		if err != nil {
 			h.fail(err)
 			if held := (*team.LeadHeldError)(nil); errors.As(err, &held) {
 				// Here the switch is the environment, not --force.
 				return h.say(fmt.Sprintf("teambus: not bound as the lead of team %s: %s: %s\n", h.cfg.Team, Clean(held.Why()), held.When("start claude with TEAMBUS_FORCE=1 set")))
 			}
+			if werr := (*teamapi.Error)(nil); errors.As(err, &werr) && errors.Is(err, teambus.ErrUnavailable) {
+				// The service said why in its words; the switch here is
+				// the environment.
+				return h.say(fmt.Sprintf("teambus: not bound as the lead of team %s: %s (to take over now, start claude with TEAMBUS_FORCE=1 set)\n", h.cfg.Team, Clean(err.Error())))
+			}
 			return h.say(fmt.Sprintf("teambus: not bound as the lead of team %s: %s\n", h.cfg.Team, Clean(err.Error())))
 		}
 		b.Epoch, lead = rep.LeadEpoch, rep
 	} else {
-		m, err := h.svc.Join(ctx, h.cfg.Team, member, session)
+		m, err := h.api.Join(ctx, teamapi.JoinRequest{Actor: teamapi.Actor{Team: h.cfg.Team, Member: member, Session: session}})
 		if err != nil {
 			h.fail(err)
 			return h.say(fmt.Sprintf("teambus: not bound to %s of team %s: %s\n", member, h.cfg.Team, Clean(err.Error())))
@@ -140,7 +146,7 @@ func (h *hook) rebrief(ctx context.Context) int {
 	var brief string
 	switch {
 	case h.b.Lead():
-		if rep, err := h.svc.Probe(ctx, h.b.Team); err == nil {
+		if rep, err := h.api.Probe(ctx, teamapi.ProbeRequest{Actor: h.actor()}); err == nil {
 			// The probe speaks of a new session; this one is the lead.
 			rep.Decision, rep.Why = team.DecisionAlreadyLead, ""
 			brief = leadSummary(rep)
@@ -207,7 +213,7 @@ func howTo(lead bool) string {
 // brief is the member's brief for a hook-bound session; compact is the
 // short form after compaction.
 func (h *hook) brief(ctx context.Context, compact bool) string {
-	b, err := h.svc.Brief(ctx, h.b.Team, h.b.Member, 10)
+	b, err := decoded[team.Brief](h.api.Brief(ctx, teamapi.BriefRequest{Actor: h.actor(), Mail: 10}))
 	if err != nil {
 		h.rec.Error = Clean(clipChars(err.Error(), 300))
 		return ""

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/teambus/teambus/agent/binding"
-	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/proc"
 )
 
@@ -136,7 +135,7 @@ func (h *hook) watch(ctx context.Context, found chan<- string) {
 	for ctx.Err() == nil {
 		if err := h.connect(ctx); err != nil {
 			// The bus is down: try again after the memo, without leasing.
-			h.svc, h.conn = nil, nil
+			h.api, h.conn = nil, nil
 			select {
 			case <-ctx.Done():
 				return
@@ -160,7 +159,7 @@ func (h *hook) watch(ctx context.Context, found chan<- string) {
 			found <- "notice"
 			return
 		}
-		l, err := h.svc.LeaseInbox(ctx, h.b.Team, h.b.Member, mailbox.LeaseOptions{Max: 1, Wait: WaitPull})
+		l, err := leaseInbox(ctx, h.api, h.actor(), 1, WaitPull)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
