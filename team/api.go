@@ -256,6 +256,11 @@ func (x API) Task(ctx context.Context, r teamapi.TaskRequest) (teamapi.TaskReply
 		t, err = x.s.Reassign(ctx, a, r.ID, r.To)
 	case teamapi.TaskReopen:
 		t, err = x.s.Reopen(ctx, a, r.ID)
+	case teamapi.TaskAdd:
+		if !a.IsLead() && !a.Operator {
+			return teamapi.TaskReply{}, teamapi.Refusedf("only the lead may add tasks, not %s", a.Member)
+		}
+		t, err = x.s.AddTask(ctx, a.Team, TaskSpec{ID: r.ID, Description: r.Description, Deps: r.Deps, Priority: r.Priority, Quantum: r.Quantum})
 	default:
 		return teamapi.TaskReply{}, teambus.Invalidf("invalid task operation %q", r.Op)
 	}

@@ -136,7 +136,7 @@ func (x API) Resume(ctx context.Context, r teamapi.ResumeRequest) (*teambus.Repo
 	if a.Session == "" {
 		return nil, teambus.Invalidf("resume: no session given")
 	}
-	return x.s.Resume(ctx, a.Team, a.Session, r.Force, true)
+	return x.s.Resume(ctx, a.Team, a.Session, r.Force, r.AsLead)
 }
 
 // Probe implements teamapi.API.

@@ -67,6 +67,10 @@ var LeadEventTypes = []string{"claude.teammate_idle", "claude.task_created", "cl
 type ResumeRequest struct {
 	Actor
 	Force bool `json:"force,omitempty"`
+	// AsLead is a lead session attaching (the SessionStart of the lead's
+	// session): it may be the first lead of a team that never had one,
+	// which a `team resume` may not.
+	AsLead bool `json:"as_lead,omitempty"`
 }
 
 // ProbeRequest asks what a resume would find, changing nothing (the

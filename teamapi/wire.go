@@ -124,6 +124,9 @@ const (
 	TaskRelease  = "release"
 	TaskReassign = "reassign"
 	TaskReopen   = "reopen"
+	// TaskAdd adds task ID (the lead's and the operator's): pending until
+	// Deps are complete.
+	TaskAdd = "add"
 )
 
 // TaskRequest is one task operation of the caller.
@@ -135,6 +138,11 @@ type TaskRequest struct {
 	Reason string `json:"reason,omitempty"`
 	On     string `json:"on,omitempty"`
 	To     string `json:"to,omitempty"`
+	// The new task of TaskAdd.
+	Description string   `json:"description,omitempty"`
+	Deps        []string `json:"deps,omitempty"`
+	Priority    int      `json:"priority,omitempty"`
+	Quantum     string   `json:"quantum,omitempty"`
 }
 
 // TaskReply is the task after the operation; Changed is false when it

@@ -86,7 +86,7 @@ func (h *hook) bind(ctx context.Context) int {
 	var lead *team.Report
 	if member == teambus.Lead {
 		b.Role = binding.RoleLead
-		rep, err := h.api.Resume(ctx, teamapi.ResumeRequest{Actor: teamapi.Actor{Team: h.cfg.Team, Member: teambus.Lead, Session: session}, Force: h.cfg.Force})
+		rep, err := h.api.Resume(ctx, teamapi.ResumeRequest{Actor: teamapi.Actor{Team: h.cfg.Team, Member: teambus.Lead, Session: session}, Force: h.cfg.Force, AsLead: true})
 		if err != nil {
 			h.fail(err)
 			if held := (*team.LeadHeldError)(nil); errors.As(err, &held) {

@@ -54,9 +54,8 @@ func TestClientAPI_OtherIdentity(t *testing.T) {
 	}
 }
 
-// TestClientAPI_Lead: the lead on a member credential reassigns
-// through the service; the lead calls the service does not offer are
-// refused as permanent and say where to run them.
+// TestClientAPI_Lead: the lead on its credential reassigns, adds tasks,
+// probes and resumes through the service.
 func TestClientAPI_Lead(t *testing.T) {
 	f := newClientFixture(t, 2)
 	if _, err := f.svc.AddTask(testCtx(t), "alpha", team.TaskSpec{ID: "t1"}); err != nil {
@@ -74,12 +73,19 @@ func TestClientAPI_Lead(t *testing.T) {
 	if tr.Task.AssignedTo != "tm2" {
 		t.Fatalf("task_reassign: %+v", tr.Task)
 	}
-	fails(t, lead, "task_add", map[string]any{"id": "t2"}, "[permanent]", "member credential can not add tasks", "operator's bus")
-	fails(t, lead, "team_probe", nil, "[permanent]", "member credential can not probe")
-	fails(t, lead, "team_resume", nil, "[permanent]", "member credential can not resume")
-	if _, _, err := f.svc.Store().Task(testCtx(t), "alpha", "t2"); err == nil {
-		t.Fatal("a refused task_add added t2")
+	// The lead's credential adds tasks, probes and resumes its team
+	// through the service.
+	ok(t, lead, "task_add", map[string]any{"id": "t2", "description": "more"}, &tr)
+	if tr.Task.ID != "t2" {
+		t.Fatalf("task_add: %+v", tr.Task)
 	}
+	if _, _, err := f.svc.Store().Task(testCtx(t), "alpha", "t2"); err != nil {
+		t.Fatalf("task_add through the service: %v", err)
+	}
+	var rep mcpserver.ReportOut
+	ok(t, lead, "team_probe", nil, &rep)
+	// As on the team state: a team resume does not attach a first lead.
+	fails(t, lead, "team_resume", map[string]any{"force": true}, "[permanent]", "never had a lead")
 	// The lead's replay through the service is its own mail.
 	ok(t, f.client(member("tm1")), "send", map[string]any{"to": "lead", "body": "to the lead"}, nil)
 	ok(t, f.client(member("tm1")), "send", map[string]any{"to": "tm2", "body": "not for the lead"}, nil)

@@ -23,11 +23,6 @@ type calls struct {
 	direct *team.Service
 }
 
-// errLeadCall refuses a lead call the member API does not offer.
-func errLeadCall(what, teamID string) error {
-	return teambus.Invalidf("a member credential can not %s in team %s: use the operator's bus (the node token, e.g. `teambus` on the node's host)", what, teamID)
-}
-
 func (s calls) send(ctx context.Context, a team.Actor, req teamapi.SendRequest) (mailbox.SendResult, error) {
 	req.Actor = a
 	return s.api.Send(ctx, req)
@@ -254,25 +249,17 @@ func (s calls) brief(ctx context.Context, a team.Actor, memberID string) (*team.
 	return &b, nil
 }
 
-func (s calls) addTask(ctx context.Context, teamID string, spec team.TaskSpec) (*teambus.Task, error) {
-	if s.direct == nil {
-		return nil, errLeadCall("add tasks", teamID)
-	}
-	return s.direct.AddTask(ctx, teamID, spec)
+func (s calls) addTask(ctx context.Context, a team.Actor, spec team.TaskSpec) (*teambus.Task, error) {
+	res, err := s.api.Task(ctx, teamapi.TaskRequest{Actor: a, Op: teamapi.TaskAdd, ID: spec.ID, Description: spec.Description, Deps: spec.Deps, Priority: spec.Priority, Quantum: spec.Quantum})
+	return res.Task, err
 }
 
-func (s calls) resume(ctx context.Context, teamID, session string, force bool) (*team.Report, error) {
-	if s.direct == nil {
-		return nil, errLeadCall("resume the team", teamID)
-	}
-	return s.direct.Resume(ctx, teamID, session, force, false)
+func (s calls) resume(ctx context.Context, a team.Actor, force bool) (*team.Report, error) {
+	return s.api.Resume(ctx, teamapi.ResumeRequest{Actor: a, Force: force})
 }
 
-func (s calls) probe(ctx context.Context, teamID string) (*team.Report, error) {
-	if s.direct == nil {
-		return nil, errLeadCall("probe the team", teamID)
-	}
-	return s.direct.Probe(ctx, teamID)
+func (s calls) probe(ctx context.Context, a team.Actor) (*team.Report, error) {
+	return s.api.Probe(ctx, teamapi.ProbeRequest{Actor: a})
 }
 
 // waitMS is a wait in the member API's milliseconds.

@@ -660,7 +660,7 @@ func (s *Server) taskAdd(ctx context.Context, _ *mcp.CallToolRequest, id Identit
 	if err := s.leadCheck(ctx, id); err != nil {
 		return TaskResult{}, "", err
 	}
-	t, err := s.team.addTask(ctx, id.Team, team.TaskSpec{ID: in.ID, Description: in.Description, Deps: in.Deps, Priority: in.Priority, Quantum: in.Quantum})
+	t, err := s.team.addTask(ctx, id.Actor(), team.TaskSpec{ID: in.ID, Description: in.Description, Deps: in.Deps, Priority: in.Priority, Quantum: in.Quantum})
 	if err != nil {
 		return TaskResult{}, "", err
 	}
@@ -685,7 +685,7 @@ func (s *Server) teamResume(ctx context.Context, _ *mcp.CallToolRequest, id Iden
 	if id.Session == "" {
 		return ReportOut{}, "", teambus.Invalidf("team_resume needs this session's id: set TEAMBUS_SESSION for the MCP server")
 	}
-	r, err := s.team.resume(ctx, id.Team, id.Session, in.Force)
+	r, err := s.team.resume(ctx, id.Actor(), in.Force)
 	if err != nil {
 		return ReportOut{}, "", err
 	}
@@ -697,7 +697,7 @@ func (s *Server) teamProbe(ctx context.Context, _ *mcp.CallToolRequest, id Ident
 	if id.Member != teambus.Lead {
 		return ReportOut{}, "", teambus.Invalidf("%s is not the lead: only member lead may probe the team", id.Member)
 	}
-	r, err := s.team.probe(ctx, id.Team)
+	r, err := s.team.probe(ctx, id.Actor())
 	if err != nil {
 		return ReportOut{}, "", err
 	}
