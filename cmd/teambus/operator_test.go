@@ -19,7 +19,6 @@ func TestMemberCreds_OperatorCommandsRefused(t *testing.T) {
 	for _, args := range [][]string{
 		{"team", "create", "beta"},
 		{"team", "list"},
-		{"task", "add", "x", "--team", "alpha"},
 		{"replay", "--team", "alpha", "--follow"},
 		{"events", "export", "--team", "alpha"},
 		{"teammate", "--team", "alpha", "--member", "tm1", "--session", "s1"},
@@ -27,6 +26,9 @@ func TestMemberCreds_OperatorCommandsRefused(t *testing.T) {
 	} {
 		runCLI(t, as(args...)...).wantError(t, 2, "needs the operator's credential", "tm1 in team alpha")
 	}
+	// The lead's commands reach the service, which refuses a member.
+	runCLI(t, as("task", "add", "x", "--team", "alpha")...).wantError(t, 2, "can act only as tm1, not as lead")
+	runCLI(t, as("team", "probe", "alpha")...).wantError(t, 2, "can act only as tm1, not as lead")
 	if r := runCLI(t, as("send", "--team", "alpha", "--member", "tm1", "--to", "lead", "hello")...); r.code != 0 {
 		t.Fatalf("send with the member credential: %d %s", r.code, r.stderr)
 	}
@@ -62,4 +64,26 @@ func credsTeam(t *testing.T) (dir []string, creds string) {
 		t.Fatalf("team creds: %d %s", r.code, r.stderr)
 	}
 	return dir, creds
+}
+
+// TestLeadCreds_LeadCommands: the lead's credential adds tasks and probes
+// its team through the team service, and reaches no other team.
+func TestLeadCreds_LeadCommands(t *testing.T) {
+	t.Parallel()
+	dir, _ := credsTeam(t)
+	evOK(t, append([]string{"team", "create", "beta", "--member", "tm1"}, dir...)...)
+	creds := filepath.Join(t.TempDir(), "lead.creds")
+	evOK(t, append([]string{"team", "creds", "alpha", "--member", "lead", "--out", creds}, dir...)...)
+	as := func(args ...string) []string { return append(args, "--dir", t.TempDir(), "--creds", creds) }
+	if r := runCLI(t, as("task", "add", "t9", "--team", "alpha", "--desc", "from the lead")...); r.code != 0 || !strings.Contains(r.stdout, "added task t9") {
+		t.Fatalf("task add with the lead credential: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, as("team", "probe", "alpha", "--json")...); r.code != 0 || !strings.Contains(r.stdout, `"team": "alpha"`) {
+		t.Fatalf("team probe with the lead credential: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	runCLI(t, as("task", "add", "t9", "--team", "beta")...).wantError(t, 2, "for member lead of team alpha only")
+	r := runCLI(t, append([]string{"task", "list", "--team", "beta", "--json"}, dir...)...)
+	if r.code != 0 || strings.Contains(r.stdout, `"t9"`) {
+		t.Fatalf("task list of beta: %d %q %s", r.code, r.stdout, r.stderr)
+	}
 }

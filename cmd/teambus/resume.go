@@ -8,6 +8,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // resumeCommands are `team resume`, `team probe`, `team review` and the
@@ -24,7 +25,7 @@ func resumeCommands() []*cli.Command {
 					if err != nil {
 						return nil, err
 					}
-					return s.svc.Resume(s.ctx, id, sess, c.Bool("force"), false)
+					return s.lead(id, sess).Resume(s.ctx, teamapi.ResumeRequest{Actor: team.Actor{Team: id, Member: teambus.Lead, Session: sess}, Force: c.Bool("force")})
 				})
 			},
 		},
@@ -32,7 +33,9 @@ func resumeCommands() []*cli.Command {
 			Name: "probe", Usage: "check whether a new lead session can resume a team now, and if not why and when (read-only)", ArgsUsage: "TEAM",
 			Flags: flags(connFlags(), []cli.Flag{jsonFlag()}),
 			Action: func(c *cli.Context) error {
-				return teamReport(c, func(s *session, id string) (*team.Report, error) { return s.svc.Probe(s.ctx, id) })
+				return teamReport(c, func(s *session, id string) (*team.Report, error) {
+					return s.lead(id, "").Probe(s.ctx, teamapi.ProbeRequest{Actor: team.Actor{Team: id, Member: teambus.Lead}})
+				})
 			},
 		},
 		{

@@ -299,6 +299,24 @@ var memberCommands = map[string]string{
 	"task complete": teamapi.VerbTask, "task fail": teamapi.VerbTask, "task block": teamapi.VerbTask,
 	"task release": teamapi.VerbTask, "task reassign": teamapi.VerbTask, "task reopen": teamapi.VerbTask,
 	"mcp": "",
+	// The lead's credential: refused by the service for any other.
+	"task add": teamapi.VerbTask, "team resume": teamapi.VerbResume, "team probe": teamapi.VerbProbe,
+}
+
+// lead is the member API for the lead of teamID in session: the team
+// service as the lead on the lead's credential (the service refuses any
+// other member's), the team state itself with the node token.
+func (s *session) lead(teamID, session string) teamapi.API {
+	if _, _, ok := s.conn.MemberOf(); ok {
+		if cl, err := teamapi.ForConn(s.conn, teamID, teambus.Lead, session); err == nil {
+			return cl
+		}
+		// A credential of another team: its own client, which says so.
+		ct, cm, _ := s.conn.MemberOf()
+		cl, _ := teamapi.New(s.conn.NC, teamapi.Config{Team: ct, Member: cm, Session: session})
+		return cl
+	}
+	return s.svc.API()
 }
 
 // operatorOnly refuses, at once and plainly, a command a member credential
@@ -313,7 +331,7 @@ func operatorOnly(c *cli.Context, conn *bus.Conn) error {
 	if _, ok := memberCommands[name]; ok {
 		return nil
 	}
-	return teambus.Invalidf("`teambus %s` needs the operator's credential (the node token): the credential of %s in team %s reaches only the team service (send, inbox, ack, task, checkpoint, join, brief, team show, replay of its own mail, mcp)", name, cm, ct)
+	return teambus.Invalidf("`teambus %s` needs the operator's credential (the node token): the credential of %s in team %s reaches only the team service (send, inbox, ack, task, checkpoint, join, brief, team show, replay of its own mail, mcp; and for the lead task add, team resume, team probe)", name, cm, ct)
 }
 
 // commandPath is the command's name with its parents ("team show").

@@ -190,7 +190,9 @@ func taskAdd(c *cli.Context, teamID string) error {
 		return err
 	}
 	return withSession(c, func(s *session) error {
-		t, err := s.svc.AddTask(s.ctx, teamID, spec)
+		res, err := s.lead(teamID, "").Task(s.ctx, teamapi.TaskRequest{Actor: team.Actor{Team: teamID, Member: teambus.Lead}, Op: teamapi.TaskAdd,
+			ID: spec.ID, Description: spec.Description, Deps: spec.Deps, Priority: spec.Priority, Quantum: spec.Quantum})
+		t := res.Task
 		if err != nil {
 			return err
 		}
