@@ -589,6 +589,7 @@ func verbPayload(verb string) []byte {
 		"op": "complete", "task": "a1", "id_task": "a1", "commit": "deadbeef",
 		"mode": "ack", "max": 100, "tokens": []string{"x"}, "seqs": []int{1, 2, 3, 4, 5, 6, 7, 8},
 		"last_action": attackMark, "status": "shutdown", "reason": attackMark,
+		"force": true, "as_lead": true, "touch": true, "held": true, "condition": attackMark, "description": attackMark,
 		"messages": []map[string]any{
 			{"to": "tm2", "type": "shutdown_request", "id": "tm2/" + attackMark + "-b", "body": attackMark},
 			{"to": "tm1", "body": attackMark},
