@@ -29,6 +29,11 @@ func initRepo(t *testing.T, git bool) string {
 	t.Setenv("TEAMBUS_CLAUDE_BIN", filepath.Join(home, "no-claude-here"))
 	t.Setenv("TEAMBUS_TEAM", "")
 	t.Setenv("TEAMBUS_MEMBER", "")
+	// The credentials go below HOME (~/.config/teambus/creds); the
+	// sessions' TEAMBUS_CREDS is judged by --check.
+	t.Setenv("XDG_CONFIG_HOME", "")
+	t.Setenv("TEAMBUS_CREDS", "")
+	t.Setenv("TEAMBUS_TOKEN", "")
 	repo := filepath.Join(t.TempDir(), "repo")
 	if err := os.MkdirAll(repo, 0o755); err != nil {
 		t.Fatal(err)
