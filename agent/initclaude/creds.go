@@ -327,6 +327,9 @@ func (r *run) judgeCreds(scope Scope, loc, file string, inst []Installed, env ma
 			Problem: fmt.Sprintf("the handlers in %s act as %s/%s with the node token (read from %s): every session they start holds the operator's rights", file, have.Team, have.Member, from), Fix: fix}
 	}
 	path := env["TEAMBUS_CREDS"]
+	if path != "" && scope == ScopeProject {
+		r.warn("%s sets TEAMBUS_CREDS in \"env\": a shared file names one user's credential; let each user set TEAMBUS_CREDS in the terminal claude starts from", file)
+	}
 	if path == "" {
 		path = os.Getenv("TEAMBUS_CREDS")
 	}
@@ -422,4 +425,22 @@ func (r *run) fixCommand(scope Scope, loc string, have Options, team, member str
 		cmd += " (run by the operator), then start claude with TEAMBUS_CREDS=" + path
 	}
 	return "`" + cmd + "`"
+}
+
+// tokenInEnv is the problem of a TEAMBUS_TOKEN set in the environment
+// Check runs in: a claude started from it passes the token to the session
+// and everything the session runs, whatever its hooks use. A local node's
+// operator never needs it (its commands read the node's directory), so it
+// is refused there; for an external bus (--server, TEAMBUS_SERVER) it may
+// be how this very command authenticates, so there it is a warning.
+func (r *run) tokenInEnv() (problem string) {
+	if os.Getenv("TEAMBUS_TOKEN") == "" {
+		return ""
+	}
+	msg := "TEAMBUS_TOKEN is set in this environment: a claude started from it passes the node token to the session and every process the session runs"
+	if r.given("server") {
+		r.warn("%s; set it for operator commands only (`TEAMBUS_TOKEN=… teambus …`), never in the terminal claude starts from", msg)
+		return ""
+	}
+	return msg + "; fix: `unset TEAMBUS_TOKEN` (the operator's commands read the local node's token from its directory)"
 }

@@ -180,6 +180,9 @@ func (r *run) check() {
 	if r.rep.Problem == "" && r.tokenMCP != "" {
 		r.rep.ProblemExit, r.rep.Problem = teambus.ExitPermanent, r.tokenMCP
 	}
+	if p := r.tokenInEnv(); p != "" && status != StatusMissing && r.rep.ProblemExit != teambus.ExitPermanent {
+		r.rep.ProblemExit, r.rep.Problem = teambus.ExitPermanent, p
+	}
 }
 
 // problem is why hooks that are installed would not bind, with the exit

@@ -361,6 +361,10 @@ func TestInitClaude_CheckRefusesTheToken(t *testing.T) {
 	if r, _ := check(); r.code != 0 {
 		t.Errorf("after the fix: exit %d %s", r.code, r.stderr)
 	}
+
+	// The token exported in the terminal claude would start from.
+	t.Setenv("TEAMBUS_TOKEN", nodeToken(t, dir[1]))
+	refused("token in the environment", "TEAMBUS_TOKEN is set in this environment", "unset TEAMBUS_TOKEN")
 }
 
 // TestInitClaude_RemoveKeepsOrRevokes: --remove keeps the credential file
