@@ -69,7 +69,16 @@ func (r *run) provision() error {
 	}
 	b, done, err := r.in.OpenBus(r.ctx)
 	if err != nil {
-		return fmt.Errorf("init claude: the bus does not answer, so the credential of %s in team %s can not be issued or checked: %w; nothing was written", member, team, err)
+		if old != nil && r.in.ConnectCreds != nil {
+			// No operator here: the file the operator handed out is
+			// reused when the node accepts a connection with it.
+			return r.reuseByConnecting(cred, err)
+		}
+		hint := ""
+		if old == nil && why == "" {
+			hint = fmt.Sprintf(" (without the node token: put the credential the operator issued, `teambus team creds %s --member %s --out FILE`, at %s, mode 0600, and rerun)", team, member, path)
+		}
+		return fmt.Errorf("init claude: the bus does not answer as the operator, so the credential of %s in team %s can not be issued or checked%s: %w; nothing was written", member, team, hint, err)
 	}
 	defer done()
 	if err := b.Team(r.ctx, team); err != nil {
@@ -443,4 +452,20 @@ func (r *run) tokenInEnv() (problem string) {
 		return ""
 	}
 	return msg + "; fix: `unset TEAMBUS_TOKEN` (the operator's commands read the local node's token from its directory)"
+}
+
+// reuseByConnecting reuses the credential file of cred when the node
+// accepts a connection with it: an install run by a member of a shared bus
+// (the operator handed the file out) has no token to read the node's
+// record with. opErr is why the operator's connection failed.
+func (r *run) reuseByConnecting(cred *Credential, opErr error) error {
+	err := r.in.ConnectCreds(r.ctx, cred.Path)
+	switch {
+	case errors.Is(err, teambus.ErrInvalid):
+		return teambus.Invalidf("init claude: the node refuses the credential %s (revoked, or issued again since): ask the operator for a new one (`teambus team creds %s --member %s --out FILE`); nothing was written", cred.Path, cred.Team, cred.Member)
+	case err != nil:
+		return fmt.Errorf("init claude: neither the operator's connection (%v) nor one with the credential %s reaches the bus: %w; nothing was written", opErr, cred.Path, err)
+	}
+	cred.Action, cred.Reason = r.dry("reused"), "checked by connecting with it: the node token is not at hand"
+	return nil
 }

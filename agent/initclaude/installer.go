@@ -80,6 +80,12 @@ type InstallOptions struct {
 	// Revoke, with Remove, also revokes the member's credential on the
 	// node and deletes its file; without it both are left.
 	Revoke bool
+	// ConnectCreds connects to the bus with the credential file at path
+	// and closes the connection: how an install run without the node
+	// token (OpenBus fails) checks that the node accepts the file the
+	// operator handed out. An error wrapping teambus.ErrInvalid says the
+	// node refuses it. Nil: not available.
+	ConnectCreds func(ctx context.Context, path string) error
 }
 
 // Bus is what Install, Check and Remove ask the bus. An error of Team or

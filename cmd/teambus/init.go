@@ -13,6 +13,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/initclaude"
+	"github.com/teambus/teambus/bus"
 )
 
 // initCommand is `teambus init`: wiring agent sessions into teambus.
@@ -275,6 +276,7 @@ func initOptions(c *cli.Context) (initclaude.InstallOptions, error) {
 		TokenHandlers: c.Bool("token-handlers"),
 		CredsDir:      initclaude.CredsDir(os.Getenv("XDG_CONFIG_HOME"), home),
 		Revoke:        c.Bool("revoke"),
+		ConnectCreds:  func(ctx context.Context, path string) error { return connectCreds(c, path) },
 	}, nil
 }
 
@@ -351,4 +353,23 @@ func indentLines(s, prefix string) string {
 		}
 	}
 	return b.String()
+}
+
+// connectCreds connects with the member credential file at path (the bus
+// it names, else the local node's URL) and closes the connection.
+func connectCreds(c *cli.Context, path string) error {
+	cfg, err := connConfig(c)
+	if err != nil {
+		return err
+	}
+	cfg.Creds, cfg.Token, cfg.User, cfg.Pass, cfg.InboxPrefix = path, "", "", "", ""
+	cfg.Name = "teambus init claude (credential check)"
+	ctx, cancel := context.WithTimeout(c.Context, cfg.Timeout)
+	defer cancel()
+	conn, err := bus.Connect(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	conn.Close()
+	return nil
 }

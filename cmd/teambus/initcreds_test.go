@@ -412,3 +412,42 @@ func TestInitClaude_RemoveKeepsOrRevokes(t *testing.T) {
 	runCLI(t, "init", "claude", "--revoke").wantError(t, 2, "--revoke goes with --remove")
 	runCLI(t, append([]string{"init", "claude", "--remove", "--revoke"}, dir...)...).wantError(t, 2, "--revoke needs the member")
 }
+
+// TestInitClaude_MemberWithoutTokenReusesHandedOutCredential: on a shared
+// bus a member has no node token: the credential the operator issued
+// (`team creds --out`), put at its place, is reused after a connection
+// with it succeeds; one the node refuses is refused (exit 2); with no file
+// the error says where to put it (exit 1); nothing is written either way.
+func TestInitClaude_MemberWithoutTokenReusesHandedOutCredential(t *testing.T) {
+	repo := initRepo(t, true)
+	dir := evTeam(t, "alpha")
+	settings := filepath.Join(repo, ".claude", "settings.local.json")
+	noToken := []string{"--bin", initBin, "--dir", t.TempDir(), "--timeout", "3s", "--team", "alpha", "--member", "tm1"}
+	path := credsFile("alpha", "tm1")
+
+	r := runCLI(t, append([]string{"init", "claude"}, noToken...)...)
+	r.wantError(t, 1, "the bus does not answer as the operator", "teambus team creds alpha --member tm1 --out FILE", path)
+	if _, err := os.Stat(settings); err == nil {
+		t.Fatal("settings written without a credential")
+	}
+
+	// The operator hands the file out; the member puts it in place.
+	os.MkdirAll(filepath.Dir(path), 0o700)
+	if r := runCLI(t, append([]string{"team", "creds", "alpha", "--member", "tm1", "--out", path}, dir...)...); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	r = initOK(t, noToken...)
+	if !strings.Contains(r.stdout, "reused    "+path) || !strings.Contains(r.stdout, "checked by connecting with it") {
+		t.Errorf("member install: %q", r.stdout)
+	}
+	if !strings.Contains(readString(t, settings), `"`+path+`"`) {
+		t.Error("the handlers do not name the credential")
+	}
+
+	os.Remove(settings)
+	runCLI(t, append([]string{"team", "creds", "alpha", "--member", "tm1", "--revoke"}, dir...)...)
+	runCLI(t, append([]string{"init", "claude"}, noToken...)...).wantError(t, 2, "the node refuses the credential "+path, "ask the operator")
+	if _, err := os.Stat(settings); err == nil {
+		t.Fatal("settings written with a refused credential")
+	}
+}
