@@ -451,3 +451,43 @@ func TestInitClaude_MemberWithoutTokenReusesHandedOutCredential(t *testing.T) {
 		t.Fatal("settings written with a refused credential")
 	}
 }
+
+// TestInitClaude_CheckRefusesTokenMCP: a teambus MCP server registered
+// with an identity but no credential (as init registered it before
+// credentials) would run in the session with the node token: --check
+// exits 2 with the fix; registered with the credential, it is reported.
+func TestInitClaude_CheckRefusesTokenMCP(t *testing.T) {
+	initRepo(t, true)
+	dir := evTeam(t, "alpha")
+	bin := fakeBin(t)
+	initOK(t, append([]string{"--bin", bin, "--team", "alpha", "--member", "tm1"}, dir...)...)
+	state := filepath.Join(os.Getenv("HOME"), ".claude.json")
+	register := func(args ...string) {
+		t.Helper()
+		b, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"teambus": map[string]any{"command": bin, "args": args}}})
+		if err := os.WriteFile(state, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func() (result, map[string]any) {
+		t.Helper()
+		r := runCLI(t, append([]string{"init", "claude", "--check", "--json", "--bin", bin}, dir...)...)
+		var rep map[string]any
+		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+			t.Fatalf("--check --json: %v\n%s\n%s", err, r.stdout, r.stderr)
+		}
+		return r, rep
+	}
+	register("mcp", "--team", "alpha", "--member", "tm1", "--bus", dir[1])
+	r, rep := check()
+	if p, _ := rep["problem"].(string); r.code != 2 || !strings.Contains(p, "MCP server at the user scope acts as alpha/tm1 with the node token") || !strings.Contains(p, "teambus init claude --team alpha --member tm1 --mcp") {
+		t.Errorf("token MCP: exit %d, problem %q", r.code, p)
+	}
+	path := credsFile("alpha", "tm1")
+	register("mcp", "--team", "alpha", "--member", "tm1", "--creds", path)
+	r, rep = check()
+	mcp, _ := rep["mcp"].([]any)
+	if r.code != 0 || len(mcp) != 1 || mcp[0].(map[string]any)["creds"] != path {
+		t.Errorf("credential MCP: exit %d, mcp %v, %s", r.code, mcp, r.stderr)
+	}
+}
