@@ -331,6 +331,9 @@ func (r *run) checkBus(locs []Location) {
 	bus, done, err := r.in.OpenBus(r.ctx)
 	if err != nil {
 		b.Error = teambus.OneLine(err.Error(), 300)
+		if r.checkByConnecting(b, locs) {
+			return
+		}
 		r.warn("the bus does not answer: %s", b.Error)
 		return
 	}
@@ -477,4 +480,40 @@ func (r *run) checkAccepted(b Bus, locs []Location) {
 			u.Problem, u.Fix = fmt.Sprintf("the node does not accept the credential %s of %s/%s (revoked, or issued again since): sessions would not bind", u.Path, u.Team, u.Member), u.fix
 		}
 	}
+}
+
+// checkByConnecting is the bus part of Check for a member without the node
+// token (the operator's connection failed): the node is asked with the
+// credential the handlers use, by connecting with it. A node that accepts
+// it answers, and its team and member exist (deleting a team revokes its
+// credentials); one that refuses it makes the location's problem. It
+// reports whether the bus answered.
+func (r *run) checkByConnecting(b *BusCheck, locs []Location) bool {
+	if r.in.ConnectCreds == nil {
+		return false
+	}
+	for _, l := range locs {
+		u := l.Credential
+		if u == nil || u.creds == nil || u.Problem != "" || l.Status == StatusMissing {
+			continue
+		}
+		if b.Team != "" && (u.Team != b.Team || (b.Member != "" && u.Member != b.Member)) {
+			continue
+		}
+		err := r.in.ConnectCreds(r.ctx, u.Path)
+		switch {
+		case errors.Is(err, teambus.ErrInvalid):
+			u.Problem, u.Fix = fmt.Sprintf("the node refuses the credential %s of %s/%s (revoked, or issued again since): sessions would not bind", u.Path, u.Team, u.Member), u.fix
+			// Whether the team is still there is not known here.
+			b.Answers, b.Error, b.Team, b.Member = true, "", "", ""
+			return true
+		case err != nil:
+			continue
+		}
+		b.Answers, b.Error = true, ""
+		b.Team, b.Member, b.TeamExists, b.MemberExists = u.Team, u.Member, true, true
+		r.warn("checked with the credential %s (the node token is not at hand): the node accepts it", u.Path)
+		return true
+	}
+	return false
 }

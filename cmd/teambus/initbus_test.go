@@ -67,7 +67,7 @@ func TestInitClaude_TypoWarnsAndCheckFails(t *testing.T) {
 		t.Errorf("--check, member missing: exit %d, %v", r.code, rep["problem"])
 	}
 	// No bus at all where the check looks: transient, exit 1.
-	if r, rep = check([]string{"--dir", t.TempDir()}); r.code != 1 || !strings.Contains(rep["problem"].(string), "does not answer") {
+	if r, rep = check([]string{"--server", "nats://127.0.0.1:1"}); r.code != 1 || !strings.Contains(rep["problem"].(string), "does not answer") {
 		t.Errorf("--check, no bus: exit %d, %v", r.code, rep["problem"])
 	}
 }

@@ -422,7 +422,8 @@ func TestInitClaude_MemberWithoutTokenReusesHandedOutCredential(t *testing.T) {
 	repo := initRepo(t, true)
 	dir := evTeam(t, "alpha")
 	settings := filepath.Join(repo, ".claude", "settings.local.json")
-	noToken := []string{"--bin", initBin, "--dir", t.TempDir(), "--timeout", "3s", "--team", "alpha", "--member", "tm1"}
+	bin := fakeBin(t)
+	noToken := []string{"--bin", bin, "--dir", t.TempDir(), "--timeout", "3s", "--team", "alpha", "--member", "tm1"}
 	path := credsFile("alpha", "tm1")
 
 	r := runCLI(t, append([]string{"init", "claude"}, noToken...)...)
@@ -444,8 +445,18 @@ func TestInitClaude_MemberWithoutTokenReusesHandedOutCredential(t *testing.T) {
 		t.Error("the handlers do not name the credential")
 	}
 
-	os.Remove(settings)
+	// --check without the token: asked with the credential.
+	noTokenCheck := []string{"init", "claude", "--check", "--json", "--bin", bin, "--dir", noToken[3], "--timeout", "3s"}
+	r = runCLI(t, noTokenCheck...)
+	if r.code != 0 || !strings.Contains(r.stdout, "checked with the credential "+path) {
+		t.Errorf("member --check: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
 	runCLI(t, append([]string{"team", "creds", "alpha", "--member", "tm1", "--revoke"}, dir...)...)
+	r = runCLI(t, noTokenCheck...)
+	if !strings.Contains(r.stdout, "the node refuses the credential "+path) || r.code != 2 {
+		t.Errorf("member --check, revoked: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	os.Remove(settings)
 	runCLI(t, append([]string{"init", "claude"}, noToken...)...).wantError(t, 2, "the node refuses the credential "+path, "ask the operator")
 	if _, err := os.Stat(settings); err == nil {
 		t.Fatal("settings written with a refused credential")
