@@ -332,8 +332,8 @@ func (r *run) judgeCreds(scope Scope, loc, file string, inst []Installed, env ma
 		if have.Bus != "" {
 			from = have.Bus
 		}
-		return &CredUse{Source: SourceToken, Team: have.Team, Member: have.Member,
-			Problem: fmt.Sprintf("the handlers in %s act as %s/%s with the node token (read from %s): every session they start holds the operator's rights", file, have.Team, have.Member, from), Fix: fix}
+		return r.tokenUse(&CredUse{Source: SourceToken, Team: have.Team, Member: have.Member,
+			Problem: fmt.Sprintf("the handlers in %s act as %s/%s with the node token (read from %s): every session they start holds the operator's rights", file, have.Team, have.Member, from), Fix: fix})
 	}
 	path := env["TEAMBUS_CREDS"]
 	if path != "" && scope == ScopeProject {
@@ -343,12 +343,23 @@ func (r *run) judgeCreds(scope Scope, loc, file string, inst []Installed, env ma
 		path = os.Getenv("TEAMBUS_CREDS")
 	}
 	if path == "" {
-		return &CredUse{Source: SourceToken, Problem: fmt.Sprintf("the handlers in %s take the connection from the environment, and TEAMBUS_CREDS is not set: a session started from this terminal connects with the node token", file), Fix: fix}
+		return r.tokenUse(&CredUse{Source: SourceToken, Problem: fmt.Sprintf("the handlers in %s take the connection from the environment, and TEAMBUS_CREDS is not set: a session started from this terminal connects with the node token", file), Fix: fix})
 	}
 	u := &CredUse{Source: SourceEnv, Path: path, fix: fix}
 	u.read("", "", fix)
 	if u.Team != "" {
 		u.fix = r.fixCommand(scope, loc, have, u.Team, u.Member)
+	}
+	return u
+}
+
+// tokenUse is u, handlers that hand sessions the node token: a problem
+// under Strict (--check --credential), else a warning, since that is
+// still what an install without --credential writes.
+func (r *run) tokenUse(u *CredUse) *CredUse {
+	if !r.in.Strict {
+		r.warn("%s (with --credential: %s)", u.Problem, strings.Trim(u.Fix, "`"))
+		u.Problem, u.Fix = "", ""
 	}
 	return u
 }
@@ -398,7 +409,7 @@ func (r *run) fixCommand(scope Scope, loc string, have Options, team, member str
 	if team == "" || member == "" {
 		team, member = "<team>", "<member>"
 	}
-	args := []string{"teambus", "init", "claude"}
+	args := []string{"teambus", "init", "claude", "--credential"}
 	switch scope {
 	case ScopeProject, ScopeUser:
 		args = append(args, "--scope", string(scope))
@@ -447,7 +458,7 @@ func (r *run) tokenInEnv() (problem string) {
 		return ""
 	}
 	msg := "TEAMBUS_TOKEN is set in this environment: a claude started from it passes the node token to the session and every process the session runs"
-	if r.given("server") {
+	if r.given("server") || !r.in.Strict {
 		r.warn("%s; set it for operator commands only (`TEAMBUS_TOKEN=… teambus …`), never in the terminal claude starts from", msg)
 		return ""
 	}

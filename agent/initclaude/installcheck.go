@@ -433,11 +433,13 @@ func (r *run) checkMCP(locs []Location) {
 		if team != "" {
 			m.Identity = team + "/" + member
 		}
-		fix := fmt.Sprintf("`teambus init claude --team %s --member %s --mcp` (at the %s scope: `claude mcp remove --scope %s teambus` first)", orPlaceholder(team, "<team>"), orPlaceholder(member, "<member>"), scope, scope)
+		fix := fmt.Sprintf("`teambus init claude --credential --team %s --member %s --mcp` (at the %s scope: `claude mcp remove --scope %s teambus` first)", orPlaceholder(team, "<team>"), orPlaceholder(member, "<member>"), scope, scope)
 		switch {
 		case !m.Owned || r.tokenMCP != "":
 		case secret != "":
 			r.tokenMCP = fmt.Sprintf("the teambus MCP server at the %s scope carries a secret on its command line (%s); fix: %s", scope, secret, fix)
+		case team != "" && m.Creds == "" && !r.in.Strict:
+			r.warn("the teambus MCP server at the %s scope acts as %s/%s with the node token (with --credential: %s)", scope, team, member, strings.Trim(fix, "`"))
 		case team != "" && m.Creds == "":
 			r.tokenMCP = fmt.Sprintf("the teambus MCP server at the %s scope acts as %s/%s with the node token: every session holds the operator's rights; fix: %s", scope, team, member, fix)
 		}

@@ -68,12 +68,17 @@ type InstallOptions struct {
 	// is not asked.
 	OpenBus func(ctx context.Context) (Bus, func(), error)
 	// TokenHandlers writes handlers that reach the bus with the node
-	// token, as before credentials (the bus location baked with the
-	// identity, no credential issued): every session they start holds
-	// operator rights. False, the default: an install with an identity
-	// issues or reuses the member's (or lead's) credential under CredsDir
-	// and the handlers name that file.
+	// token (the bus location baked with the identity, no credential
+	// issued): every session they start holds operator rights. It is
+	// what `init claude` writes unless --credential is given, because a
+	// session's sidecar (heartbeats, crash detection, zombie mode, the
+	// relay) does not run on a credential yet. False: an install with an
+	// identity issues or reuses the member's (or lead's) credential under
+	// CredsDir and the handlers name that file.
 	TokenHandlers bool
+	// Strict refuses in Check (exit 2, with the fix) a location whose
+	// sessions would hold the node token; otherwise that is a warning.
+	Strict bool
 	// CredsDir is where credentials are kept, one file per member:
 	// CredsPath(CredsDir, team, member). See CredsDir.
 	CredsDir string
@@ -385,7 +390,7 @@ func (r *run) install() error {
 		r.checkBus(nil)
 	}
 	if r.in.TokenHandlers && r.in.Team != "" {
-		r.warn("--token-handlers: the hooks reach the bus with the node token, so every session they start holds the operator's rights; drop the flag to give sessions the credential of %s instead", r.in.Member)
+		r.warn("the hooks reach the bus with the node token, so every session they start holds the operator's rights; --credential gives the sessions the credential of %s instead (its hooks, MCP server and commands run on it; its sidecar does not yet)", r.in.Member)
 	}
 	r.rep.Launch = r.launch()
 	return r.finish(plan)

@@ -37,18 +37,20 @@ func initClaudeCommand() *cli.Command {
 			"keeping every other byte. Scopes: local (.claude/settings.local.json at the repository root,\n" +
 			"the default), project (.claude/settings.json), user (~/.claude/settings.json), plugin (--out DIR),\n" +
 			"or --settings FILE (a standalone file for `claude --settings FILE`). With --team/--member (or --lead)\n" +
-			"it is run by the operator, who holds the node token: it issues the member's credential into\n" +
-			"$XDG_CONFIG_HOME/teambus/creds/<team>/<member>.creds (mode 0600, directory 0700; default\n" +
-			"~/.config), or reuses the file there while the node accepts it, and sessions connect with that\n" +
-			"credential, never the token. The identity and the credential file (--creds PATH: a path, no\n" +
-			"secret) are baked into the handlers, and the --mcp registration, only for --settings and for local in\n" +
-			"a repository with one worktree; otherwise sessions take them from TEAMBUS_CREDS, TEAMBUS_TEAM and\n" +
-			"TEAMBUS_MEMBER. --check says which credential each location's handlers use and exits 2 with the fix\n" +
-			"when a session would hold the node token (handlers without a credential, a token in the settings\n" +
-			"\"env\", TEAMBUS_CREDS not set for handlers that read it); else 0 (current), 1 (outdated, or the bus\n" +
-			"does not answer) or 2 (missing, the team or member not on the bus, a credential the node refuses).\n" +
+			"the identity is baked into the handlers (and the --mcp registration) only for --settings and for local\n" +
+			"in a repository with one worktree; otherwise sessions take it from TEAMBUS_TEAM and TEAMBUS_MEMBER.\n" +
+			"With --credential, run by the operator (who holds the node token), it issues the member's credential\n" +
+			"into $XDG_CONFIG_HOME/teambus/creds/<team>/<member>.creds (mode 0600, directory 0700; default\n" +
+			"~/.config), or reuses the file there while the node accepts it, and the handlers connect with that\n" +
+			"credential (--creds PATH: a path, no secret; or TEAMBUS_CREDS where the identity is not baked), never\n" +
+			"the token. --check says which credential each location's handlers use; it exits 2 with the fix for a\n" +
+			"secret on a handler's command line or in a settings file's \"env\", and, with --credential, where a\n" +
+			"session would hold the node token; else 0 (current), 1 (outdated, or the bus does not answer) or 2\n" +
+			"(missing, the team or member not on the bus, a credential the node refuses).\n" +
 			"--remove also removes the MCP server init registered, and keeps the credential unless --revoke.\n" +
-			"--token-handlers writes the handlers of old, which reach the bus with the node token. Claude Code is\n" +
+			"Without --credential (for now the default) the handlers reach the bus with the node token, as the\n" +
+			"sessions' sidecars (heartbeats, crash detection, zombie mode, the relay) do not run on a credential yet;\n" +
+			"--check then warns where a session would hold the token, and with --credential refuses it. Claude Code is\n" +
 			"found as $TEAMBUS_CLAUDE_BIN, else claude on PATH; $TEAMBUS_CLAUDE_VERSION stands in for\n" +
 			"`claude --version`.",
 		Flags: flags([]cli.Flag{
@@ -71,7 +73,7 @@ func initClaudeCommand() *cli.Command {
 			&cli.BoolFlag{Name: "remove", Usage: "take out everything teambus wrote, giving back the original file"},
 			&cli.BoolFlag{Name: "force", Usage: "bake the identity with several worktrees, accept Claude Code < 2.1.101, replace edited blocks"},
 			&cli.BoolFlag{Name: "revoke", Usage: "with --remove: also revoke the member's credential on the node and delete its file"},
-			&cli.BoolFlag{Name: "token-handlers", Usage: "handlers that reach the bus with the node token (the bus location baked, no credential): every session holds the operator's rights; for setups whose hooks can not run on a credential yet"},
+			&cli.BoolFlag{Name: "credential", Usage: "issue or reuse the member's (or lead's) own credential and write handlers that use it, never the node token (the hooks, MCP server and commands run on it; the sidecar does not yet); with --check: refuse (exit 2) a location whose sessions would hold the token"},
 			jsonFlag(),
 		}, initConnFlags()),
 		Action: initClaude,
@@ -177,7 +179,7 @@ func initClaude(c *cli.Context) error {
 // initOptions reads and checks the flags of `init claude`.
 func initOptions(c *cli.Context) (initclaude.InstallOptions, error) {
 	var o initclaude.InstallOptions
-	for _, pair := range [][2]string{{"check", "remove"}, {"check", "dry-run"}, {"wake", "no-wake"}, {"revoke", "token-handlers"}, {"remove", "token-handlers"}} {
+	for _, pair := range [][2]string{{"check", "remove"}, {"check", "dry-run"}, {"wake", "no-wake"}, {"remove", "credential"}} {
 		if c.IsSet(pair[0]) && c.IsSet(pair[1]) {
 			return o, usageError(c, "--%s and --%s exclude each other", pair[0], pair[1])
 		}
@@ -271,9 +273,10 @@ func initOptions(c *cli.Context) (initclaude.InstallOptions, error) {
 		BusNamed:   c.IsSet("dir") || c.IsSet("server"),
 		DefaultBus: defaultDir(),
 		OpenBus:    func(ctx context.Context) (initclaude.Bus, func(), error) { return openInitBus(c) },
-		// The token handlers only when asked for by name; the operator
-		// holds the token, sessions get a credential.
-		TokenHandlers: c.Bool("token-handlers"),
+		// A credential only when asked for: a session's sidecar does not
+		// run on one yet.
+		TokenHandlers: !c.Bool("credential"),
+		Strict:        c.Bool("credential"),
 		CredsDir:      initclaude.CredsDir(os.Getenv("XDG_CONFIG_HOME"), home),
 		Revoke:        c.Bool("revoke"),
 		ConnectCreds:  func(ctx context.Context, path string) error { return connectCreds(c, path) },

@@ -156,7 +156,7 @@ func TestInitClaude_Variants(t *testing.T) {
 		has  []string
 		not  []string
 	}{
-		{"shell form", []string{"--team", "alpha", "--member", "tm1", "--shell-form"},
+		{"shell form", []string{"--credential", "--team", "alpha", "--member", "tm1", "--shell-form"},
 			[]string{`"command": "exec '` + initBin + `' hook SessionStart --team alpha --member tm1 --creds /`}, []string{`"args"`}},
 		{"lead", []string{"--lead", "--team", "alpha"},
 			[]string{`"TeammateIdle"`, `"TaskCreated"`, `"TaskCompleted"`, `"lead"`, `"wait"`}, []string{`"--autonomous"`}},
@@ -356,7 +356,7 @@ func TestInitClaude_Check(t *testing.T) {
 	}
 	check := func(args ...string) (result, map[string]any) {
 		t.Helper()
-		r := runCLI(t, append(append([]string{"init", "claude", "--check", "--json", "--bin", initBin}, dir...), args...)...)
+		r := runCLI(t, append(append([]string{"init", "claude", "--credential", "--check", "--json", "--bin", initBin}, dir...), args...)...)
 		var rep map[string]any
 		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 			t.Fatalf("--check --json: %v\n%s\n%s", err, r.stdout, r.stderr)
@@ -367,7 +367,7 @@ func TestInitClaude_Check(t *testing.T) {
 	if r.code != 2 || rep["status"] != "missing" {
 		t.Errorf("nothing installed: exit %d, status %v", r.code, rep["status"])
 	}
-	initOK(t, append([]string{"--team", "alpha", "--member", "tm1", "--bin", initBin}, dir...)...)
+	initOK(t, append([]string{"--credential", "--team", "alpha", "--member", "tm1", "--bin", initBin}, dir...)...)
 	r, rep = check()
 	if r.code != 0 || rep["status"] != "current" {
 		t.Errorf("installed: exit %d, %s %s", r.code, r.stdout, r.stderr)
@@ -391,16 +391,16 @@ func TestInitClaude_Check(t *testing.T) {
 	// The same hooks also in the project settings and a plugin:
 	// duplicates. Those take the credential from TEAMBUS_CREDS.
 	t.Setenv("TEAMBUS_CREDS", credsFile("alpha", "tm1"))
-	initOK(t, "--scope", "project")
+	initOK(t, "--credential", "--scope", "project")
 	out := filepath.Join(t.TempDir(), "plugin")
-	initOK(t, "--scope", "plugin", "--out", out)
+	initOK(t, "--credential", "--scope", "plugin", "--out", out)
 	r, rep = check("--scope", "plugin", "--out", out)
 	warns, _ := json.Marshal(rep["warnings"])
 	if r.code != 0 || !bytes.Contains(warns, []byte("differ")) || !bytes.Contains(warns, []byte("both fire")) {
 		t.Errorf("duplicates: exit %d, warnings %s", r.code, warns)
 	}
 	// Text output lists every location.
-	r = runCLI(t, append([]string{"init", "claude", "--check", "--bin", initBin}, dir...)...)
+	r = runCLI(t, append([]string{"init", "claude", "--credential", "--check", "--bin", initBin}, dir...)...)
 	for _, want := range []string{"user ", "project ", "local ", "current", "bus      answers; team alpha exists; member tm1 exists"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("text check lacks %q:\n%s", want, r.stdout)

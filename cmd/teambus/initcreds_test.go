@@ -84,7 +84,7 @@ func TestInitClaude_IssuesAndReusesCredential(t *testing.T) {
 	settings := filepath.Join(repo, ".claude", "settings.local.json")
 	install := func(args ...string) result {
 		t.Helper()
-		return initOK(t, append(append([]string{"--bin", initBin}, dir...), args...)...)
+		return initOK(t, append(append([]string{"--credential", "--bin", initBin}, dir...), args...)...)
 	}
 	path := credsFile("alpha", "tm1")
 
@@ -181,7 +181,7 @@ func TestInitClaude_IssuesAndReusesCredential(t *testing.T) {
 		{append([]string{"--team", "alpha", "--member", "ghost"}, dir...), 2, []string{"team alpha has no member ghost", "nothing was written"}},
 		{[]string{"--team", "alpha", "--member", "tm2", "--dir", t.TempDir(), "--timeout", "2s"}, 1, []string{"the bus does not answer", "nothing was written"}},
 	} {
-		r := runCLI(t, append([]string{"init", "claude", "--bin", initBin}, tt.args...)...)
+		r := runCLI(t, append([]string{"init", "claude", "--credential", "--bin", initBin}, tt.args...)...)
 		r.wantError(t, tt.code, tt.parts...)
 		if _, err := os.Stat(settings); err == nil {
 			t.Errorf("%v: settings written", tt.args)
@@ -213,7 +213,7 @@ func TestInitClaude_IssuesAndReusesCredential(t *testing.T) {
 	}
 	// Inside the repository: refused.
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(repo, "cfg"))
-	runCLI(t, append([]string{"init", "claude", "--bin", initBin, "--team", "alpha", "--member", "tm2"}, dir...)...).wantError(t, 2, "inside the repository")
+	runCLI(t, append([]string{"init", "claude", "--credential", "--bin", initBin, "--team", "alpha", "--member", "tm2"}, dir...)...).wantError(t, 2, "inside the repository")
 }
 
 // TestInitClaude_ProjectScopeCredsFromEnv: the shared project settings
@@ -224,7 +224,7 @@ func TestInitClaude_IssuesAndReusesCredential(t *testing.T) {
 func TestInitClaude_ProjectScopeCredsFromEnv(t *testing.T) {
 	repo := initRepo(t, true)
 	dir := evTeam(t, "alpha")
-	r := initOK(t, append([]string{"--scope", "project", "--team", "alpha", "--member", "tm2"}, dir...)...)
+	r := initOK(t, append([]string{"--credential", "--scope", "project", "--team", "alpha", "--member", "tm2"}, dir...)...)
 	path := credsFile("alpha", "tm2")
 	if !strings.Contains(r.stdout, "TEAMBUS_CREDS="+path+" TEAMBUS_TEAM=alpha TEAMBUS_MEMBER=tm2 claude") || !strings.Contains(r.stdout, "sessions take it from TEAMBUS_CREDS") {
 		t.Errorf("launch line: %q", r.stdout)
@@ -238,7 +238,7 @@ func TestInitClaude_ProjectScopeCredsFromEnv(t *testing.T) {
 	}
 	check := func() (result, map[string]any) {
 		t.Helper()
-		r := runCLI(t, append([]string{"init", "claude", "--check", "--json", "--scope", "project"}, dir...)...)
+		r := runCLI(t, append([]string{"init", "claude", "--credential", "--check", "--json", "--scope", "project"}, dir...)...)
 		var rep map[string]any
 		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 			t.Fatalf("--check --json: %v\n%s\n%s", err, r.stdout, r.stderr)
@@ -246,7 +246,7 @@ func TestInitClaude_ProjectScopeCredsFromEnv(t *testing.T) {
 		return r, rep
 	}
 	r, rep := check()
-	if p, _ := rep["problem"].(string); r.code != 2 || !strings.Contains(p, "TEAMBUS_CREDS is not set") || !strings.Contains(p, "node token") || !strings.Contains(p, "teambus init claude --scope project --team <team> --member <member>") {
+	if p, _ := rep["problem"].(string); r.code != 2 || !strings.Contains(p, "TEAMBUS_CREDS is not set") || !strings.Contains(p, "node token") || !strings.Contains(p, "teambus init claude --credential --scope project --team <team> --member <member>") {
 		t.Errorf("--check without TEAMBUS_CREDS: exit %d, problem %q", r.code, p)
 	}
 	t.Setenv("TEAMBUS_CREDS", path)
@@ -259,7 +259,7 @@ func TestInitClaude_ProjectScopeCredsFromEnv(t *testing.T) {
 		t.Errorf("project credential %v", u)
 	}
 	// The text names it too.
-	r = runCLI(t, append([]string{"init", "claude", "--check", "--scope", "project"}, dir...)...)
+	r = runCLI(t, append([]string{"init", "claude", "--credential", "--check", "--scope", "project"}, dir...)...)
 	if !strings.Contains(r.stdout, "uses TEAMBUS_CREDS of the environment: "+path+" (alpha/tm2)") {
 		t.Errorf("text check:\n%s", r.stdout)
 	}
@@ -293,7 +293,7 @@ func TestInitClaude_CheckRefusesTheToken(t *testing.T) {
 	path := credsFile("alpha", "tm1")
 	check := func() (result, map[string]any) {
 		t.Helper()
-		r := runCLI(t, append([]string{"init", "claude", "--check", "--json", "--bin", bin}, dir...)...)
+		r := runCLI(t, append([]string{"init", "claude", "--credential", "--check", "--json", "--bin", bin}, dir...)...)
 		var rep map[string]any
 		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 			t.Fatalf("--check --json: %v\n%s\n%s", err, r.stdout, r.stderr)
@@ -314,21 +314,21 @@ func TestInitClaude_CheckRefusesTheToken(t *testing.T) {
 		}
 	}
 
-	initOK(t, append([]string{"--bin", bin, "--team", "alpha", "--member", "tm1", "--token-handlers"}, dir...)...)
+	initOK(t, append([]string{"--bin", bin, "--team", "alpha", "--member", "tm1"}, dir...)...)
 	if strings.Contains(readString(t, settings), "--creds") {
-		t.Fatal("--token-handlers baked a credential")
+		t.Fatal("an install without --credential baked a credential")
 	}
 	if _, err := os.Stat(path); err == nil {
-		t.Fatal("--token-handlers issued a credential")
+		t.Fatal("an install without --credential issued a credential")
 	}
-	refused("token handlers", "act as alpha/tm1 with the node token", "fix: `teambus init claude --team alpha --member tm1 --dir "+dir[1]+"`")
+	refused("token handlers", "act as alpha/tm1 with the node token", "fix: `teambus init claude --credential --team alpha --member tm1 --dir "+dir[1]+"`")
 	_, rep := check()
 	if u := credentialOf(t, rep, "local"); u["source"] != "token" {
 		t.Errorf("token handlers reported as %v", u)
 	}
 
 	// The fix, then the check passes and names the credential.
-	initOK(t, append([]string{"--bin", bin, "--team", "alpha", "--member", "tm1"}, dir...)...)
+	initOK(t, append([]string{"--credential", "--bin", bin, "--team", "alpha", "--member", "tm1"}, dir...)...)
 	r, rep := check()
 	if r.code != 0 {
 		t.Fatalf("credential handlers: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
@@ -353,11 +353,11 @@ func TestInitClaude_CheckRefusesTheToken(t *testing.T) {
 	// The credential file gone; then revoked.
 	os.WriteFile(settings, []byte(good), 0o600)
 	os.Rename(path, path+".away")
-	refused("file gone", "can not be read", "teambus init claude --team alpha --member tm1")
+	refused("file gone", "can not be read", "teambus init claude --credential --team alpha --member tm1")
 	os.Rename(path+".away", path)
 	runCLI(t, append([]string{"team", "creds", "alpha", "--member", "tm1", "--revoke"}, dir...)...)
 	refused("revoked", "the node does not accept the credential "+path)
-	initOK(t, append([]string{"--bin", bin, "--team", "alpha", "--member", "tm1"}, dir...)...)
+	initOK(t, append([]string{"--credential", "--bin", bin, "--team", "alpha", "--member", "tm1"}, dir...)...)
 	if r, _ := check(); r.code != 0 {
 		t.Errorf("after the fix: exit %d %s", r.code, r.stderr)
 	}
@@ -375,7 +375,7 @@ func TestInitClaude_RemoveKeepsOrRevokes(t *testing.T) {
 	dir := evTeam(t, "alpha")
 	settings := filepath.Join(repo, ".claude", "settings.local.json")
 	path := credsFile("alpha", "tm1")
-	install := append([]string{"--bin", initBin, "--team", "alpha", "--member", "tm1"}, dir...)
+	install := append([]string{"--credential", "--bin", initBin, "--team", "alpha", "--member", "tm1"}, dir...)
 	initOK(t, install...)
 	r := initOK(t, append([]string{"--remove"}, dir...)...)
 	if !strings.Contains(r.stdout, "kept      "+path) {
@@ -426,7 +426,7 @@ func TestInitClaude_MemberWithoutTokenReusesHandedOutCredential(t *testing.T) {
 	noToken := []string{"--bin", bin, "--dir", t.TempDir(), "--timeout", "3s", "--team", "alpha", "--member", "tm1"}
 	path := credsFile("alpha", "tm1")
 
-	r := runCLI(t, append([]string{"init", "claude"}, noToken...)...)
+	r := runCLI(t, append([]string{"init", "claude", "--credential"}, noToken...)...)
 	r.wantError(t, 1, "the bus does not answer as the operator", "teambus team creds alpha --member tm1 --out FILE", path)
 	if _, err := os.Stat(settings); err == nil {
 		t.Fatal("settings written without a credential")
@@ -437,7 +437,7 @@ func TestInitClaude_MemberWithoutTokenReusesHandedOutCredential(t *testing.T) {
 	if r := runCLI(t, append([]string{"team", "creds", "alpha", "--member", "tm1", "--out", path}, dir...)...); r.code != 0 {
 		t.Fatal(r.stderr)
 	}
-	r = initOK(t, noToken...)
+	r = initOK(t, append([]string{"--credential"}, noToken...)...)
 	if !strings.Contains(r.stdout, "reused    "+path) || !strings.Contains(r.stdout, "checked by connecting with it") {
 		t.Errorf("member install: %q", r.stdout)
 	}
@@ -446,7 +446,7 @@ func TestInitClaude_MemberWithoutTokenReusesHandedOutCredential(t *testing.T) {
 	}
 
 	// --check without the token: asked with the credential.
-	noTokenCheck := []string{"init", "claude", "--check", "--json", "--bin", bin, "--dir", noToken[3], "--timeout", "3s"}
+	noTokenCheck := []string{"init", "claude", "--credential", "--check", "--json", "--bin", bin, "--dir", noToken[3], "--timeout", "3s"}
 	r = runCLI(t, noTokenCheck...)
 	if r.code != 0 || !strings.Contains(r.stdout, "checked with the credential "+path) {
 		t.Errorf("member --check: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
@@ -457,7 +457,7 @@ func TestInitClaude_MemberWithoutTokenReusesHandedOutCredential(t *testing.T) {
 		t.Errorf("member --check, revoked: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	os.Remove(settings)
-	runCLI(t, append([]string{"init", "claude"}, noToken...)...).wantError(t, 2, "the node refuses the credential "+path, "ask the operator")
+	runCLI(t, append([]string{"init", "claude", "--credential"}, noToken...)...).wantError(t, 2, "the node refuses the credential "+path, "ask the operator")
 	if _, err := os.Stat(settings); err == nil {
 		t.Fatal("settings written with a refused credential")
 	}
@@ -471,7 +471,7 @@ func TestInitClaude_CheckRefusesTokenMCP(t *testing.T) {
 	initRepo(t, true)
 	dir := evTeam(t, "alpha")
 	bin := fakeBin(t)
-	initOK(t, append([]string{"--bin", bin, "--team", "alpha", "--member", "tm1"}, dir...)...)
+	initOK(t, append([]string{"--credential", "--bin", bin, "--team", "alpha", "--member", "tm1"}, dir...)...)
 	state := filepath.Join(os.Getenv("HOME"), ".claude.json")
 	register := func(args ...string) {
 		t.Helper()
@@ -482,7 +482,7 @@ func TestInitClaude_CheckRefusesTokenMCP(t *testing.T) {
 	}
 	check := func() (result, map[string]any) {
 		t.Helper()
-		r := runCLI(t, append([]string{"init", "claude", "--check", "--json", "--bin", bin}, dir...)...)
+		r := runCLI(t, append([]string{"init", "claude", "--credential", "--check", "--json", "--bin", bin}, dir...)...)
 		var rep map[string]any
 		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 			t.Fatalf("--check --json: %v\n%s\n%s", err, r.stdout, r.stderr)
@@ -491,7 +491,7 @@ func TestInitClaude_CheckRefusesTokenMCP(t *testing.T) {
 	}
 	register("mcp", "--team", "alpha", "--member", "tm1", "--bus", dir[1])
 	r, rep := check()
-	if p, _ := rep["problem"].(string); r.code != 2 || !strings.Contains(p, "MCP server at the user scope acts as alpha/tm1 with the node token") || !strings.Contains(p, "teambus init claude --team alpha --member tm1 --mcp") {
+	if p, _ := rep["problem"].(string); r.code != 2 || !strings.Contains(p, "MCP server at the user scope acts as alpha/tm1 with the node token") || !strings.Contains(p, "teambus init claude --credential --team alpha --member tm1 --mcp") {
 		t.Errorf("token MCP: exit %d, problem %q", r.code, p)
 	}
 	path := credsFile("alpha", "tm1")

@@ -45,7 +45,7 @@ func TestInitClaude_MCPRegistrationRealClaude(t *testing.T) {
 		}
 		return string(out)
 	}
-	install := append([]string{"--bin", bin, "--team", "alpha", "--member", "tm1", "--mcp"}, dir...)
+	install := append([]string{"--credential", "--bin", bin, "--team", "alpha", "--member", "tm1", "--mcp"}, dir...)
 	r := initOK(t, install...)
 	want := "teambus: " + bin + " mcp --team alpha --member tm1 --creds " + credsFile("alpha", "tm1")
 	if got := list(); !strings.Contains(got, want) {
