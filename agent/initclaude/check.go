@@ -44,6 +44,8 @@ func Infer(inst []Installed) Options {
 				o.Member = args[i+1]
 			case a == "--bus" && i+1 < len(args):
 				o.Bus = args[i+1]
+			case a == "--creds" && i+1 < len(args):
+				o.Creds = args[i+1]
 			case a == "--autonomous":
 				o.Autonomous = true
 			case a == "--wake=directed":

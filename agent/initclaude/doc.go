@@ -10,14 +10,31 @@
 // It knows nothing about flags or the connection; cmd/teambus/init.go reads
 // the flags into InstallOptions and prints the Result.
 //
+// # Credentials
+//
+// An install with an identity gives the sessions the member's (or the
+// lead's) credential, never the node token (creds.go): it issues or reuses
+// the file CredsPath(CredsDir, team, member) through the operator's Bus
+// before any handler is written, and the handlers carry `--creds PATH` with
+// the identity where the identity is baked; elsewhere the sessions take
+// TEAMBUS_CREDS from their environment. A run without the operator's
+// connection reuses a file the operator handed out once ConnectCreds
+// succeeds. Check reports per location which credential the handlers use
+// (CredUse) and makes every way a session would hold the token a problem
+// with exit 2 and its fix. Remove keeps the credential unless Revoke.
+// InstallOptions.TokenHandlers writes the handlers of old (the bus location
+// baked, the token read from the bus directory).
+//
 // # Handlers
 //
 // Handlers returns the table of handlers for an Options value: one matcher
 // group per event, exec form (`"command": "<bin>", "args": ["hook", …]`) or,
 // with ShellForm, `"command": "exec '<bin>' hook <Event> …"`. The identity
 // (`--team T --member M`) is in the args only when Options.Team is set; the
-// caller decides where it may be baked. Arguments the hook command
-// must accept, beyond `hook <Event> [--team T --member M]`:
+// caller decides where it may be baked, with the credential file
+// (`--creds PATH`) or, for token handlers, the bus location (`--bus`).
+// Arguments the hook command must accept, beyond `hook <Event> [--team T
+// --member M]`:
 //
 //   - `--budget 1s` on every handler whose timeout is below 10 s (PostCompact,
 //     Notification, StopFailure, SessionEnd: 5 s), so the budget stays at most

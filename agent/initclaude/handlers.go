@@ -34,6 +34,11 @@ type Options struct {
 	// terminal that starts claude sets neither TEAMBUS_DIR nor
 	// TEAMBUS_SERVER.
 	Bus string
+	// Creds is the member (or lead) credential file baked with the
+	// identity (--creds): an absolute path, never the password. The file
+	// names the bus, so Creds and Bus exclude each other. Empty with Team
+	// set: the hooks reach the bus with the node token (token handlers).
+	Creds string
 	// Lead installs the lead-only events (TeammateIdle, TaskCreated,
 	// TaskCompleted).
 	Lead bool
@@ -71,6 +76,18 @@ func (o Options) Validate() error {
 	}
 	if o.ShellForm && strings.ContainsAny(o.Bus, " '\"\\$`") {
 		return fmt.Errorf("bus location %q: a shell-form command can not hold spaces or quotes; use the exec form", o.Bus)
+	}
+	if o.Creds != "" {
+		switch {
+		case o.Team == "":
+			return fmt.Errorf("the credential file is baked only with the identity")
+		case o.Bus != "":
+			return fmt.Errorf("a credential names its bus: bake the credential file or the bus location, not both")
+		case !filepath.IsAbs(o.Creds):
+			return fmt.Errorf("credential file %q: give an absolute path", o.Creds)
+		case o.ShellForm && strings.ContainsAny(o.Creds, " '\"\\$`"):
+			return fmt.Errorf("credential file %q: a shell-form command can not hold spaces or quotes; use the exec form", o.Creds)
+		}
 	}
 	switch o.Wake {
 	case "", WakeAll, WakeDirected, WakeOff:
@@ -180,6 +197,11 @@ func (o Options) handler(r row) Handler {
 		args = append(args, "--team", o.Team, "--member", o.Member)
 		if o.Bus != "" {
 			args = append(args, "--bus", o.Bus)
+		}
+		if o.Creds != "" {
+			// The path only: the hook reads the password from the file
+			// (as TEAMBUS_CREDS would), so no secret is in argv.
+			args = append(args, "--creds", o.Creds)
 		}
 	}
 	args = append(args, r.extra...)

@@ -24,7 +24,10 @@ type Location struct {
 	// Bus is the bus location baked into the handlers (--bus); empty: the
 	// handlers reach the bus of the terminal claude is started from.
 	Bus string `json:"bus,omitempty"`
-	sig []string
+	// Credential is what the handlers connect with, and what is wrong
+	// with it; nil where there are none.
+	Credential *CredUse `json:"credential,omitempty"`
+	sig        []string
 }
 
 // BusCheck is the bus part of Check.
@@ -48,6 +51,8 @@ type MCPServer struct {
 	// Identity is the team/member baked into it; empty: the server takes
 	// the session's hook binding.
 	Identity string `json:"identity,omitempty"`
+	// Creds is the credential file baked into it (--creds).
+	Creds string `json:"creds,omitempty"`
 }
 
 // Check reports what is installed where and what is wrong: Result.Status
@@ -164,6 +169,20 @@ func (r *run) check() {
 		// Handlers that are there but would not bind are not current.
 		r.rep.ProblemExit, r.rep.Problem = r.rep.Bus.problem()
 	}
+	// A session that would hold the node token is refused whatever the
+	// rest says: the first such location, with its fix.
+	for _, l := range locs {
+		if u := l.Credential; u != nil && u.Problem != "" {
+			r.rep.ProblemExit, r.rep.Problem = teambus.ExitPermanent, u.Problem+"; fix: "+u.Fix
+			break
+		}
+	}
+	if r.rep.Problem == "" && r.tokenMCP != "" {
+		r.rep.ProblemExit, r.rep.Problem = teambus.ExitPermanent, r.tokenMCP
+	}
+	if p := r.tokenInEnv(); p != "" && status != StatusMissing && r.rep.ProblemExit != teambus.ExitPermanent {
+		r.rep.ProblemExit, r.rep.Problem = teambus.ExitPermanent, p
+	}
 }
 
 // problem is why hooks that are installed would not bind, with the exit
@@ -224,6 +243,7 @@ func (r *run) inspect(scope Scope, path string, plugin bool) Location {
 		return l
 	}
 	l.Status, l.Detail = st, detail
+	l.Credential = r.judgeCreds(scope, path, file, inst, settingsEnv(data))
 	if have := Infer(inst); have.Bin != "teambus" {
 		if fi, err := os.Stat(have.Bin); err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
 			r.warn("%s: the hooks run %s, which is not an executable file", file, have.Bin)
@@ -254,9 +274,9 @@ func (r *run) expected(scope Scope, have Options) Options {
 	}
 	if r.given("team") || r.given("lead") {
 		mayBake := scope == ScopeSettings || (scope == ScopeLocal && (r.localMayBake() || r.in.Force))
-		o.Team, o.Member, o.Bus, o.Lead = "", "", "", r.opts.Lead
+		o.Team, o.Member, o.Bus, o.Creds, o.Lead = "", "", "", "", r.opts.Lead
 		if mayBake {
-			o.Team, o.Member, o.Bus = r.in.Team, r.in.Member, r.opts.Bus
+			o.Team, o.Member, o.Bus, o.Creds = r.in.Team, r.in.Member, r.opts.Bus, r.opts.Creds
 		}
 	}
 	if r.given("wake") || r.given("no-wake") {
@@ -272,7 +292,7 @@ func (r *run) expected(scope Scope, have Options) Options {
 		o.PostToolUse = r.opts.PostToolUse
 	}
 	if scope == ScopePlugin {
-		o.Bin, o.Team, o.Member, o.Bus = "teambus", "", "", ""
+		o.Bin, o.Team, o.Member, o.Bus, o.Creds = "teambus", "", "", "", ""
 	}
 	return o
 }
@@ -296,6 +316,11 @@ func (r *run) checkBus(locs []Location) {
 	if team == "" {
 		team, member = os.Getenv("TEAMBUS_TEAM"), os.Getenv("TEAMBUS_MEMBER")
 	}
+	for _, l := range locs {
+		if u := l.Credential; team == "" && u != nil && u.Team != "" {
+			team, member = u.Team, u.Member
+		}
+	}
 	b := &BusCheck{Team: team, Member: member}
 	r.rep.Bus = b
 	if r.in.OpenBus == nil {
@@ -306,11 +331,15 @@ func (r *run) checkBus(locs []Location) {
 	bus, done, err := r.in.OpenBus(r.ctx)
 	if err != nil {
 		b.Error = teambus.OneLine(err.Error(), 300)
+		if r.checkByConnecting(b, locs) {
+			return
+		}
 		r.warn("the bus does not answer: %s", b.Error)
 		return
 	}
 	defer done()
 	b.Answers = true
+	r.checkAccepted(bus, locs)
 	if team == "" {
 		return
 	}
@@ -363,6 +392,9 @@ func (r *run) checkReach(locs []Location) {
 		if l.Status == StatusMissing || l.Status == "" || l.Bus != "" {
 			continue
 		}
+		if u := l.Credential; u != nil && u.creds != nil && len(u.creds.Servers) > 0 {
+			continue // the credential names the bus
+		}
 		if r.in.BusNamed && here != r.in.DefaultBus {
 			r.warn("the hooks in %s carry no bus location: a claude started from a terminal without TEAMBUS_DIR or TEAMBUS_SERVER naming %s uses %s instead and does not reach this bus", l.Path, here, r.in.DefaultBus)
 		}
@@ -385,17 +417,31 @@ func (r *run) checkMCP(locs []Location) {
 			continue
 		}
 		m := MCPServer{Scope: string(scope), Project: reg.Project, Command: reg.Command, Args: reg.Args, Owned: reg.Owned()}
-		var team, member string
+		var team, member, secret string
 		for i, a := range reg.Args {
 			switch {
 			case a == "--team" && i+1 < len(reg.Args):
 				team = reg.Args[i+1]
 			case a == "--member" && i+1 < len(reg.Args):
 				member = reg.Args[i+1]
+			case a == "--creds" && i+1 < len(reg.Args):
+				m.Creds = reg.Args[i+1]
+			case a == "--token" || strings.HasPrefix(a, "--token=") || a == "--password" || strings.HasPrefix(a, "--password="):
+				secret = strings.SplitN(a, "=", 2)[0]
 			}
 		}
 		if team != "" {
 			m.Identity = team + "/" + member
+		}
+		fix := fmt.Sprintf("`teambus init claude --credential --team %s --member %s --mcp` (at the %s scope: `claude mcp remove --scope %s teambus` first)", orPlaceholder(team, "<team>"), orPlaceholder(member, "<member>"), scope, scope)
+		switch {
+		case !m.Owned || r.tokenMCP != "":
+		case secret != "":
+			r.tokenMCP = fmt.Sprintf("the teambus MCP server at the %s scope carries a secret on its command line (%s); fix: %s", scope, secret, fix)
+		case team != "" && m.Creds == "" && !r.in.Strict:
+			r.warn("the teambus MCP server at the %s scope acts as %s/%s with the node token (with --credential: %s)", scope, team, member, strings.Trim(fix, "`"))
+		case team != "" && m.Creds == "":
+			r.tokenMCP = fmt.Sprintf("the teambus MCP server at the %s scope acts as %s/%s with the node token: every session holds the operator's rights; fix: %s", scope, team, member, fix)
 		}
 		if !m.Owned {
 			r.warn("the MCP server named teambus at the %s scope runs %s, not teambus mcp", scope, reg.Command)
@@ -409,4 +455,67 @@ func (r *run) checkMCP(locs []Location) {
 		}
 		r.rep.MCP = append(r.rep.MCP, m)
 	}
+}
+
+// orPlaceholder is s, or p when s is empty.
+func orPlaceholder(s, p string) string {
+	if s == "" {
+		return p
+	}
+	return s
+}
+
+// checkAccepted asks the node whether it accepts the credential each
+// location's handlers use; one it refuses (revoked, or issued again since)
+// is a problem with the fix of its location.
+func (r *run) checkAccepted(b Bus, locs []Location) {
+	for _, l := range locs {
+		u := l.Credential
+		if u == nil || u.creds == nil || u.Problem != "" || l.Status == StatusMissing {
+			continue
+		}
+		ok, err := b.Accepts(r.ctx, u.creds)
+		switch {
+		case err != nil:
+			r.warn("the bus does not answer whether it accepts the credential %s: %s", u.Path, teambus.OneLine(err.Error(), 300))
+		case !ok:
+			u.Problem, u.Fix = fmt.Sprintf("the node does not accept the credential %s of %s/%s (revoked, or issued again since): sessions would not bind", u.Path, u.Team, u.Member), u.fix
+		}
+	}
+}
+
+// checkByConnecting is the bus part of Check for a member without the node
+// token (the operator's connection failed): the node is asked with the
+// credential the handlers use, by connecting with it. A node that accepts
+// it answers, and its team and member exist (deleting a team revokes its
+// credentials); one that refuses it makes the location's problem. It
+// reports whether the bus answered.
+func (r *run) checkByConnecting(b *BusCheck, locs []Location) bool {
+	if r.in.ConnectCreds == nil {
+		return false
+	}
+	for _, l := range locs {
+		u := l.Credential
+		if u == nil || u.creds == nil || u.Problem != "" || l.Status == StatusMissing {
+			continue
+		}
+		if b.Team != "" && (u.Team != b.Team || (b.Member != "" && u.Member != b.Member)) {
+			continue
+		}
+		err := r.in.ConnectCreds(r.ctx, u.Path)
+		switch {
+		case errors.Is(err, teambus.ErrInvalid):
+			u.Problem, u.Fix = fmt.Sprintf("the node refuses the credential %s of %s/%s (revoked, or issued again since): sessions would not bind", u.Path, u.Team, u.Member), u.fix
+			// Whether the team is still there is not known here.
+			b.Answers, b.Error, b.Team, b.Member = true, "", "", ""
+			return true
+		case err != nil:
+			continue
+		}
+		b.Answers, b.Error = true, ""
+		b.Team, b.Member, b.TeamExists, b.MemberExists = u.Team, u.Member, true, true
+		r.warn("checked with the credential %s (the node token is not at hand): the node accepts it", u.Path)
+		return true
+	}
+	return false
 }

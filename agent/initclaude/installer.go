@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/proc"
 )
 
@@ -61,18 +62,53 @@ type InstallOptions struct {
 	// default); DefaultBus is the default state directory.
 	BusNamed   bool
 	DefaultBus string
-	// OpenBus connects to the bus to check that the team and member
-	// exist; the returned func closes the connection. Nil: the bus is
-	// not checked.
+	// OpenBus connects to the bus as the operator (the node token) to
+	// check that the team and member exist and to issue, check and revoke
+	// credentials; the returned func closes the connection. Nil: the bus
+	// is not asked.
 	OpenBus func(ctx context.Context) (Bus, func(), error)
+	// TokenHandlers writes handlers that reach the bus with the node
+	// token (the bus location baked with the identity, no credential
+	// issued): every session they start holds operator rights. It is
+	// what `init claude` writes unless --credential is given, because a
+	// session's sidecar (heartbeats, crash detection, zombie mode, the
+	// relay) does not run on a credential yet. False: an install with an
+	// identity issues or reuses the member's (or lead's) credential under
+	// CredsDir and the handlers name that file.
+	TokenHandlers bool
+	// Strict refuses in Check (exit 2, with the fix) a location whose
+	// sessions would hold the node token; otherwise that is a warning.
+	Strict bool
+	// CredsDir is where credentials are kept, one file per member:
+	// CredsPath(CredsDir, team, member). See CredsDir.
+	CredsDir string
+	// Revoke, with Remove, also revokes the member's credential on the
+	// node and deletes its file; without it both are left.
+	Revoke bool
+	// ConnectCreds connects to the bus with the credential file at path
+	// and closes the connection: how an install run without the node
+	// token (OpenBus fails) checks that the node accepts the file the
+	// operator handed out. An error wrapping teambus.ErrInvalid says the
+	// node refuses it. Nil: not available.
+	ConnectCreds func(ctx context.Context, path string) error
 }
 
-// Bus is what Install and Check ask the bus: whether a team and a member
-// exist. An error that wraps teambus.ErrNotFound says it does not; any
-// other is no answer.
+// Bus is what Install, Check and Remove ask the bus. An error of Team or
+// Member that wraps teambus.ErrNotFound says it does not exist; any other
+// is no answer.
 type Bus interface {
 	Team(ctx context.Context, team string) error
 	Member(ctx context.Context, team, member string) error
+	// Servers are the bus URLs a credential issued now names (without
+	// user or password).
+	Servers() []string
+	// Accepts reports whether the node accepts cr (its credential record
+	// holds cr's password).
+	Accepts(ctx context.Context, cr *bus.Creds) (bool, error)
+	// Issue issues a new credential of member (replacing its password).
+	Issue(ctx context.Context, team, member string, servers []string) (*bus.Creds, error)
+	// Revoke revokes member's credential; revoking none is not an error.
+	Revoke(ctx context.Context, team, member string) error
 }
 
 // Result is the report of a run, as `init claude --json` prints it.
@@ -90,6 +126,9 @@ type Result struct {
 	Locations []Location `json:"locations,omitempty"`
 	Status    Status     `json:"status,omitempty"`
 	Bus       *BusCheck  `json:"bus,omitempty"`
+	// Credential is the credential provisioned (install), kept or
+	// revoked (remove).
+	Credential *Credential `json:"credential,omitempty"`
 	// Problem is what keeps Check from exiting 0 besides the handlers:
 	// the bus does not answer, or the team or member is not on it;
 	// ProblemExit is its exit code.
@@ -128,6 +167,12 @@ type run struct {
 	version Version
 	known   bool // version was found
 	rep     Result
+	// credsPath is the credential file of the identity given, when one
+	// is provisioned (not TokenHandlers).
+	credsPath string
+	// tokenMCP is why a registered MCP server would hand the session the
+	// node token (Check).
+	tokenMCP string
 }
 
 // given reports whether the choice name was given explicitly.
@@ -200,14 +245,22 @@ func newRun(ctx context.Context, in InstallOptions, m mode) (*run, error) {
 			return nil, teambus.Invalidf("init claude: the repository has %d worktrees and Claude Code reads %s from all of them, so a baked identity would be shared: use --scope project with TEAMBUS_TEAM=%s TEAMBUS_MEMBER=%s claude, or --settings FILE, or --force", r.target.Worktrees, r.target.Settings, team, member)
 		}
 	}
-	if o.Team != "" {
-		// The bus location goes with the identity: a claude started from
-		// a terminal without this TEAMBUS_DIR (or TEAMBUS_SERVER) still
-		// reaches the bus.
-		if in.BakedBus != nil {
-			if o.Bus, err = in.BakedBus(); err != nil {
-				return nil, err
-			}
+	if team != "" && !in.TokenHandlers {
+		if in.CredsDir == "" || !filepath.IsAbs(in.CredsDir) {
+			return nil, teambus.Invalidf("init claude: no directory for the credential: set XDG_CONFIG_HOME or HOME")
+		}
+		r.credsPath = CredsPath(in.CredsDir, team, member)
+	}
+	switch {
+	case o.Team != "" && r.credsPath != "":
+		// The credential file names the bus: a claude started from a
+		// terminal without TEAMBUS_DIR (or TEAMBUS_SERVER) still
+		// reaches it, and never with the node token.
+		o.Creds = r.credsPath
+	case o.Team != "" && in.BakedBus != nil:
+		// Token handlers: the bus location goes with the identity.
+		if o.Bus, err = in.BakedBus(); err != nil {
+			return nil, err
 		}
 	}
 	bin, err := r.bin()
@@ -325,9 +378,19 @@ func (r *run) install() error {
 	if r.in.MCP && r.mcpByClaude() {
 		r.registerMCP()
 	}
-	if r.in.Team != "" {
+	switch {
+	case r.credsPath != "":
+		// Checks the team and member, and issues or reuses the
+		// credential the handlers name, before any file is written.
+		if err := r.provision(); err != nil {
+			return err
+		}
+	case r.in.Team != "":
 		// A typo installs hooks that never bind: say so now.
 		r.checkBus(nil)
+	}
+	if r.in.TokenHandlers && r.in.Team != "" {
+		r.warn("the hooks reach the bus with the node token, so every session they start holds the operator's rights; --credential gives the sessions the credential of %s instead (its hooks, MCP server and commands run on it; its sidecar does not yet)", r.in.Member)
 	}
 	r.rep.Launch = r.launch()
 	return r.finish(plan)
@@ -341,6 +404,15 @@ func (r *run) remove() error {
 	}
 	r.rep.Action = "remove"
 	r.rep.Warnings = append(r.rep.Warnings, plan.Warnings...)
+	var have Options
+	if data, err := os.ReadFile(r.target.Settings); err == nil {
+		if inst, err := FindInstalled(data); err == nil {
+			have = Infer(inst)
+		}
+	}
+	if err := r.revokeCreds(have); err != nil {
+		return err
+	}
 	// The MCP server teambus registered goes too, MCP or not.
 	if r.mcpByClaude() {
 		if reg, ok := r.registration(); ok && reg.Owned() {
@@ -515,10 +587,13 @@ func (r *run) binWarnings() {
 func (r *run) launch() string {
 	team, member := r.in.Team, r.in.Member
 	env := ""
-	if team != "" && r.opts.Team == "" {
+	switch {
+	case team != "" && r.opts.Team == "" && r.credsPath != "":
+		env = "TEAMBUS_CREDS=" + shellQuote([]string{r.credsPath})[0] + " TEAMBUS_TEAM=" + team + " TEAMBUS_MEMBER=" + member + " "
+	case team != "" && r.opts.Team == "":
 		env = "TEAMBUS_TEAM=" + team + " TEAMBUS_MEMBER=" + member + " "
-	} else if r.opts.Team == "" {
-		env = "TEAMBUS_TEAM=<team> TEAMBUS_MEMBER=<member> "
+	case r.opts.Team == "":
+		env = "TEAMBUS_CREDS=<file> TEAMBUS_TEAM=<team> TEAMBUS_MEMBER=<member> "
 	}
 	switch r.target.Scope {
 	case ScopeSettings:

@@ -7,8 +7,8 @@ import (
 )
 
 // MCPArgs are the arguments of the teambus MCP server that `claude mcp add`
-// registers for o: the identity and the bus location baked in as the
-// hooks' are, so the server acts for the same member even before (or
+// registers for o: the identity and the credential file (or, for token
+// handlers, the bus location) baked in as the hooks' are, so the server acts for the same member even before (or
 // without) the session's hook binding.
 func MCPArgs(o Options) []string {
 	args := []string{"mcp"}
@@ -16,6 +16,9 @@ func MCPArgs(o Options) []string {
 		args = append(args, "--team", o.Team, "--member", o.Member)
 		if o.Bus != "" {
 			args = append(args, "--bus", o.Bus)
+		}
+		if o.Creds != "" {
+			args = append(args, "--creds", o.Creds)
 		}
 	}
 	return args

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"strings"
 
@@ -92,11 +93,19 @@ func teamCreds(c *cli.Context) error {
 	})
 }
 
-// credsServers are the bus URLs a credential names: --server, else the
-// local node's URL.
+// credsServers are the bus URLs a credential names: --server (without the
+// user and password a URL may carry: the operator's, not the member's),
+// else the local node's URL.
 func credsServers(c *cli.Context) []string {
 	if s := c.String("server"); s != "" {
-		return splitList([]string{s})
+		out := splitList([]string{s})
+		for i, v := range out {
+			if u, err := url.Parse(v); err == nil && u.User != nil {
+				u.User = nil
+				out[i] = u.String()
+			}
+		}
+		return out
 	}
 	dir, err := stateDir(c)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/initclaude"
+	"github.com/teambus/teambus/bus"
 )
 
 // initCommand is `teambus init`: wiring agent sessions into teambus.
@@ -35,15 +36,23 @@ func initClaudeCommand() *cli.Command {
 		Description: "Writes teambus's hook handlers as its own matcher groups into a Claude Code settings file,\n" +
 			"keeping every other byte. Scopes: local (.claude/settings.local.json at the repository root,\n" +
 			"the default), project (.claude/settings.json), user (~/.claude/settings.json), plugin (--out DIR),\n" +
-			"or --settings FILE (a standalone file for `claude --settings FILE`). The identity (--team/--member)\n" +
-			"and the bus location (--bus: the state directory, or the --server URL without credentials) are baked\n" +
-			"into the handlers, and the --mcp registration, only for --settings and for local in a repository with\n" +
-			"one worktree; otherwise sessions take them from TEAMBUS_TEAM/TEAMBUS_MEMBER and TEAMBUS_DIR/\n" +
-			"TEAMBUS_SERVER (the MCP server also from the session's hook binding). An install for a team or\n" +
-			"member the bus does not have warns. --check exits 0 (current), 1 (outdated, or the bus does not\n" +
-			"answer) or 2 (missing, or the team or member is not on the bus); --remove also removes the MCP\n" +
-			"server init registered. Claude Code is found as $TEAMBUS_CLAUDE_BIN, else claude on PATH;\n" +
-			"$TEAMBUS_CLAUDE_VERSION stands in for `claude --version`.",
+			"or --settings FILE (a standalone file for `claude --settings FILE`). With --team/--member (or --lead)\n" +
+			"the identity is baked into the handlers (and the --mcp registration) only for --settings and for local\n" +
+			"in a repository with one worktree; otherwise sessions take it from TEAMBUS_TEAM and TEAMBUS_MEMBER.\n" +
+			"With --credential, run by the operator (who holds the node token), it issues the member's credential\n" +
+			"into $XDG_CONFIG_HOME/teambus/creds/<team>/<member>.creds (mode 0600, directory 0700; default\n" +
+			"~/.config), or reuses the file there while the node accepts it, and the handlers connect with that\n" +
+			"credential (--creds PATH: a path, no secret; or TEAMBUS_CREDS where the identity is not baked), never\n" +
+			"the token. --check says which credential each location's handlers use; it exits 2 with the fix for a\n" +
+			"secret on a handler's command line or in a settings file's \"env\", and, with --credential, where a\n" +
+			"session would hold the node token; else 0 (current), 1 (outdated, or the bus does not answer) or 2\n" +
+			"(missing, the team or member not on the bus, a credential the node refuses).\n" +
+			"--remove also removes the MCP server init registered, and keeps the credential unless --revoke.\n" +
+			"Without --credential (for now the default) the handlers reach the bus with the node token, as the\n" +
+			"sessions' sidecars (heartbeats, crash detection, zombie mode, the relay) do not run on a credential yet;\n" +
+			"--check then warns where a session would hold the token, and with --credential refuses it. Claude Code is\n" +
+			"found as $TEAMBUS_CLAUDE_BIN, else claude on PATH; $TEAMBUS_CLAUDE_VERSION stands in for\n" +
+			"`claude --version`.",
 		Flags: flags([]cli.Flag{
 			&cli.StringFlag{Name: "team", Usage: "team id of the member (with --member, or --lead)"},
 			&cli.StringFlag{Name: "member", Usage: "member id the session acts as"},
@@ -63,10 +72,29 @@ func initClaudeCommand() *cli.Command {
 			&cli.BoolFlag{Name: "check", Usage: "report what is installed where and what is wrong; exit 0 current, 1 outdated or bus silent, 2 missing or team/member not on the bus"},
 			&cli.BoolFlag{Name: "remove", Usage: "take out everything teambus wrote, giving back the original file"},
 			&cli.BoolFlag{Name: "force", Usage: "bake the identity with several worktrees, accept Claude Code < 2.1.101, replace edited blocks"},
+			&cli.BoolFlag{Name: "revoke", Usage: "with --remove: also revoke the member's credential on the node and delete its file"},
+			&cli.BoolFlag{Name: "credential", Usage: "issue or reuse the member's (or lead's) own credential and write handlers that use it, never the node token (the hooks, MCP server and commands run on it; the sidecar does not yet); with --check: refuse (exit 2) a location whose sessions would hold the token"},
 			jsonFlag(),
-		}, connFlags()),
+		}, initConnFlags()),
 		Action: initClaude,
 	}
+}
+
+// initConnFlags are connFlags for the operator's own connection: --creds
+// reads no TEAMBUS_CREDS, which in the installer's terminal is the
+// credential sessions started there use (what --check judges), not the
+// operator's.
+func initConnFlags() []cli.Flag {
+	fs := connFlags()
+	for i, f := range fs {
+		if sf, ok := f.(*cli.StringFlag); ok && sf.Name == "creds" {
+			c := *sf
+			c.EnvVars = nil
+			c.Usage = "the operator's NATS credentials `FILE` for an external bus (TEAMBUS_CREDS is not read here: it is the sessions' credential)"
+			fs[i] = &c
+		}
+	}
+	return fs
 }
 
 // wakeValue is the value of --wake: all (also --wake alone), directed, off.
@@ -151,7 +179,7 @@ func initClaude(c *cli.Context) error {
 // initOptions reads and checks the flags of `init claude`.
 func initOptions(c *cli.Context) (initclaude.InstallOptions, error) {
 	var o initclaude.InstallOptions
-	for _, pair := range [][2]string{{"check", "remove"}, {"check", "dry-run"}, {"wake", "no-wake"}} {
+	for _, pair := range [][2]string{{"check", "remove"}, {"check", "dry-run"}, {"wake", "no-wake"}, {"remove", "credential"}} {
 		if c.IsSet(pair[0]) && c.IsSet(pair[1]) {
 			return o, usageError(c, "--%s and --%s exclude each other", pair[0], pair[1])
 		}
@@ -171,6 +199,9 @@ func initOptions(c *cli.Context) (initclaude.InstallOptions, error) {
 		}
 	default:
 		return o, usageError(c, "invalid --scope %q: local, project, user or plugin", c.String("scope"))
+	}
+	if c.Bool("revoke") && !c.Bool("remove") {
+		return o, usageError(c, "--revoke goes with --remove")
 	}
 	if scope == initclaude.ScopePlugin && c.String("out") == "" {
 		return o, usageError(c, "--scope plugin needs --out DIR")
@@ -242,6 +273,13 @@ func initOptions(c *cli.Context) (initclaude.InstallOptions, error) {
 		BusNamed:   c.IsSet("dir") || c.IsSet("server"),
 		DefaultBus: defaultDir(),
 		OpenBus:    func(ctx context.Context) (initclaude.Bus, func(), error) { return openInitBus(c) },
+		// A credential only when asked for: a session's sidecar does not
+		// run on one yet.
+		TokenHandlers: !c.Bool("credential"),
+		Strict:        c.Bool("credential"),
+		CredsDir:      initclaude.CredsDir(os.Getenv("XDG_CONFIG_HOME"), home),
+		Revoke:        c.Bool("revoke"),
+		ConnectCreds:  func(ctx context.Context, path string) error { return connectCreds(c, path) },
 	}, nil
 }
 
@@ -271,6 +309,23 @@ func printInit(c *cli.Context, rep *initclaude.Result) error {
 		who = "everything teambus wrote"
 	}
 	fmt.Fprintf(w, "teambus init claude (%s): %s scope, %s\n", rep.Action, rep.Scope, who)
+	if cr := rep.Credential; cr != nil {
+		line := fmt.Sprintf("  %-9s %s (credential of %s in team %s", cr.Action, cr.Path, cr.Member, cr.Team)
+		switch {
+		case cr.Reason != "":
+			line += ": " + cr.Reason
+		case cr.Action == "kept":
+			line += ": --revoke also revokes it"
+		}
+		if strings.HasSuffix(cr.Action, "issued") || strings.HasSuffix(cr.Action, "reused") {
+			if cr.Baked {
+				line += "; the handlers name it"
+			} else {
+				line += "; sessions take it from TEAMBUS_CREDS"
+			}
+		}
+		fmt.Fprintln(w, line+")")
+	}
 	if len(rep.Files) == 0 {
 		fmt.Fprintln(w, "  nothing to do")
 	}
@@ -301,4 +356,23 @@ func indentLines(s, prefix string) string {
 		}
 	}
 	return b.String()
+}
+
+// connectCreds connects with the member credential file at path (the bus
+// it names, else the local node's URL) and closes the connection.
+func connectCreds(c *cli.Context, path string) error {
+	cfg, err := connConfig(c)
+	if err != nil {
+		return err
+	}
+	cfg.Creds, cfg.Token, cfg.User, cfg.Pass, cfg.InboxPrefix = path, "", "", "", ""
+	cfg.Name = "teambus init claude (credential check)"
+	ctx, cancel := context.WithTimeout(c.Context, cfg.Timeout)
+	defer cancel()
+	conn, err := bus.Connect(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	conn.Close()
+	return nil
 }

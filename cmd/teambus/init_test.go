@@ -29,6 +29,11 @@ func initRepo(t *testing.T, git bool) string {
 	t.Setenv("TEAMBUS_CLAUDE_BIN", filepath.Join(home, "no-claude-here"))
 	t.Setenv("TEAMBUS_TEAM", "")
 	t.Setenv("TEAMBUS_MEMBER", "")
+	// The credentials go below HOME (~/.config/teambus/creds); the
+	// sessions' TEAMBUS_CREDS is judged by --check.
+	t.Setenv("XDG_CONFIG_HOME", "")
+	t.Setenv("TEAMBUS_CREDS", "")
+	t.Setenv("TEAMBUS_TOKEN", "")
 	repo := filepath.Join(t.TempDir(), "repo")
 	if err := os.MkdirAll(repo, 0o755); err != nil {
 		t.Fatal(err)
@@ -74,8 +79,9 @@ func initOK(t *testing.T, args ...string) result {
 
 func TestInitClaude_LocalBakesIdentityRerunIdentical(t *testing.T) {
 	repo := initRepo(t, true)
+	dir := evTeam(t, "alpha")
 	settings := filepath.Join(repo, ".claude", "settings.local.json")
-	r := initOK(t, "--team", "alpha", "--member", "tm1", "--bin", initBin)
+	r := initOK(t, append([]string{"--team", "alpha", "--member", "tm1", "--bin", initBin}, dir...)...)
 	if !strings.Contains(r.stdout, "create") || !strings.Contains(r.stdout, "identity alpha/tm1 baked in") {
 		t.Errorf("stdout %q", r.stdout)
 	}
@@ -85,7 +91,7 @@ func TestInitClaude_LocalBakesIdentityRerunIdentical(t *testing.T) {
 			t.Errorf("settings: %s present %t", want, strings.Contains(first, want))
 		}
 	}
-	r = initOK(t, "--team", "alpha", "--member", "tm1", "--bin", initBin)
+	r = initOK(t, append([]string{"--team", "alpha", "--member", "tm1", "--bin", initBin}, dir...)...)
 	if !strings.Contains(r.stdout, "unchanged") {
 		t.Errorf("second run: %q", r.stdout)
 	}
@@ -116,6 +122,7 @@ func TestInitClaude_StrictJSONRefused(t *testing.T) {
 // to bake an identity; --force bakes, the project scope takes it from env.
 func TestInitClaude_WorktreeRule(t *testing.T) {
 	repo := initRepo(t, true)
+	dir := evTeam(t, "alpha")
 	wt := filepath.Join(filepath.Dir(repo), "wt2")
 	gitCmd(t, repo, "worktree", "add", "-q", wt)
 	t.Chdir(wt)
@@ -125,11 +132,11 @@ func TestInitClaude_WorktreeRule(t *testing.T) {
 	if _, err := os.Stat(local); err == nil {
 		t.Fatal("settings written despite the refusal")
 	}
-	r = initOK(t, "--team", "alpha", "--member", "tm1", "--bin", initBin, "--force")
+	r = initOK(t, append([]string{"--team", "alpha", "--member", "tm1", "--bin", initBin, "--force"}, dir...)...)
 	if !strings.Contains(readString(t, local), `"alpha"`) {
 		t.Error("--force did not bake the identity")
 	}
-	r = initOK(t, "--scope", "project", "--team", "alpha", "--member", "tm2")
+	r = initOK(t, append([]string{"--scope", "project", "--team", "alpha", "--member", "tm2"}, dir...)...)
 	project := readString(t, filepath.Join(wt, ".claude", "settings.json"))
 	if strings.Contains(project, "--team") || !strings.Contains(project, `"command": "teambus"`) {
 		t.Errorf("project settings bake an identity or an absolute binary:\n%s", project)
@@ -141,6 +148,7 @@ func TestInitClaude_WorktreeRule(t *testing.T) {
 
 func TestInitClaude_Variants(t *testing.T) {
 	repo := initRepo(t, true)
+	dir := evTeam(t, "alpha")
 	settings := filepath.Join(repo, ".claude", "settings.local.json")
 	tests := []struct {
 		name string
@@ -148,8 +156,8 @@ func TestInitClaude_Variants(t *testing.T) {
 		has  []string
 		not  []string
 	}{
-		{"shell form", []string{"--team", "alpha", "--member", "tm1", "--shell-form"},
-			[]string{`"command": "exec '` + initBin + `' hook SessionStart --team alpha --member tm1 --bus /`}, []string{`"args"`}},
+		{"shell form", []string{"--credential", "--team", "alpha", "--member", "tm1", "--shell-form"},
+			[]string{`"command": "exec '` + initBin + `' hook SessionStart --team alpha --member tm1 --creds /`}, []string{`"args"`}},
 		{"lead", []string{"--lead", "--team", "alpha"},
 			[]string{`"TeammateIdle"`, `"TaskCreated"`, `"TaskCompleted"`, `"lead"`, `"wait"`}, []string{`"--autonomous"`}},
 		{"lead no-wake", []string{"--lead", "--team", "alpha", "--no-wake"},
@@ -160,7 +168,7 @@ func TestInitClaude_Variants(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			initOK(t, append(tt.args, "--bin", initBin)...)
+			initOK(t, append(append(tt.args, "--bin", initBin), dir...)...)
 			got := readString(t, settings)
 			for _, h := range tt.has {
 				if !strings.Contains(got, h) {
@@ -191,19 +199,20 @@ func TestInitClaude_Variants(t *testing.T) {
 
 func TestInitClaude_DryRunRemoveRoundTrip(t *testing.T) {
 	repo := initRepo(t, true)
+	dir := evTeam(t, "alpha")
 	settings := filepath.Join(repo, ".claude", "settings.local.json")
 	os.MkdirAll(filepath.Dir(settings), 0o755)
 	orig := "{\n  \"permissions\": {\n    \"allow\": [\"Bash(make)\"]\n  },\n  \"spinnerTipsEnabled\": false\n}\n"
 	os.WriteFile(settings, []byte(orig), 0o600)
 
-	r := initOK(t, "--team", "alpha", "--member", "tm1", "--bin", initBin, "--dry-run")
+	r := initOK(t, append([]string{"--team", "alpha", "--member", "tm1", "--bin", initBin, "--dry-run"}, dir...)...)
 	if !strings.Contains(r.stdout, "+    \"SessionStart\": [") || !strings.Contains(r.stdout, "@@") {
 		t.Errorf("dry run shows no diff:\n%s", r.stdout)
 	}
 	if readString(t, settings) != orig {
 		t.Fatal("--dry-run wrote the file")
 	}
-	initOK(t, "--team", "alpha", "--member", "tm1", "--bin", initBin)
+	initOK(t, append([]string{"--team", "alpha", "--member", "tm1", "--bin", initBin}, dir...)...)
 	if readString(t, settings+initclaude.BackupSuffix) != orig {
 		t.Error("no backup of the original")
 	}
@@ -232,7 +241,8 @@ func TestInitClaude_DryRunRemoveRoundTrip(t *testing.T) {
 
 func TestInitClaude_SettingsFileAndPlugin(t *testing.T) {
 	repo := initRepo(t, true)
-	r := initOK(t, "--settings", "team/tm1.json", "--team", "alpha", "--member", "tm1", "--bin", initBin)
+	dir := evTeam(t, "alpha")
+	r := initOK(t, append([]string{"--settings", "team/tm1.json", "--team", "alpha", "--member", "tm1", "--bin", initBin}, dir...)...)
 	file := filepath.Join(repo, "team", "tm1.json")
 	if !strings.Contains(r.stdout, "claude --settings "+file) {
 		t.Errorf("no launch line: %q", r.stdout)
@@ -244,7 +254,7 @@ func TestInitClaude_SettingsFileAndPlugin(t *testing.T) {
 		t.Error("--settings FILE changed .claude/")
 	}
 	out := filepath.Join(t.TempDir(), "plugin")
-	r = initOK(t, "--scope", "plugin", "--out", out, "--lead", "--team", "alpha")
+	r = initOK(t, append([]string{"--scope", "plugin", "--out", out, "--lead", "--team", "alpha"}, dir...)...)
 	for _, rel := range []string{initclaude.PluginManifest, initclaude.PluginHooks, initclaude.PluginMCP, initclaude.PluginSkill, initclaude.PluginReadme} {
 		if _, err := os.Stat(filepath.Join(out, rel)); err != nil {
 			t.Errorf("plugin file %s: %v", rel, err)
@@ -346,7 +356,7 @@ func TestInitClaude_Check(t *testing.T) {
 	}
 	check := func(args ...string) (result, map[string]any) {
 		t.Helper()
-		r := runCLI(t, append(append([]string{"init", "claude", "--check", "--json", "--bin", initBin}, dir...), args...)...)
+		r := runCLI(t, append(append([]string{"init", "claude", "--credential", "--check", "--json", "--bin", initBin}, dir...), args...)...)
 		var rep map[string]any
 		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 			t.Fatalf("--check --json: %v\n%s\n%s", err, r.stdout, r.stderr)
@@ -357,7 +367,7 @@ func TestInitClaude_Check(t *testing.T) {
 	if r.code != 2 || rep["status"] != "missing" {
 		t.Errorf("nothing installed: exit %d, status %v", r.code, rep["status"])
 	}
-	initOK(t, "--team", "alpha", "--member", "tm1", "--bin", initBin)
+	initOK(t, append([]string{"--credential", "--team", "alpha", "--member", "tm1", "--bin", initBin}, dir...)...)
 	r, rep = check()
 	if r.code != 0 || rep["status"] != "current" {
 		t.Errorf("installed: exit %d, %s %s", r.code, r.stdout, r.stderr)
@@ -378,17 +388,19 @@ func TestInitClaude_Check(t *testing.T) {
 		t.Errorf("edited: exit %d, status %v, stderr %q", r.code, rep["status"], r.stderr)
 	}
 	os.WriteFile(settings, []byte(data), 0o644)
-	// The same hooks also in the project settings and a plugin: duplicates.
-	initOK(t, "--scope", "project")
+	// The same hooks also in the project settings and a plugin:
+	// duplicates. Those take the credential from TEAMBUS_CREDS.
+	t.Setenv("TEAMBUS_CREDS", credsFile("alpha", "tm1"))
+	initOK(t, "--credential", "--scope", "project")
 	out := filepath.Join(t.TempDir(), "plugin")
-	initOK(t, "--scope", "plugin", "--out", out)
+	initOK(t, "--credential", "--scope", "plugin", "--out", out)
 	r, rep = check("--scope", "plugin", "--out", out)
 	warns, _ := json.Marshal(rep["warnings"])
 	if r.code != 0 || !bytes.Contains(warns, []byte("differ")) || !bytes.Contains(warns, []byte("both fire")) {
 		t.Errorf("duplicates: exit %d, warnings %s", r.code, warns)
 	}
 	// Text output lists every location.
-	r = runCLI(t, append([]string{"init", "claude", "--check", "--bin", initBin}, dir...)...)
+	r = runCLI(t, append([]string{"init", "claude", "--credential", "--check", "--bin", initBin}, dir...)...)
 	for _, want := range []string{"user ", "project ", "local ", "current", "bus      answers; team alpha exists; member tm1 exists"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("text check lacks %q:\n%s", want, r.stdout)

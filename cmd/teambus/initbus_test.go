@@ -10,10 +10,13 @@ import (
 	"testing"
 )
 
-// TestInitClaude_TypoWarnsAndCheckFails: on a real node, installing for a
-// team or member that is not there warns (and still installs: the team may
-// be created next); --check then exits 2 naming what is missing, exits 1
-// while the bus does not answer, and 0 once the identity is right.
+// TestInitClaude_TypoWarnsAndCheckFails: on a real node, token handlers
+// (the default, token handlers) for a team or member that is not there warn and are
+// still written (the team may be created next), while an install with a
+// credential refuses (it can not issue one: see
+// TestInitClaude_IssuesAndReusesCredential); --check exits 2 naming the
+// team or member that is missing, 1 while the bus does not answer, and 0
+// once the identity is right.
 func TestInitClaude_TypoWarnsAndCheckFails(t *testing.T) {
 	initRepo(t, true)
 	dir := evTeam(t, "alpha")
@@ -25,9 +28,9 @@ func TestInitClaude_TypoWarnsAndCheckFails(t *testing.T) {
 		t.Helper()
 		return initOK(t, append(append([]string{"--bin", bin}, dir...), args...)...)
 	}
-	check := func(dir []string) (result, map[string]any) {
+	check := func(dir []string, args ...string) (result, map[string]any) {
 		t.Helper()
-		r := runCLI(t, append([]string{"init", "claude", "--check", "--json", "--bin", bin, "--timeout", "2s"}, dir...)...)
+		r := runCLI(t, append(append([]string{"init", "claude", "--check", "--json", "--bin", bin, "--timeout", "2s"}, dir...), args...)...)
 		var rep map[string]any
 		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 			t.Fatalf("--check --json: %v\n%s\n%s", err, r.stdout, r.stderr)
@@ -39,40 +42,41 @@ func TestInitClaude_TypoWarnsAndCheckFails(t *testing.T) {
 	if !strings.Contains(r.stderr, "team nosuch is not on the bus") {
 		t.Errorf("install for a team that does not exist: no warning; stderr %q", r.stderr)
 	}
-	r, rep := check(dir)
-	if p, _ := rep["problem"].(string); r.code != 2 || !strings.Contains(p, "team nosuch is not on the bus") {
-		t.Errorf("--check, team missing: exit %d, problem %q", r.code, p)
-	}
-	r = runCLI(t, append([]string{"init", "claude", "--check", "--bin", bin}, dir...)...)
-	if r.code != 2 || strings.Contains(r.stdout, "status   current\n") {
-		t.Errorf("--check text, team missing: exit %d, stdout %q", r.code, r.stdout)
-	}
-
 	r = install("--team", "alpha", "--member", "ghost")
 	if !strings.Contains(r.stderr, "team alpha has no member ghost") {
 		t.Errorf("install for a member that does not exist: no warning; stderr %q", r.stderr)
 	}
-	if r, rep = check(dir); r.code != 2 || !strings.Contains(rep["problem"].(string), "no member ghost") {
-		t.Errorf("--check, member missing: exit %d, %v", r.code, rep["problem"])
-	}
 
 	r = install("--team", "alpha", "--member", "tm1")
-	if strings.Contains(r.stderr, "warning") {
-		t.Errorf("install for an existing member warns: %q", r.stderr)
+	if strings.Contains(r.stderr, "not on the bus") || strings.Contains(r.stderr, "has no member") {
+		t.Errorf("install for an existing member warns of the bus: %q", r.stderr)
 	}
-	if r, rep = check(dir); r.code != 0 || rep["status"] != "current" || rep["problem"] != nil {
+	r, rep := check(dir)
+	if r.code != 0 || rep["status"] != "current" || rep["problem"] != nil {
 		t.Errorf("--check, all there: exit %d, %s %s", r.code, r.stdout, r.stderr)
 	}
+	r, rep = check(dir, "--team", "nosuch", "--member", "ghost")
+	if p, _ := rep["problem"].(string); r.code != 2 || !strings.Contains(p, "team nosuch is not on the bus") {
+		t.Errorf("--check, team missing: exit %d, problem %q", r.code, p)
+	}
+	r = runCLI(t, append([]string{"init", "claude", "--check", "--bin", bin, "--team", "nosuch", "--member", "ghost"}, dir...)...)
+	if r.code != 2 || strings.Contains(r.stdout, "status   current\n") {
+		t.Errorf("--check text, team missing: exit %d, stdout %q", r.code, r.stdout)
+	}
+	if r, rep = check(dir, "--team", "alpha", "--member", "ghost"); r.code != 2 || !strings.Contains(rep["problem"].(string), "no member ghost") {
+		t.Errorf("--check, member missing: exit %d, %v", r.code, rep["problem"])
+	}
 	// No bus at all where the check looks: transient, exit 1.
-	if r, rep = check([]string{"--dir", t.TempDir()}); r.code != 1 || !strings.Contains(rep["problem"].(string), "does not answer") {
+	if r, rep = check([]string{"--server", "nats://127.0.0.1:1"}); r.code != 1 || !strings.Contains(rep["problem"].(string), "does not answer") {
 		t.Errorf("--check, no bus: exit %d, %v", r.code, rep["problem"])
 	}
 }
 
-// TestInitClaude_BakesBusLocation: a local install with an identity bakes
-// the state directory it was run with into every handler (--bus), never a
-// secret; --check reads it back as current; with --server the URL is
-// baked without its user and password.
+// TestInitClaude_BakesBusLocation: a local install of token handlers
+// (the default, token handlers) with an identity bakes the state directory it was run
+// with into every handler (--bus), never a secret; --check reads it back
+// as current but refuses it (the sessions would hold the node token); with
+// --server the URL is baked without its user and password.
 func TestInitClaude_BakesBusLocation(t *testing.T) {
 	repo := initRepo(t, true)
 	dir := evTeam(t, "alpha")
@@ -89,7 +93,7 @@ func TestInitClaude_BakesBusLocation(t *testing.T) {
 		t.Errorf("the state directory %s is not baked:\n%s", dir[1], settings)
 	}
 	r := runCLI(t, append([]string{"init", "claude", "--check", "--bin", bin}, dir...)...)
-	if r.code != 0 {
+	if r.code != 0 || !strings.Contains(r.stdout, "current (10 handlers)") || !strings.Contains(r.stdout, "uses the node token") || !strings.Contains(r.stderr, "with --credential") {
 		t.Errorf("--check after install: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	// The project scope bakes nothing: --check names the terminals that

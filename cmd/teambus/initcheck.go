@@ -10,6 +10,8 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/agent/initclaude"
+	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/node/credstore"
 )
 
 // checkExit is the exit of `init claude --check`: 0 current, 1 outdated
@@ -27,9 +29,13 @@ func checkExit(rep *initclaude.Result) error {
 	return nil
 }
 
-// initBus answers the installer's question whether a team and a member
-// are on the bus.
-type initBus struct{ s *session }
+// initBus answers the installer's questions (is a team, a member on the
+// bus) and issues, checks and revokes credentials, on the operator's
+// connection.
+type initBus struct {
+	s       *session
+	servers []string
+}
 
 // openInitBus connects to the bus of the command line's flags; its error
 // reads as the command line words a bus that does not answer.
@@ -38,7 +44,25 @@ func openInitBus(c *cli.Context) (initclaude.Bus, func(), error) {
 	if err != nil {
 		return nil, nil, &initBusError{line: errorLine(c.Context, err), err: err}
 	}
-	return initBus{s}, s.close, nil
+	return initBus{s: s, servers: credsServers(c)}, s.close, nil
+}
+
+// Servers are the URLs of the bus a credential issued now names.
+func (b initBus) Servers() []string { return b.servers }
+
+// Accepts reads the credential's record within the session's deadline.
+func (b initBus) Accepts(_ context.Context, cr *bus.Creds) (bool, error) {
+	return credstore.Accepts(b.s.ctx, b.s.conn, cr)
+}
+
+// Issue issues member's credential within the session's deadline.
+func (b initBus) Issue(_ context.Context, team, member string, servers []string) (*bus.Creds, error) {
+	return credstore.IssueCreds(b.s.ctx, b.s.conn, team, member, servers)
+}
+
+// Revoke revokes member's credential within the session's deadline.
+func (b initBus) Revoke(_ context.Context, team, member string) error {
+	return credstore.RevokeCreds(b.s.ctx, b.s.conn, team, member)
 }
 
 // initBusError is a connection error with the command line's wording.
@@ -77,12 +101,21 @@ func printCheck(w io.Writer, rep *initclaude.Result) error {
 		if l.Bin != "" {
 			line += ", runs " + l.Bin
 		}
-		if l.Bus != "" {
+		switch {
+		case l.Bus != "":
 			line += ", bus " + l.Bus
-		} else if l.Status != initclaude.StatusMissing {
+		case l.Credential != nil && l.Credential.Source != initclaude.SourceToken && l.Credential.Problem == "":
+			line += ", bus named by the credential"
+		case l.Status != initclaude.StatusMissing:
 			line += ", bus of the terminal (TEAMBUS_DIR/TEAMBUS_SERVER)"
 		}
 		fmt.Fprintln(w, line)
+		if u := l.Credential; u != nil {
+			fmt.Fprintf(w, "         uses %s\n", u)
+			if u.Problem != "" {
+				fmt.Fprintf(w, "         refused: %s\n         fix: %s\n", u.Problem, u.Fix)
+			}
+		}
 	}
 	for _, m := range rep.MCP {
 		where := m.Scope
@@ -92,6 +125,11 @@ func printCheck(w io.Writer, rep *initclaude.Result) error {
 		who := "identity from the session's hook binding"
 		if m.Identity != "" {
 			who = "identity " + m.Identity
+		}
+		if m.Creds != "" {
+			who += ", credential " + m.Creds
+		} else if m.Identity != "" {
+			who += ", the node token"
 		}
 		if !m.Owned {
 			who = "not registered by teambus"

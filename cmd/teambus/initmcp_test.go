@@ -16,7 +16,7 @@ import (
 
 // TestInitClaude_MCPRegistrationRealClaude: with the real Claude Code,
 // `init claude --team alpha --member tm1 --mcp` registers the teambus MCP
-// server bound to the same member and bus as the hooks (`claude mcp list`
+// server bound to the same member and credential as the hooks (`claude mcp list`
 // shows it), --check reports it, a rerun leaves it, and --remove takes it
 // out again (`claude mcp list` no longer has it).
 func TestInitClaude_MCPRegistrationRealClaude(t *testing.T) {
@@ -45,9 +45,9 @@ func TestInitClaude_MCPRegistrationRealClaude(t *testing.T) {
 		}
 		return string(out)
 	}
-	install := append([]string{"--bin", bin, "--team", "alpha", "--member", "tm1", "--mcp"}, dir...)
+	install := append([]string{"--credential", "--bin", bin, "--team", "alpha", "--member", "tm1", "--mcp"}, dir...)
 	r := initOK(t, install...)
-	want := "teambus: " + bin + " mcp --team alpha --member tm1 --bus " + dir[1]
+	want := "teambus: " + bin + " mcp --team alpha --member tm1 --creds " + credsFile("alpha", "tm1")
 	if got := list(); !strings.Contains(got, want) {
 		t.Fatalf("claude mcp list after install lacks %q:\n%s\ninit: %s %s", want, got, r.stdout, r.stderr)
 	}

@@ -129,3 +129,30 @@ func RevokeCreds(ctx context.Context, c *bus.Conn, team, member string) error {
 	}
 	return nil
 }
+
+// Accepts reports whether the node accepts cr: AuthBucket holds a record
+// for cr's team and member with the hash of cr's password, which is what
+// the node checks at every connect. It reads the record without connecting
+// as the member (a member's connection coming and going is a liveness
+// signal of its own). It needs the operator's connection; an error is no
+// answer (transient).
+func Accepts(ctx context.Context, c *bus.Conn, cr *bus.Creds) (bool, error) {
+	if err := cr.Validate(); err != nil {
+		return false, nil
+	}
+	kv, err := authBucket(ctx, c.JS, 0, false)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, teambus.Unavailablef("open credentials bucket %s: %w", AuthBucket, err)
+	}
+	e, err := kv.Get(ctx, AuthKey(cr.Team, cr.Member))
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return false, nil
+	}
+	if err != nil {
+		return false, teambus.Unavailablef("read the credential record of %s in team %s: %w", cr.Member, cr.Team, err)
+	}
+	return PasswordMatches(e.Value(), cr.Team, cr.Member, cr.Password), nil
+}
