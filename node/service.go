@@ -41,9 +41,12 @@ type Config struct {
 	// Name and QueueGroup of the micro service; defaults DefaultName and
 	// DefaultQueueGroup.
 	Name, QueueGroup string
-	// Concurrency bounds the requests run at once; default
-	// DefaultConcurrency.
+	// Concurrency bounds the members' requests run at once; default
+	// DefaultConcurrency (Budgets.Total, when set, wins).
 	Concurrency int
+	// Budgets bound what one member, one team and the operator run at
+	// once; zero values take the defaults.
+	Budgets Budgets
 	// Timeout bounds one request; default DefaultTimeout.
 	Timeout time.Duration
 }
@@ -64,7 +67,7 @@ type Service struct {
 	api  team.API
 	nc   *nats.Conn
 	ms   micro.Service
-	sem  chan struct{}
+	lim  *limiter
 	ctx  context.Context
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -105,7 +108,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("team service: jetstream: %w", err)
 	}
 	sctx, stop := context.WithCancel(context.Background())
-	s := &Service{cfg: cfg, log: cfg.Logger, api: team.New(js, cfg.Team).API(), nc: nc, sem: make(chan struct{}, cfg.Concurrency), ctx: sctx, stop: stop}
+	s := &Service{cfg: cfg, log: cfg.Logger, api: team.New(js, cfg.Team).API(), nc: nc, lim: newLimiter(cfg.Budgets.withDefaults(cfg.Concurrency)), ctx: sctx, stop: stop}
 	ms, err := micro.AddService(nc, micro.Config{
 		Name:        cfg.Name,
 		Version:     "1.0.0",
@@ -141,19 +144,17 @@ func (s *Service) Close() error {
 	return s.closeErr
 }
 
-// handler runs each request of v in its own goroutine, bounded by the
-// concurrency limit, and answers the caller.
+// handler runs each request of v in its own goroutine within its
+// caller's budgets (Budgets) and answers the caller. It never blocks
+// micro's dispatch: a request waits for its budget in its own goroutine.
 func (s *Service) handler(v teamapi.Verb) micro.HandlerFunc {
 	return func(req micro.Request) {
-		select {
-		case s.sem <- struct{}{}:
-		case <-s.ctx.Done():
+		if s.ctx.Err() != nil {
 			return
 		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			defer func() { <-s.sem }()
 			s.serve(v, req)
 		}()
 	}
@@ -166,6 +167,14 @@ func (s *Service) serve(v teamapi.Verb, req micro.Request) {
 		s.fail(req, err)
 		return
 	}
+	actx, cancel := context.WithTimeout(s.ctx, s.cfg.Timeout)
+	release, err := s.lim.acquire(actx, c, classify(c, v.Name, req.Data()))
+	cancel()
+	if err != nil {
+		s.fail(req, err)
+		return
+	}
+	defer release()
 	res, err := v.Serve(s.ctx, s.api, req.Data(), s.cfg.Timeout, c.actor)
 	if err != nil {
 		if errors.Is(err, teamapi.ErrRefused) {

@@ -28,6 +28,9 @@ const (
 	CodeNoLeader Code = "no_leader"
 	// CodeNoTask is an ErrNoTask: no task is available yet (exit 1).
 	CodeNoTask Code = "no_task"
+	// CodeBusy is an ErrBusy: the request was past the service's budget
+	// for its caller and did not run (exit 1: a retry is safe).
+	CodeBusy Code = "busy"
 )
 
 // Classes: the exit code a code maps to, carried beside it so a client
@@ -46,6 +49,16 @@ var ErrRefused = errors.New("refused")
 // ErrNoTask is a task next that found nothing to claim yet. It is also a
 // teambus.ErrUnavailable: later there may be one.
 var ErrNoTask = errors.New("no task available")
+
+// ErrBusy is a request the team service did not run because its caller
+// (or the service) had as many requests in flight as its budget allows.
+// Nothing happened: a retry is safe. It is also a teambus.ErrUnavailable.
+var ErrBusy = errors.New("team service busy")
+
+// Busyf returns an ErrBusy with a message.
+func Busyf(format string, args ...any) error {
+	return &Error{Code: CodeBusy, Class: ClassTransient, Message: fmt.Sprintf(format, args...)}
+}
 
 // Refusedf returns an ErrRefused whose message starts with "refused: ".
 func Refusedf(format string, args ...any) error {
@@ -101,6 +114,8 @@ func (e *Error) Unwrap() []error {
 		return []error{bus.ErrNoLeader, teambus.ErrUnavailable}
 	case CodeNoTask:
 		return []error{ErrNoTask, teambus.ErrUnavailable}
+	case CodeBusy:
+		return []error{ErrBusy, teambus.ErrUnavailable}
 	case CodeUnavailable:
 		return []error{teambus.ErrUnavailable}
 	}
