@@ -22,7 +22,7 @@ import (
 )
 
 // Sections of a run, in the order they run.
-var Sections = []string{"throughput", "oneshot", "hook", "transcript", "mcp", "inbox", "claim", "resume", "detect", "respawn", "memory", "scale"}
+var Sections = []string{"throughput", "oneshot", "hook", "transcript", "mcp", "inbox", "claim", "resume", "detect", "respawn", "memory", "scale", "fair"}
 
 // Config says what to measure and how much. Zero values take the defaults
 // of a full run, or of a quick run when Quick is set.
@@ -278,6 +278,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		{"detect", r.detect},
 		{"respawn", r.respawn},
 		{"memory", r.memoryAndScale},
+		{"fair", r.fair},
 	}
 	var failed []error
 	for _, s := range steps {

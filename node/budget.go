@@ -43,7 +43,7 @@ const (
 	DefaultTeamBudget        = 64
 	DefaultOperatorBudget    = 128
 	DefaultBeatBudget        = 2
-	DefaultMemberWaitsBudget = 4
+	DefaultMemberWaitsBudget = 8
 	DefaultTotalWaitsBudget  = 8192
 )
 
