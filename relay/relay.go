@@ -119,6 +119,11 @@ const (
 	errTimeout      = "timeout"
 )
 
+// DialTimeout is how long a command waits to reach its sidecar's relay
+// before it goes without (connects itself, or hands over to a build that
+// can).
+const DialTimeout = 250 * time.Millisecond
+
 // maxNATSPayload is the largest max_payload a NATS server takes.
 const maxNATSPayload = 64 << 20
 

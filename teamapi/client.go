@@ -176,7 +176,7 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (SendResult, error) 
 		return res, err
 	}
 	if req.ID == "" {
-		req.ID = newMessageID()
+		req.ID = NewMessageID()
 	}
 	b, err := json.Marshal(req)
 	if err != nil {
@@ -189,8 +189,8 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (SendResult, error) 
 	return res, err
 }
 
-// newMessageID returns a random message id: 24 hex digits.
-func newMessageID() string {
+// NewMessageID returns a random message id: 24 hex digits.
+func NewMessageID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
 	return hex.EncodeToString(b[:])
