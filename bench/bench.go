@@ -221,6 +221,7 @@ type run struct {
 	peer    peerBuild
 	claimer peerBuild
 	client  peerBuild
+	agent   peerBuild
 }
 
 // Run measures everything cfg asks for and returns the result. It fails

@@ -400,12 +400,13 @@ func (r *run) oneShot(ctx context.Context) error {
 		}
 		defer side.stop()
 		args := []string{"send", "--creds", creds, "--session", "s-tm1", "--to", "tm2", body(size)}
-		agent, err := r.agentShim(client)
+		linked := r.agentExe(ctx, client)
+		agent, err := r.agentShim(linked)
 		if err != nil {
 			return err
 		}
 		kinds = append(kinds,
-			procKind{key: keyOneShotAgent, group: "teambus", name: "one-shot `teambus send` as an agent runs it in a hook-bound session (the session's PATH: $TEAMBUS_DIR/bin/teambus, the client build; identity from the session's exports; through its sidecar's relay: stored + fsynced)",
+			procKind{key: keyOneShotAgent, group: "teambus", name: "one-shot `teambus send` as an agent runs it in a hook-bound session (the session's PATH: $TEAMBUS_DIR/bin/teambus, a link to " + filepath.Base(linked) + "; identity from the session's exports; through its sidecar's relay: stored + fsynced)",
 				exe: agent, env: []string{"TEAMBUS_DIR=" + nd.Dir(), "TEAMBUS_TEAM=oneshot", "TEAMBUS_MEMBER=tm1", "TEAMBUS_SESSION=s-tm1"},
 				args: []string{"send", "--to", "tm2", body(size)}})
 		kinds = append(kinds,
@@ -416,9 +417,10 @@ func (r *run) oneShot(ctx context.Context) error {
 	return r.timeKinds(ctx, r.cfg.OneShotRuns, kinds)
 }
 
-// agentShim is what the SessionStart hook makes of the client build for
-// the session's shell: a `teambus` in a directory of its own, a symbolic
-// link to client. It returns the link's path.
+// agentShim is what the SessionStart hook makes of the lean agent build
+// (or the client build) for the session's shell: a `teambus` in a
+// directory of its own, a symbolic link to client. It returns the link's
+// path.
 func (r *run) agentShim(client string) (string, error) {
 	dir := filepath.Join(r.dir, "agent-bin")
 	if err := mkdir(dir); err != nil {

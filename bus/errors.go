@@ -19,8 +19,8 @@ import (
 // being elected. Nothing was stored; the same operation succeeds once a
 // leader is elected. Every ErrNoLeader is also a teambus.ErrUnavailable
 // (exit 1). Messages of these errors name no command-line flag: the
-// command line adds its own hint.
-var ErrNoLeader = errors.New("no stream leader")
+// command line adds its own hint. It is teambus.ErrNoLeader.
+var ErrNoLeader = teambus.ErrNoLeader
 
 // noLeaderError is an ErrNoLeader with its message.
 type noLeaderError struct{ msg string }
@@ -38,7 +38,7 @@ func NoLeaderf(format string, args ...any) error {
 // ElectionWait bounds how long one operation waits in place for a stream
 // that exists but has no leader before it returns an ErrNoLeader. It is
 // shorter than a client's default timeout, so a client can retry it.
-const ElectionWait = 3 * time.Second
+const ElectionWait = teambus.ElectionWait
 
 // NoResponse reports an operation on a stream that no server answered:
 // the stream does not exist, or it has no leader at the moment.

@@ -111,12 +111,7 @@ func SidecarConsumer(member string) string { return "sc_" + member }
 
 // SendResult is what a send stored: the stream sequence, and whether it was
 // a duplicate of an earlier send with the same id.
-type SendResult struct {
-	Seq       uint64 `json:"seq"`
-	ID        string `json:"id"`
-	Duplicate bool   `json:"duplicate"`
-	Held      bool   `json:"held,omitempty"`
-}
+type SendResult = teambus.SendResult
 
 // SidecarType reports whether mail of type t to a teammate goes to its
 // sidecar rather than its agent.
@@ -491,10 +486,7 @@ func benign(err error) bool {
 }
 
 // AckResult reports an ack by sequence.
-type AckResult struct {
-	Acked   []uint64 `json:"acked"`
-	Already []uint64 `json:"already"`
-}
+type AckResult = teambus.AckResult
 
 // Ack acknowledges the member's mail by stream sequence. Acking is final and
 // idempotent: a message acked before is reported in Already. A sequence that

@@ -20,4 +20,8 @@
 // listens the command connects itself; once a request is written to a
 // relay its outcome is final (it is not retried elsewhere, which could
 // store a message twice).
+//
+// The caller's side (Dial, Conn, relay.go) links no NATS client; the
+// sidecar's side (Server, Listen, server.go) does and is left out of the
+// lean agent build (-tags teambus_agent, cmd/teambus-agent).
 package relay

@@ -1,3 +1,5 @@
+//go:build linux && !teambus_agent
+
 package relay
 
 import (

@@ -9,11 +9,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
-	"github.com/teambus/teambus/mailbox"
 )
 
 // DefaultTimeout bounds one request when the context has no deadline.
@@ -34,27 +30,14 @@ type Client struct {
 // Transport carries one request to the team service: subject is where
 // the client sends it on NATS (Client.Subject), verb its last token. It
 // returns the answer's error code (ErrorCodeHeader; empty for an answer)
-// and body. It reports a service that is not there as
-// nats.ErrNoResponders and no answer in time as
+// and body. It reports a service that is not there as ErrNoResponders
+// (nats.ErrNoResponders) and no answer in time as
 // context.DeadlineExceeded, as a NATS request does.
 type Transport interface {
 	Request(ctx context.Context, subject, verb string, data []byte) (code string, resp []byte, err error)
 	// MaxPayload is the largest request it carries.
 	MaxPayload() int64
 }
-
-// natsTransport is the member API over a NATS connection.
-type natsTransport struct{ nc *nats.Conn }
-
-func (t natsTransport) Request(ctx context.Context, subject, _ string, data []byte) (string, []byte, error) {
-	msg, err := t.nc.RequestWithContext(ctx, subject, data)
-	if err != nil {
-		return "", nil, err
-	}
-	return msg.Header.Get(ErrorCodeHeader), msg.Data, nil
-}
-
-func (t natsTransport) MaxPayload() int64 { return t.nc.MaxPayload() }
 
 // Config says who calls: Team and Member are the caller (for a member
 // credential they must be the credential's), Session its incarnation.
@@ -65,11 +48,6 @@ type Config struct {
 	Member   string
 	Session  string
 	Operator bool
-}
-
-// New returns a client on nc. It does no I/O.
-func New(nc *nats.Conn, cfg Config) (*Client, error) {
-	return NewWith(natsTransport{nc}, cfg)
 }
 
 // NewWith returns a client whose requests tr carries. It does no I/O.
@@ -90,19 +68,6 @@ func NewWith(tr Transport, cfg Config) (*Client, error) {
 	return &Client{tr: tr, team: cfg.Team, who: Actor{Team: cfg.Team, Member: cfg.Member, Session: cfg.Session}, operator: cfg.Operator}, nil
 }
 
-// ForConn returns the client of the member on c: a member credential's
-// connection calls as the credential's member (which must be member), any
-// other as the operator on the member's behalf.
-func ForConn(c *bus.Conn, team, member, session string) (*Client, error) {
-	if ct, cm, ok := c.MemberOf(); ok {
-		if ct != team || cm != member {
-			return nil, teambus.Invalidf("the credential is of %s in team %s, not of %s in team %s", cm, ct, member, team)
-		}
-		return New(c.NC, Config{Team: team, Member: member, Session: session})
-	}
-	return New(c.NC, Config{Team: team, Member: member, Session: session, Operator: true})
-}
-
 // Subject is where the client sends verb.
 func (c *Client) Subject(verb string) string {
 	if c.operator {
@@ -114,7 +79,7 @@ func (c *Client) Subject(verb string) string {
 // Call sends req to verb and decodes the answer into resp. A refused
 // request comes back as the teambus error the service returned. A
 // request the connection can not carry is refused before it is sent
-// (teambus.ErrInvalid). While the bus elects a leader (bus.ErrNoLeader:
+// (teambus.ErrInvalid). While the bus elects a leader (teambus.ErrNoLeader:
 // nothing was stored) the request is sent again as long as the context
 // leaves time for the service to wait for the leader once more.
 func (c *Client) Call(ctx context.Context, verb string, req, resp any) error {
@@ -140,11 +105,11 @@ func (c *Client) call(ctx context.Context, team, verb string, b []byte, resp any
 	}
 	for {
 		err := c.request(ctx, team, verb, b, resp)
-		if !errors.Is(err, bus.ErrNoLeader) {
+		if !errors.Is(err, teambus.ErrNoLeader) {
 			return err
 		}
 		dl, _ := ctx.Deadline()
-		if time.Until(dl) < bus.ElectionWait+retryGap+time.Second {
+		if time.Until(dl) < teambus.ElectionWait+retryGap+time.Second {
 			return err
 		}
 		t := time.NewTimer(retryGap)
@@ -166,11 +131,11 @@ func (c *Client) request(ctx context.Context, team, verb string, b []byte, resp 
 	code, data, err := c.tr.Request(ctx, subject, verb, b)
 	if err != nil {
 		switch {
-		case errors.Is(err, nats.ErrNoResponders):
+		case errors.Is(err, ErrNoResponders):
 			return teambus.Unavailablef("team service (%s) is not running on the bus: start the node with `teambus bus start`, or run `teambus serve` beside an external NATS", verb)
-		case errors.Is(err, nats.ErrMaxPayload):
+		case errors.Is(err, errMaxPayload):
 			return teambus.Invalidf("the %s request is %d bytes, more than the bus carries: nothing sent", verb, len(b))
-		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, errTimeout):
 			return teambus.Unavailablef("team service %s in team %s: no answer in time: %w", verb, team, err)
 		}
 		return teambus.Unavailablef("team service %s in team %s: %w", verb, team, err)
@@ -199,9 +164,9 @@ func (c *Client) request(ctx context.Context, team, verb string, b []byte, resp 
 // before any request (teambus.ErrInvalid); the team's own limit is the
 // service's to check. A message without an id gets a random one here, so
 // a request sent again stores it once.
-func (c *Client) Send(ctx context.Context, req SendRequest) (mailbox.SendResult, error) {
+func (c *Client) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	req.Actor = c.actor(req.Actor)
-	var res mailbox.SendResult
+	var res SendResult
 	if err := c.reaches(req.Actor); err != nil {
 		return res, err
 	}
@@ -211,7 +176,7 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (mailbox.SendResult,
 		return res, err
 	}
 	if req.ID == "" {
-		req.ID = newMessageID()
+		req.ID = NewMessageID()
 	}
 	b, err := json.Marshal(req)
 	if err != nil {
@@ -224,8 +189,8 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (mailbox.SendResult,
 	return res, err
 }
 
-// newMessageID returns a random message id: 24 hex digits.
-func newMessageID() string {
+// NewMessageID returns a random message id: 24 hex digits.
+func NewMessageID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
 	return hex.EncodeToString(b[:])
@@ -304,7 +269,7 @@ func (c *Client) teamMaxBody(ctx context.Context, a Actor) int64 {
 // messages a request, and the request must fit the connection's
 // MaxPayload: a longer list is split by the caller, checked whole first
 // (CheckFit, then with check).
-func (c *Client) SendMessages(ctx context.Context, msgs []BatchMessage, check bool) ([]mailbox.SendResult, error) {
+func (c *Client) SendMessages(ctx context.Context, msgs []BatchMessage, check bool) ([]SendResult, error) {
 	for i, m := range msgs {
 		// As Send: invalid UTF-8 is refused while the bytes are the user's.
 		if err := teambus.ValidateBody(m.Body); err != nil {
@@ -336,15 +301,15 @@ func (c *Client) Read(ctx context.Context, mode string, max int, wait time.Durat
 }
 
 // AckSeqs acknowledges the caller's mail by sequence.
-func (c *Client) AckSeqs(ctx context.Context, seqs []uint64) (mailbox.AckResult, error) {
+func (c *Client) AckSeqs(ctx context.Context, seqs []uint64) (teambus.AckResult, error) {
 	res, err := c.Ack(ctx, AckRequest{Seqs: seqs})
-	return mailbox.AckResult{Acked: res.Acked, Already: res.Already}, err
+	return teambus.AckResult{Acked: res.Acked, Already: res.Already}, err
 }
 
 // AckLeased acknowledges leased mail by its tokens.
-func (c *Client) AckLeased(ctx context.Context, msgs []Leased) (mailbox.AckResult, error) {
+func (c *Client) AckLeased(ctx context.Context, msgs []Leased) (teambus.AckResult, error) {
 	res, err := c.Ack(ctx, AckRequest{Tokens: tokens(msgs)})
-	return mailbox.AckResult{Acked: res.Acked, Already: res.Already}, err
+	return teambus.AckResult{Acked: res.Acked, Already: res.Already}, err
 }
 
 // ReleaseLeased returns leased mail for redelivery now.

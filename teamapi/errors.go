@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/bus"
 )
 
 // Code is the class of a refused request as it travels on the wire: the
@@ -23,7 +22,7 @@ const (
 	CodeConflict    Code = "conflict"    // teambus.ErrConflict, exit 3
 	CodeFenced      Code = "fenced"      // teambus.ErrFenced, exit 3
 	CodeUnavailable Code = "unavailable" // teambus.ErrUnavailable, exit 1
-	// CodeNoLeader is a bus.ErrNoLeader: a stream had no leader, nothing
+	// CodeNoLeader is a teambus.ErrNoLeader: a stream had no leader, nothing
 	// was stored, the same request succeeds once one is elected (exit 1).
 	CodeNoLeader Code = "no_leader"
 	// CodeNoTask is an ErrNoTask: no task is available yet (exit 1).
@@ -111,7 +110,7 @@ func (e *Error) Unwrap() []error {
 	case CodeFenced:
 		return []error{teambus.ErrFenced}
 	case CodeNoLeader:
-		return []error{bus.ErrNoLeader, teambus.ErrUnavailable}
+		return []error{teambus.ErrNoLeader, teambus.ErrUnavailable}
 	case CodeNoTask:
 		return []error{ErrNoTask, teambus.ErrUnavailable}
 	case CodeBusy:
@@ -136,7 +135,7 @@ func ErrorOf(err error) *Error {
 	switch {
 	case errors.As(err, &e) && e.Code != "" && teambus.ExitCode(err) == classExit(classOf(e.Code)):
 		code = e.Code
-	case errors.Is(err, bus.ErrNoLeader) && teambus.ExitCode(err) == teambus.ExitTransient:
+	case errors.Is(err, teambus.ErrNoLeader) && teambus.ExitCode(err) == teambus.ExitTransient:
 		code = CodeNoLeader
 	case errors.Is(err, teambus.ErrFenced):
 		code = CodeFenced

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/mailbox"
 )
 
 // Verbs of the team service: the last token of its subjects.
@@ -27,7 +26,7 @@ const (
 
 // SendResult is what a send stored: the message's sequence, and whether
 // an earlier send of the same id had stored it already.
-type SendResult = mailbox.SendResult
+type SendResult = teambus.SendResult
 
 // API is the member API: what a member (or the operator on a member's
 // behalf) asks of its team. Every request names its Actor; over the

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
-	"github.com/teambus/teambus/mailbox"
 )
 
 // SendRequest is a message to send. From is never part of it: the
@@ -44,7 +43,7 @@ type SendBatchRequest struct {
 
 // SendBatchReply is one result per message, in order (none for Check).
 type SendBatchReply struct {
-	Results []mailbox.SendResult `json:"results"`
+	Results []SendResult `json:"results"`
 }
 
 // Inbox read modes.

@@ -98,39 +98,51 @@ func TestSessionStart_NoSecretInArgv(t *testing.T) {
 
 // TestSessionStart_PathPutsClientBuildFirst: the exports SessionStart
 // writes into CLAUDE_ENV_FILE put $TEAMBUS_DIR/bin first on PATH, where
-// `teambus` is the client build beside the hook's binary: a shell that
-// sources the file (twice, as a shell may) runs the client build for
-// `teambus`, and PATH holds the directory once.
+// `teambus` is the fastest build beside the hook's binary — the lean
+// agent build when it is there, else the client build: a shell that
+// sources the file (twice, as a shell may) runs it for `teambus`, and
+// PATH holds the directory once.
 func TestSessionStart_PathPutsClientBuildFirst(t *testing.T) {
-	r := newRig(t)
-	envFile := filepath.Join(t.TempDir(), "sessionstart-hook-0.sh")
-	r.env["CLAUDE_ENV_FILE"] = envFile
-	r.env["TEAMBUS_NO_SIDECAR"] = "1"
-	binDir := t.TempDir()
-	for name, out := range map[string]string{"teambus": "full", "teambus-client": "client"} {
-		if err := os.WriteFile(filepath.Join(binDir, name), []byte("#!/bin/sh\necho "+out+"\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg := r.config("SessionStart")
-	cfg.Exe = filepath.Join(binDir, "teambus")
-	res := r.run(cfg, bytes.NewReader(r.payload("SessionStart.real-2.1.330.json", nil)))
-	if !strings.Contains(res.context(t, "SessionStart"), "this session is member tm1") {
-		t.Fatalf("not bound: %+v\n%s", res, r.hookLog())
-	}
-	script := fmt.Sprintf(". %q; . %q; teambus; echo \"$PATH\"", envFile, envFile)
-	cmd := exec.Command("/bin/sh", "-c", script)
-	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("sh: %v: %s", err, out)
-	}
-	shim := filepath.Join(r.state, ShimDir)
-	if want := "client\n" + shim + ":/usr/bin:/bin\n"; string(out) != want {
-		t.Fatalf("after sourcing the exports twice: %q, want %q", out, want)
-	}
-	if l, err := os.Readlink(filepath.Join(shim, "teambus")); err != nil || l != filepath.Join(binDir, "teambus-client") {
-		t.Fatalf("shim link %q %v", l, err)
+	for _, tt := range []struct {
+		builds []string
+		want   string
+	}{
+		{[]string{"teambus", "teambus-client"}, "teambus-client"},
+		{[]string{"teambus", "teambus-client", "teambus-agent"}, "teambus-agent"},
+		{[]string{"teambus", "teambus-agent"}, "teambus-agent"},
+	} {
+		t.Run(tt.want+"-of-"+strings.Join(tt.builds, ","), func(t *testing.T) {
+			r := newRig(t)
+			envFile := filepath.Join(t.TempDir(), "sessionstart-hook-0.sh")
+			r.env["CLAUDE_ENV_FILE"] = envFile
+			r.env["TEAMBUS_NO_SIDECAR"] = "1"
+			binDir := t.TempDir()
+			for _, name := range tt.builds {
+				if err := os.WriteFile(filepath.Join(binDir, name), []byte("#!/bin/sh\necho "+name+"\n"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := r.config("SessionStart")
+			cfg.Exe = filepath.Join(binDir, "teambus")
+			res := r.run(cfg, bytes.NewReader(r.payload("SessionStart.real-2.1.330.json", nil)))
+			if !strings.Contains(res.context(t, "SessionStart"), "this session is member tm1") {
+				t.Fatalf("not bound: %+v\n%s", res, r.hookLog())
+			}
+			script := fmt.Sprintf(". %q; . %q; teambus; echo \"$PATH\"", envFile, envFile)
+			cmd := exec.Command("/bin/sh", "-c", script)
+			cmd.Env = []string{"PATH=/usr/bin:/bin"}
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("sh: %v: %s", err, out)
+			}
+			shim := filepath.Join(r.state, ShimDir)
+			if want := tt.want + "\n" + shim + ":/usr/bin:/bin\n"; string(out) != want {
+				t.Fatalf("after sourcing the exports twice: %q, want %q", out, want)
+			}
+			if l, err := os.Readlink(filepath.Join(shim, "teambus")); err != nil || l != filepath.Join(binDir, tt.want) {
+				t.Fatalf("shim link %q %v", l, err)
+			}
+		})
 	}
 }
 

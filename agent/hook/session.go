@@ -317,14 +317,20 @@ const ShimDir = "bin"
 // clientBinary is the client build's name (-tags teambus_client).
 const clientBinary = "teambus-client"
 
+// agentBinary is the lean agent build's name (cmd/teambus-agent): it runs
+// `teambus send` through the sidecar's relay itself and hands every other
+// command to the client build beside it.
+const agentBinary = "teambus-agent"
+
 // shim makes $TEAMBUS_DIR/bin/teambus a symbolic link to the fastest
-// teambus build there is — the client build (teambus-client) the hook
-// runs from or that lies beside it, else the hook's own binary — and
-// returns that directory; "" when there is none to link. The agent's
-// one-shot `teambus send` then starts the small client build, whatever
-// `teambus` the user's PATH holds (or none: handlers run an absolute
-// path). The client build hands the commands it lacks to the full build
-// beside its real path.
+// teambus build there is — the lean agent build (teambus-agent) beside the
+// hook's binary, else the client build (teambus-client) the hook runs
+// from or that lies beside it, else the hook's own binary — and returns
+// that directory; "" when there is none to link. The agent's one-shot
+// `teambus send` then starts the smallest build, whatever `teambus` the
+// user's PATH holds (or none: handlers run an absolute path). The agent
+// and client builds hand the commands they lack to the builds beside
+// their real path.
 func (h *hook) shim() string {
 	exe := h.cfg.Exe
 	if exe == "" {
@@ -334,10 +340,14 @@ func (h *hook) shim() string {
 		exe = resolved
 	}
 	target := exe
-	if filepath.Base(exe) != clientBinary {
-		c := filepath.Join(filepath.Dir(exe), clientBinary)
+	for _, name := range []string{agentBinary, clientBinary} {
+		if filepath.Base(exe) == name {
+			break
+		}
+		c := filepath.Join(filepath.Dir(exe), name)
 		if fi, err := os.Stat(c); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
 			target = c
+			break
 		}
 	}
 	dir := filepath.Join(h.cfg.StateDir, ShimDir)

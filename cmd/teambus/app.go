@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/internal/cliapp"
 	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/team"
 )
@@ -127,46 +127,9 @@ func exit(ctx context.Context, err error, stderr io.Writer) int {
 	return exitCode(err)
 }
 
-// usageError returns an ErrInvalid (exit 2) naming the command and its help.
-func usageError(c *cli.Context, format string, args ...any) error {
-	name := "teambus"
-	if c != nil && c.Command != nil && c.Command.HelpName != "" {
-		name = c.Command.HelpName
-	}
-	msg := fmt.Sprintf(format, args...)
-	if sub := strings.TrimPrefix(name, "teambus"); sub != "" {
-		msg = strings.TrimSpace(sub) + ": " + msg
-	}
-	return teambus.Invalidf("%s (see `%s --help`)", msg, name)
-}
-
-// unknownCommand is the error for a command name that does not exist under
-// path.
-func unknownCommand(path []string, name string, cmds []*cli.Command, parent *cli.Command) error {
-	var names []string
-	for _, c := range cmds {
-		if !c.Hidden {
-			names = append(names, c.Name)
-		}
-	}
-	where, help := "command", "teambus --help"
-	if parent != nil {
-		where = "subcommand of " + strings.Join(path, " ")
-		help = "teambus " + strings.Join(path, " ") + " --help"
-	}
-	return teambus.Invalidf("unknown %s %q: one of %s (see `%s`)", where, name, strings.Join(names, ", "), help)
-}
-
 // errorLine is err as one line for stderr.
 func errorLine(ctx context.Context, err error) string {
-	msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
-	switch {
-	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
-		msg = "interrupted: " + msg
-	case errors.Is(err, context.DeadlineExceeded) && !strings.Contains(msg, "--timeout"):
-		msg += " (timed out: is the bus reachable? raise --timeout for slow links)"
-	}
-	return msg + cliHint(err)
+	return cliapp.ErrorText(ctx, err) + cliHint(err)
 }
 
 // cliHint names the flags and commands that get out of an error whose
@@ -199,16 +162,4 @@ func cliHint(err error) string {
 		return ": see `teambus task list --team " + nf.Team + "`"
 	}
 	return ""
-}
-
-// exitCode maps err to the exit codes of the specification. An error that
-// carries its own code (cli.Exit) keeps it.
-func exitCode(err error) int {
-	var ec cli.ExitCoder
-	if errors.As(err, &ec) {
-		if code := ec.ExitCode(); code >= teambus.ExitOK && code <= teambus.ExitConflict {
-			return code
-		}
-	}
-	return teambus.ExitCode(err)
 }

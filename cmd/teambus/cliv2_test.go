@@ -82,7 +82,7 @@ func TestParseInvocation_Args(t *testing.T) {
 	app := reorderApp()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := parseInvocation(app, strings.Fields(tt.in)).args()
+			got := parseInvocation(app, strings.Fields(tt.in)).Args()
 			if want := strings.Fields(tt.want); !reflect.DeepEqual(got, want) {
 				t.Errorf("args(%q)\n got %q\nwant %q", tt.in, got, want)
 			}
@@ -109,8 +109,8 @@ func TestParseInvocation_Help(t *testing.T) {
 	app.Commands = append(app.Commands, helpCommand())
 	for _, tt := range tests {
 		inv := parseInvocation(app, strings.Fields(tt.in))
-		if inv.help != tt.help || strings.Join(inv.path, " ") != tt.path {
-			t.Errorf("parseInvocation(%q): help %t path %q, want %t %q", tt.in, inv.help, strings.Join(inv.path, " "), tt.help, tt.path)
+		if inv.Help != tt.help || strings.Join(inv.Path, " ") != tt.path {
+			t.Errorf("parseInvocation(%q): help %t path %q, want %t %q", tt.in, inv.Help, strings.Join(inv.Path, " "), tt.help, tt.path)
 		}
 	}
 }
@@ -173,13 +173,13 @@ func TestHelp_EveryCommandHasAnExample(t *testing.T) {
 				continue // an example of another program (claude mcp add …)
 			}
 			inv := parseInvocation(app, words)
-			if got := strings.Join(inv.path, " "); got != path && !(path == "version" && len(inv.path) == 0) {
+			if got := strings.Join(inv.Path, " "); got != path && !(path == "version" && len(inv.Path) == 0) {
 				t.Errorf("example %q runs %q, not %q", ex, got, path)
 				continue
 			}
-			for _, f := range inv.flags {
-				if !hasFlagName(c.Flags, f.name) && !hasFlagName(app.Flags, f.name) {
-					t.Errorf("example %q: %s has no flag --%s", ex, path, f.name)
+			for _, f := range inv.Flags {
+				if !hasFlagName(c.Flags, f.Name) && !hasFlagName(app.Flags, f.Name) {
+					t.Errorf("example %q: %s has no flag --%s", ex, path, f.Name)
 				}
 			}
 		}

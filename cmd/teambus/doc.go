@@ -13,6 +13,13 @@
 // command by writing its file and adding its constructor to the list in
 // newApp. Tests run the app in-process (see runTest in app_test.go).
 //
+// What this command line adds to urfave/cli (flags after positionals, help,
+// usage errors, the one-shot commands' flags, the error line and exit
+// code) is package internal/cliapp's, and `send` of one message is package
+// internal/sendcmd's: neither links a NATS client, so the lean agent build
+// (cmd/teambus-agent, what an agent's shell runs as `teambus`) parses and
+// sends with the very same code; cliv2.go, flags.go and mail.go call them.
+//
 // # Running, errors and exit codes
 //
 //	run(ctx, args, stdin, stdout, stderr) int

@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -13,99 +10,21 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/internal/cliapp"
 )
 
-// Flags are built by functions, never shared: urfave writes into a flag
-// while parsing (its value from the environment, whether it was set), so
-// every app gets its own.
-
-// flags concatenates flag groups for a command:
-// flags(connFlags(), memberFlags(), []cli.Flag{jsonFlag()}).
-func flags(groups ...[]cli.Flag) []cli.Flag {
-	var out []cli.Flag
-	for _, g := range groups {
-		out = append(out, g...)
-	}
-	return out
-}
-
-// dirFlag is --dir, the state directory of the local node.
-func dirFlag() cli.Flag {
-	return &cli.StringFlag{
-		Name:    "dir",
-		Usage:   "state directory of the local bus node (its store and discovery file)",
-		EnvVars: []string{"TEAMBUS_DIR"},
-		Value:   defaultDir(),
-	}
-}
-
-// defaultDir is $XDG_STATE_HOME/teambus, else ~/.local/state/teambus, else
-// empty (then --dir is required).
-func defaultDir() string {
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
-		return filepath.Join(d, "teambus")
-	}
-	home, err := os.UserHomeDir()
-	if err != nil || home == "" {
-		return ""
-	}
-	return filepath.Join(home, ".local", "state", "teambus")
-}
-
-// timeoutFlag is --timeout, the limit of a one-shot command.
-func timeoutFlag() cli.Flag {
-	return &cli.DurationFlag{
-		Name:    "timeout",
-		Usage:   "give up after this long (connect and every request of a one-shot command)",
-		EnvVars: []string{"TEAMBUS_TIMEOUT"},
-		Value:   10 * time.Second,
-	}
-}
-
-// connFlags are the flags of every command that talks to the bus: where it
-// is and how to authenticate, and --timeout.
-func connFlags() []cli.Flag {
-	return []cli.Flag{
-		dirFlag(),
-		&cli.StringFlag{Name: "server", Usage: "NATS URL(s) of an external bus, comma separated (default: the local node found in --dir)", EnvVars: []string{"TEAMBUS_SERVER"}},
-		&cli.StringFlag{Name: "creds", Usage: "credentials `FILE`: a member's from teambus team creds (it also sets --team and --member), or a NATS .creds file", EnvVars: []string{"TEAMBUS_CREDS"}},
-		&cli.StringFlag{Name: "token", Usage: "auth token (default: the local node's, from its discovery file)", EnvVars: []string{"TEAMBUS_TOKEN"}},
-		&cli.StringFlag{Name: "user", Usage: "NATS user name", EnvVars: []string{"TEAMBUS_USER"}},
-		&cli.StringFlag{Name: "password", Usage: "NATS password", EnvVars: []string{"TEAMBUS_PASSWORD"}},
-		&cli.StringFlag{Name: "inbox-prefix", Usage: "reply subject prefix (default: _INBOX; a member credential sets its own)", EnvVars: []string{"TEAMBUS_INBOX_PREFIX"}},
-		&cli.StringFlag{Name: "tls-ca", Usage: "CA certificate file to verify the server", EnvVars: []string{"TEAMBUS_TLS_CA"}},
-		&cli.StringFlag{Name: "tls-cert", Usage: "client certificate file", EnvVars: []string{"TEAMBUS_TLS_CERT"}},
-		&cli.StringFlag{Name: "tls-key", Usage: "client key file", EnvVars: []string{"TEAMBUS_TLS_KEY"}},
-		timeoutFlag(),
-	}
-}
-
-// teamFlag is --team, the team a member command acts in.
-func teamFlag() cli.Flag {
-	return &cli.StringFlag{Name: "team", Usage: "team id", EnvVars: []string{"TEAMBUS_TEAM"}}
-}
-
-// memberFlag is --member, the member a command acts as.
-func memberFlag() cli.Flag {
-	return &cli.StringFlag{Name: "member", Usage: "member id (lead for the lead)", EnvVars: []string{"TEAMBUS_MEMBER"}}
-}
-
-// sessionFlag is --session, the agent session of the member; a session that
-// is not the member's current one is fenced (exit 3).
-func sessionFlag() cli.Flag {
-	return &cli.StringFlag{Name: "session", Usage: "agent session id of this incarnation", EnvVars: []string{"TEAMBUS_SESSION"}}
-}
-
-// memberFlags are --team, --member and --session: an agent session sets
-// TEAMBUS_TEAM, TEAMBUS_MEMBER and TEAMBUS_SESSION once.
-func memberFlags() []cli.Flag {
-	return []cli.Flag{teamFlag(), memberFlag(), sessionFlag()}
-}
-
-// jsonFlag is --json: machine-readable output on stdout.
-func jsonFlag() cli.Flag {
-	return &cli.BoolFlag{Name: "json", Usage: "print JSON (one object, or JSON Lines for lists and streams)", EnvVars: []string{"TEAMBUS_JSON"}}
-}
+// The flags of the one-shot commands are package cliapp's, shared with
+// the lean agent build.
+func flags(groups ...[]cli.Flag) []cli.Flag { return cliapp.Flags(groups...) }
+func dirFlag() cli.Flag                     { return cliapp.DirFlag() }
+func defaultDir() string                    { return cliapp.DefaultDir() }
+func timeoutFlag() cli.Flag                 { return cliapp.TimeoutFlag() }
+func connFlags() []cli.Flag                 { return cliapp.ConnFlags() }
+func teamFlag() cli.Flag                    { return cliapp.TeamFlag() }
+func memberFlag() cli.Flag                  { return cliapp.MemberFlag() }
+func sessionFlag() cli.Flag                 { return cliapp.SessionFlag() }
+func memberFlags() []cli.Flag               { return cliapp.MemberFlags() }
+func jsonFlag() cli.Flag                    { return cliapp.JSONFlag() }
 
 // logFlags are --log-level and --log-format for foreground processes (the
 // bus node, the sidecars); logs go to stderr.
@@ -134,37 +53,10 @@ func newLogger(c *cli.Context) (*slog.Logger, error) {
 	}
 }
 
-// stateDir returns --dir as an absolute path.
-func stateDir(c *cli.Context) (string, error) {
-	dir := c.String("dir")
-	if dir == "" {
-		return "", usageError(c, "no state directory: set --dir or TEAMBUS_DIR (HOME is not set)")
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", usageError(c, "invalid --dir %q: %v", dir, err)
-	}
-	return abs, nil
-}
-
-// timeout returns --timeout, which must be positive.
-func timeout(c *cli.Context) (time.Duration, error) {
-	d := c.Duration("timeout")
-	if d <= 0 {
-		return 0, usageError(c, "invalid --timeout %s: must be positive", d)
-	}
-	return d, nil
-}
-
-// withTimeout returns the command's context limited by --timeout, for a
-// one-shot command.
+func stateDir(c *cli.Context) (string, error)       { return cliapp.StateDir(c) }
+func timeout(c *cli.Context) (time.Duration, error) { return cliapp.Timeout(c) }
 func withTimeout(c *cli.Context) (context.Context, context.CancelFunc, error) {
-	d, err := timeout(c)
-	if err != nil {
-		return nil, nil, err
-	}
-	ctx, cancel := context.WithTimeout(c.Context, d)
-	return ctx, cancel, nil
+	return cliapp.WithTimeout(c)
 }
 
 // connConfig builds the bus connection settings from connFlags.
@@ -224,38 +116,8 @@ func sessionID(c *cli.Context) (string, error) {
 }
 
 func flagID(c *cli.Context, name, env string) (string, error) {
-	id, err := credsID(c, name, c.String(name))
-	if err != nil {
-		return "", err
-	}
-	if id == "" {
-		return "", usageError(c, "missing --%s (or %s)", name, env)
-	}
-	return id, teambus.ValidateID(name, id)
+	return cliapp.FlagID(c, name, env, credsID)
 }
 
-// exactArgs checks that the command got n positional arguments.
-func exactArgs(c *cli.Context, n int) error {
-	if got := c.NArg(); got != n {
-		return argCountError(c, fmt.Sprintf("%d", n), got)
-	}
-	return nil
-}
-
-// minArgs checks that the command got at least n positional arguments.
-func minArgs(c *cli.Context, n int) error {
-	if got := c.NArg(); got < n {
-		return argCountError(c, fmt.Sprintf("at least %d", n), got)
-	}
-	return nil
-}
-
-func argCountError(c *cli.Context, want string, got int) error {
-	if want == "0" {
-		return usageError(c, "unexpected argument %q: takes no arguments", c.Args().First())
-	}
-	if got == 0 {
-		return usageError(c, "missing argument: expected %s (%s)", want, c.Command.ArgsUsage)
-	}
-	return usageError(c, "expected %s argument(s) (%s), got %d", want, c.Command.ArgsUsage, got)
-}
+func exactArgs(c *cli.Context, n int) error { return cliapp.ExactArgs(c, n) }
+func minArgs(c *cli.Context, n int) error   { return cliapp.MinArgs(c, n) }

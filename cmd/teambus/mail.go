@@ -12,92 +12,26 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/internal/sendcmd"
 	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/teamapi"
 )
 
-func sendCommand() *cli.Command {
-	return &cli.Command{
-		Name:      "send",
-		Usage:     "send a message (prints `stored seq N`; delivery is the recipient's ack)",
-		ArgsUsage: "BODY (or - to read it from stdin; or --from FILE for many)",
-		Flags: flags(connFlags(), memberFlags(), []cli.Flag{
-			&cli.StringFlag{Name: "to", Usage: "recipient: a member, lead or all", Value: teambus.Lead},
-			&cli.StringFlag{Name: "type", Usage: "info, question, challenge, resolution, status_check, status, report, shutdown_request, shutdown_response, escalation, system", Value: string(teambus.MsgInfo)},
-			&cli.StringFlag{Name: "id", Usage: "idempotency key: the same sender and id store one message within the dedupe window (default: random)"},
-			&cli.StringFlag{Name: "data", Usage: "JSON data attached to the message"},
-			sendFromFlag(),
-			jsonFlag(),
-		}),
-		Action: sendAction,
-	}
-}
+// sendCommand is `teambus send` (package sendcmd, shared with the lean
+// agent build).
+func sendCommand() *cli.Command { return sendcmd.Command(sendAction) }
 
-// maxStdinBody is the most `send -` reads from stdin: far more than any
-// bus carries in one message.
-const maxStdinBody = 64 << 20
-
+// send is `teambus send BODY`: the request is checked before anything
+// connects, then sent through the member's sidecar relay or a connection
+// of its own (withMember).
 func send(c *cli.Context, a team.Actor) error {
-	body := c.Args().First()
-	if body == "-" {
-		b, err := io.ReadAll(io.LimitReader(c.App.Reader, maxStdinBody+1))
-		if err != nil {
-			return fmt.Errorf("read body from stdin: %w", err)
-		}
-		if len(b) > maxStdinBody {
-			return teambus.Invalidf("message body on stdin is more than %d bytes: nothing sent; put large content in a file and send its path", maxStdinBody)
-		}
-		body = string(b)
-	}
-	// An empty body is refused before anything connects; the size is
-	// checked once the connection says what a request carries.
-	if err := teambus.ValidateBody(body); err != nil {
-		return err
-	}
-	typ, err := teambus.ParseMessageType(c.String("type"))
+	req, err := sendcmd.Request(c)
 	if err != nil {
 		return err
 	}
-	req := teamapi.SendRequest{To: c.String("to"), Type: typ, ID: c.String("id"), Body: body}
-	if d := c.String("data"); d != "" {
-		if err := teambus.ValidateData([]byte(d)); err != nil {
-			return err
-		}
-		req.Data = json.RawMessage(d)
-	}
-	if req.ID != "" {
-		if err := teambus.ValidateMessageID(req.ID); err != nil {
-			return err
-		}
-	} else {
-		// The id is made here, so a failure can name it: a retry with it
-		// stores the message once.
-		req.ID = team.NewMessageID()
-	}
 	return withMember(c, a, func(s *session, cl *teamapi.Client) error {
-		res, err := cl.Send(s.ctx, req)
-		if err != nil && teambus.ExitCode(err) == teambus.ExitTransient {
-			return fmt.Errorf("%w (retry with --id %s: it stores the message once)", err, req.ID)
-		}
-		if err != nil {
-			return err
-		}
-		if c.Bool("json") {
-			return printJSON(c.App.Writer, res)
-		}
-		line := fmt.Sprintf("stored seq %d", res.Seq)
-		if res.Duplicate {
-			line += " (duplicate)"
-		}
-		if res.Held {
-			line = "held: you are in zombie mode; it gets a seq when it is released, before any later mail of yours"
-			if res.Duplicate {
-				line += " (duplicate)"
-			}
-		}
-		fmt.Fprintln(c.App.Writer, line)
-		return nil
+		return sendcmd.Send(s.ctx, c, cl, req)
 	})
 }
 

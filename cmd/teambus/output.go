@@ -10,18 +10,6 @@ import (
 	"github.com/teambus/teambus"
 )
 
-// printJSON writes v as one indented JSON document and a newline. HTML
-// characters are not escaped: bodies are printed as written.
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("write json: %w", err)
-	}
-	return nil
-}
-
 // jsonLines writes JSON Lines: one compact object per line, for lists and
 // streams (inbox, replay, follow).
 type jsonLines struct {

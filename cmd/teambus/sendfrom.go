@@ -16,11 +16,6 @@ import (
 	"github.com/teambus/teambus/teamapi"
 )
 
-// sendFromFlag is `send --from FILE`.
-func sendFromFlag() cli.Flag {
-	return &cli.StringFlag{Name: "from", Usage: "send the messages of this JSON Lines `FILE` (- for stdin), one {\"to\",\"body\",\"type\",\"id\",\"data\"} a line, in atomic batches; checked whole before anything is sent; a line without id gets one from its number and text, so sending the file again stores each message once"}
-}
-
 // sendAction is the action of `send`: one message (BODY), or a file of
 // them (--from).
 func sendAction(c *cli.Context) error {

@@ -78,7 +78,7 @@ func (s *session) close() {
 
 // relayDialTimeout bounds reaching a sidecar's relay; past it the command
 // connects itself.
-const relayDialTimeout = 250 * time.Millisecond
+const relayDialTimeout = relay.DialTimeout
 
 // relaySession returns a session whose requests go through the relay of
 // the actor's sidecar (package relay), or nil when there is none to use:
