@@ -182,10 +182,10 @@ func (h *hook) render(r leased, max int) (*drained, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	if len(r.lease.Messages) == 0 {
+	if len(r.lease.Messages()) == 0 {
 		return nil, nil
 	}
-	m := RenderMail(h.b.Team, h.b.Member, r.lease.Messages, h.b.Seen, max)
+	m := RenderMail(h.b.Team, h.b.Member, r.lease.Messages(), h.b.Seen, max)
 	h.rec.Delivered = append(h.rec.Delivered, m.Shown...)
 	return &drained{lease: r.lease, mail: m}, nil
 }

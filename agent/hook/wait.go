@@ -171,7 +171,7 @@ func (h *hook) watch(ctx context.Context, found chan<- string) {
 			}
 			continue
 		}
-		n := len(l.Messages)
+		n := len(l.Messages())
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		_ = l.Release(rctx) // unreleased mail comes back after the ack wait
 		cancel()

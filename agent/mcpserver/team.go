@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/teambus/teambus"
@@ -45,80 +44,11 @@ func (s calls) peek(ctx context.Context, a team.Actor, max int, wait int64) ([]t
 // lease leases up to max messages of the actor's inbox: in flight until
 // acked or released by their tokens.
 func (s calls) lease(ctx context.Context, a team.Actor, max int, wait int64) (*lease, error) {
-	res, err := s.api.Inbox(ctx, teamapi.InboxRequest{Actor: a, Mode: teamapi.InboxLease, Max: max, WaitMS: wait})
-	if err != nil {
-		return nil, err
-	}
-	l := &lease{api: s.api, actor: a, held: res.Messages, msgs: make([]teambus.Message, 0, len(res.Messages))}
-	for _, m := range res.Messages {
-		l.msgs = append(l.msgs, m.Message)
-	}
-	return l, nil
+	return teamapi.LeaseInbox(ctx, s.api, a, max, time.Duration(wait)*time.Millisecond)
 }
 
 // lease is leased mail, held by its tokens until acked or released.
-type lease struct {
-	api   teamapi.API
-	actor team.Actor
-	msgs  []teambus.Message
-
-	mu   sync.Mutex
-	held []teamapi.Leased // not yet acked or released
-}
-
-// Messages are the leased messages, oldest first.
-func (l *lease) Messages() []teambus.Message { return l.msgs }
-
-func tokens(msgs []teamapi.Leased) []teamapi.Token {
-	out := make([]teamapi.Token, 0, len(msgs))
-	for _, m := range msgs {
-		out = append(out, teamapi.Token{Seq: m.Seq, Token: m.Token})
-	}
-	return out
-}
-
-// Ack acks the held messages with seqs by their tokens and returns the
-// seqs acked (already acked ones included: an ack is final).
-func (l *lease) Ack(ctx context.Context, seqs ...uint64) ([]uint64, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var pick, rest []teamapi.Leased
-	for _, m := range l.held {
-		if slices.Contains(seqs, m.Seq) {
-			pick = append(pick, m)
-		} else {
-			rest = append(rest, m)
-		}
-	}
-	if len(pick) == 0 {
-		return nil, nil
-	}
-	res, err := l.api.Ack(ctx, teamapi.AckRequest{Actor: l.actor, Tokens: tokens(pick)})
-	if err != nil {
-		// Nothing is known acked: all stays held, and Release returns it
-		// (a release of a message acked after all is harmless).
-		return nil, err
-	}
-	l.held = rest
-	acked := append(slices.Clone(res.Acked), res.Already...)
-	slices.Sort(acked)
-	return acked, nil
-}
-
-// Release returns every message still held to the inbox at once. It is
-// idempotent.
-func (l *lease) Release(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.held) == 0 {
-		return nil
-	}
-	if _, err := l.api.Release(ctx, teamapi.ReleaseRequest{Actor: l.actor, Tokens: tokens(l.held)}); err != nil {
-		return err
-	}
-	l.held = nil
-	return nil
-}
+type lease = teamapi.Lease
 
 func (s calls) ack(ctx context.Context, a team.Actor, seqs []uint64) (mailbox.AckResult, error) {
 	res, err := s.api.Ack(ctx, teamapi.AckRequest{Actor: a, Seqs: seqs})
