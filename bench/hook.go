@@ -15,14 +15,18 @@ import (
 	"github.com/teambus/teambus/agent/binding"
 	"github.com/teambus/teambus/bus"
 	"github.com/teambus/teambus/node"
+	"github.com/teambus/teambus/node/credstore"
 	"github.com/teambus/teambus/team"
 )
 
 // Row keys of the hook section.
 const (
-	keyHookPeer   = "peer.jsonl.once.hook"
-	keyHookStart  = "ref.start.hook"
-	keyHookEmpty  = "hook.posttoolbatch.empty"
+	keyHookPeer  = "peer.jsonl.once.hook"
+	keyHookStart = "ref.start.hook"
+	keyHookEmpty = "hook.posttoolbatch.empty"
+	// keyHookCreds is the same hook of a session that holds only its
+	// member credential: through the team service.
+	keyHookCreds  = "hook.posttoolbatch.empty.creds"
 	keyHookSStart = "hook.sessionstart"
 )
 
@@ -65,15 +69,15 @@ type hookSession struct {
 // with the environment a hook of that session gets: the identity
 // (TEAMBUS_TEAM, TEAMBUS_MEMBER, TEAMBUS_SESSION), the state directory and
 // CLAUDE_PID.
-func (r *run) newHookSession(teamID, member, stateDir string, n int) (*hookSession, error) {
+func (r *run) newHookSession(teamID, member, stateDir string, n int, extra ...string) (*hookSession, error) {
 	agent, err := start(r.logs, fmt.Sprintf("claude-%s-%d", member, n), "sleep", "3600")
 	if err != nil {
 		return nil, err
 	}
-	return &hookSession{agent: agent, member: member, session: claudeSession(n), env: []string{
+	return &hookSession{agent: agent, member: member, session: claudeSession(n), env: append([]string{
 		"TEAMBUS_DIR=" + stateDir, "TEAMBUS_TEAM=" + teamID, "TEAMBUS_MEMBER=" + member,
 		fmt.Sprintf("TEAMBUS_SESSION=cc-bench-%s-%d", member, n), fmt.Sprintf("CLAUDE_PID=%d", agent.pid()),
-	}}, nil
+	}, extra...)}, nil
 }
 
 // hooks times `teambus hook` processes as Claude Code runs them: the
@@ -87,7 +91,7 @@ func (r *run) hooks(ctx context.Context) error {
 	const teamID = "hook"
 	// One member per SessionStart run (and its warm-up), so every run
 	// registers a member that has no session yet, as a new session does.
-	specs := []team.MemberSpec{{ID: "tm1"}}
+	specs := []team.MemberSpec{{ID: "tm1"}, {ID: "tm2"}}
 	for i := 0; i <= r.cfg.SessionStartRuns; i++ {
 		specs = append(specs, team.MemberSpec{ID: fmt.Sprintf("s%d", i)})
 	}
@@ -109,11 +113,33 @@ func (r *run) hooks(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// tm2 holds only its member credential, and its state directory is
+	// not the node's: its hooks reach the bus through the team service.
+	credsState := filepath.Join(r.dir, "state-creds")
+	if err := mkdir(credsState); err != nil {
+		return err
+	}
+	creds, err := r.memberCreds(ctx, node, teamID, "tm2")
+	if err != nil {
+		return err
+	}
+	tm2, err := r.boundSession(ctx, teamID, "tm2", credsState, exe, cwd, "TEAMBUS_CREDS="+creds)
+	if err != nil {
+		return err
+	}
+	defer tm2.agent.kill()
+	ptb2, err := hookPayload("PostToolBatch", tm2.session, cwd)
+	if err != nil {
+		return err
+	}
 	kinds := []procKind{
 		{key: keyHookStart, group: "ref", name: "one-shot process start-up only (teambus version), beside the hooks", exe: exe, args: []string{"version"}},
 		{key: keyHookEmpty, group: "hook", name: "`teambus hook PostToolBatch`, bound member, nothing to deliver (process, connect, notices, lease)", exe: exe,
 			args: []string{"hook", "PostToolBatch"}, env: tm1.env, stdin: ptb,
 			note: "the teambus binary as Claude Code runs it: payload on stdin, identity in the environment, bus over loopback TCP; wall time from fork to exit; the member was bound without a sidecar, so nothing else talks to the node"},
+		{key: keyHookCreds, group: "hook", name: "`teambus hook PostToolBatch` as above, on the member's credential alone (through the team service)", exe: exe,
+			args: []string{"hook", "PostToolBatch"}, env: tm2.env, stdin: ptb2,
+			note: "TEAMBUS_CREDS names the member's credential; the state directory is not the node's, so no token is at hand; status and the inbox lease are team service requests"},
 	}
 	if peer, err := r.peerKind(ctx, keyHookPeer, "hook.jsonl"); err != nil {
 		r.skippedRow("peer", keyHookPeer, peerName+", beside the hooks", err)
@@ -126,6 +152,9 @@ func (r *run) hooks(ctx context.Context) error {
 	}
 	if err := hookOutcomes(state, "PostToolBatch", "ok"); err != nil {
 		return err
+	}
+	if err := hookOutcomes(credsState, "PostToolBatch", "ok"); err != nil {
+		return fmt.Errorf("on the member credential: %w", err)
 	}
 
 	// SessionStart: a new stand-in session per run, set up untimed.
@@ -225,8 +254,8 @@ func (r *run) hookTeam(ctx context.Context, nodeName, teamID string, specs []tea
 // boundSession is a new hook session of member, bound once (untimed) by
 // a SessionStart hook without a sidecar: nothing but the hooks under test
 // talks to the node. The caller kills its agent.
-func (r *run) boundSession(ctx context.Context, teamID, member, state, exe, cwd string) (*hookSession, error) {
-	s, err := r.newHookSession(teamID, member, state, 0)
+func (r *run) boundSession(ctx context.Context, teamID, member, state, exe, cwd string, extra ...string) (*hookSession, error) {
+	s, err := r.newHookSession(teamID, member, state, 0, extra...)
 	if err != nil {
 		return nil, err
 	}
@@ -251,4 +280,19 @@ func lastHookLog(stateDir string) string {
 	b, _ := os.ReadFile(filepath.Join(stateDir, "logs", "hooks.log"))
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return lines[len(lines)-1]
+}
+
+// memberCreds issues member's credential on n and returns its file.
+func (r *run) memberCreds(ctx context.Context, n *node.Node, teamID, member string) (string, error) {
+	conn, err := connect(ctx, n)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	cr, err := credstore.IssueCreds(ctx, conn, teamID, member, []string{n.URL()})
+	if err != nil {
+		return "", err
+	}
+	file := filepath.Join(r.dir, teamID+"-"+member+".creds")
+	return file, bus.WriteCreds(file, cr)
 }
