@@ -215,7 +215,7 @@ func TestRun_HookAndMCP(t *testing.T) {
 			t.Errorf("row %s: value %v over %d runs (skipped %v)", key, row.Value, row.N, row.Skipped)
 		}
 	}
-	for _, key := range []string{keyHookEmpty, keyMCPSend} {
+	for _, key := range []string{keyHookEmpty, keyHookCreds, keyMCPSend} {
 		if row := res.Row(key); row != nil && len(row.Vs) != 1 {
 			t.Errorf("row %s has ratios %+v, want one", key, row.Vs)
 		}
@@ -229,8 +229,8 @@ func TestRun_HookAndMCP(t *testing.T) {
 			}
 		}
 	}
-	if measured != 6 {
-		t.Errorf("%d hook and mcp targets, want 6", measured)
+	if measured != 8 {
+		t.Errorf("%d hook and mcp targets, want 8", measured)
 	}
 }
 

@@ -65,7 +65,7 @@ func TestAgentBuild_SendThroughRelayAndHandOver(t *testing.T) {
 	}
 
 	e := newEnv(t)
-	e.createTeam("alpha", fastPolicy(), "tm1", "tm2")
+	e.createTeam("alpha", teambus.DefaultPolicy(), "tm1", "tm2") // no lead runs: a fast lead-timeout would put tm1 in zombie mode (sends held) on a slow machine
 	session := []string{"TEAMBUS_DIR=" + e.node.Dir(), "TEAMBUS_TEAM=alpha", "TEAMBUS_MEMBER=tm1", "TEAMBUS_SESSION=S1"}
 	runAs := func(exe, stdin string, args ...string) (string, string, int) {
 		t.Helper()

@@ -44,7 +44,7 @@ func (e *env) runIn(stdin string, env []string, args ...string) (string, string,
 // relay of the member's sidecar. An empty body is refused the same ways.
 func TestSend_BodyLimitOnEveryPath(t *testing.T) {
 	e := newEnv(t)
-	e.createTeam("bs", fastPolicy(), "tm1", "tm2")
+	e.createTeam("bs", teambus.DefaultPolicy(), "tm1", "tm2") // no lead runs: a fast lead-timeout would put tm1 in zombie mode (sends held) on a slow machine
 	creds := filepath.Join(t.TempDir(), "tm1.creds")
 	if _, stderr, code := e.run("team", "creds", "bs", "--member", "tm1", "--out", creds); code != 0 {
 		t.Fatalf("team creds: exit %d: %s", code, stderr)
