@@ -344,7 +344,8 @@ func (x API) Brief(ctx context.Context, r teamapi.BriefRequest) (any, error) {
 // errPageFull ends a replay page.
 var errPageFull = errors.New("page full")
 
-// Replay implements teamapi.API: one page of the actor's own mail.
+// Replay implements teamapi.API: one page of the actor's own mail; for
+// the lead, of the team's whole mailbox.
 func (x API) Replay(ctx context.Context, r teamapi.ReplayRequest) (teamapi.ReplayReply, error) {
 	out := teamapi.ReplayReply{Messages: []teambus.Message{}}
 	a, err := actor(r.Actor)
@@ -359,7 +360,7 @@ func (x API) Replay(ctx context.Context, r teamapi.ReplayRequest) (teamapi.Repla
 		limit = teamapi.ReplayMax
 	}
 	err = x.s.Mailbox(a.Team).Replay(ctx, mailbox.ReplayFilter{SinceSeq: r.SinceSeq}, func(m teambus.Message) error {
-		if m.To != a.Member && m.From != a.Member && m.To != teambus.All {
+		if !a.IsLead() && m.To != a.Member && m.From != a.Member && m.To != teambus.All {
 			return nil
 		}
 		if len(out.Messages) == limit {

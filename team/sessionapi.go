@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/teamapi"
 )
 
@@ -157,4 +158,46 @@ func leadActor(a teamapi.Actor, what string) (Actor, error) {
 		return a, teamapi.Refusedf("only the lead may %s, not %s", what, a.Member)
 	}
 	return a, nil
+}
+
+// errPageDone ends an events page.
+var errPageDone = errors.New("page done")
+
+// Events implements teamapi.API: a page of the team's event log, each
+// event as stored, for the lead (and the operator).
+func (x API) Events(ctx context.Context, r teamapi.EventsRequest) (teamapi.EventsReply, error) {
+	out := teamapi.EventsReply{Events: []json.RawMessage{}}
+	a, err := leadActor(r.Actor, "read the team's event log")
+	if err != nil {
+		return out, err
+	}
+	if r.Limit < 0 || r.Limit > teamapi.EventsMax {
+		return out, teambus.Invalidf("invalid limit %d: 0 (the most) to %d", r.Limit, teamapi.EventsMax)
+	}
+	limit := r.Limit
+	if limit == 0 {
+		limit = teamapi.EventsMax
+	}
+	if _, _, err := x.s.incarnation(ctx, a); err != nil {
+		return out, err
+	}
+	size := 0
+	err = x.s.Events(a.Team).Replay(ctx, eventlog.EventFilter{SinceSeq: r.SinceSeq, Type: r.Type}, func(rec *eventlog.EventRecord) error {
+		if len(out.Events) == limit || (len(out.Events) > 0 && size+len(rec.Raw) > teamapi.EventsMaxBytes) {
+			out.Next = rec.StreamSeq
+			return errPageDone
+		}
+		raw := json.RawMessage(slices.Clone(rec.Raw))
+		if !json.Valid(raw) {
+			// Not written by teambus, and not JSON: its text, quoted.
+			raw, _ = json.Marshal(string(rec.Raw))
+		}
+		size += len(raw)
+		out.Events = append(out.Events, raw)
+		return nil
+	})
+	if err != nil && !errors.Is(err, errPageDone) {
+		return out, err
+	}
+	return out, nil
 }

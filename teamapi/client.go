@@ -532,3 +532,9 @@ func reportOf(r *teambus.Report, err error) (*teambus.Report, error) {
 	}
 	return r, err
 }
+
+// Events implements API.
+func (c *Client) Events(ctx context.Context, req EventsRequest) (EventsReply, error) {
+	req.Actor = c.actor(req.Actor)
+	return callAPI[EventsReply](ctx, c, VerbEvents, req.Actor, req)
+}

@@ -14,6 +14,7 @@ const (
 	VerbEvent  = "event"
 	VerbResume = "resume"
 	VerbProbe  = "probe"
+	VerbEvents = "events"
 )
 
 // StatusRequest reads the caller's records in one request: its team, its
@@ -77,4 +78,28 @@ type ResumeRequest struct {
 // lead's credential or the operator only).
 type ProbeRequest struct {
 	Actor
+}
+
+// EventsMax caps the events of one EventsReply; EventsMaxBytes their
+// bytes.
+const (
+	EventsMax      = 1000
+	EventsMaxBytes = 256 << 10
+)
+
+// EventsRequest reads a page of the team's event log, from SinceSeq on
+// (the lead's credential and the operator only); Type, when set, only
+// events of that type.
+type EventsRequest struct {
+	Actor
+	SinceSeq uint64 `json:"since_seq,omitempty"`
+	Limit    int    `json:"limit,omitempty"`
+	Type     string `json:"type,omitempty"`
+}
+
+// EventsReply is one page: each event exactly as stored, and where the
+// next page starts (0 when this page reached the end).
+type EventsReply struct {
+	Events []json.RawMessage `json:"events"`
+	Next   uint64            `json:"next,omitempty"`
 }

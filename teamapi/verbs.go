@@ -58,6 +58,8 @@ type API interface {
 	// would find. Both are the lead's (or the operator's).
 	Resume(ctx context.Context, req ResumeRequest) (*teambus.Report, error)
 	Probe(ctx context.Context, req ProbeRequest) (*teambus.Report, error)
+	// Events reads a page of the team's event log (the lead's).
+	Events(ctx context.Context, req EventsRequest) (EventsReply, error)
 }
 
 // Verb is one entry of the verb table: its name (the last token of its
@@ -87,6 +89,7 @@ var Verbs = []Verb{
 	verb(VerbEvent, API.Event),
 	verb(VerbResume, API.Resume),
 	verb(VerbProbe, API.Probe),
+	verb(VerbEvents, API.Events),
 }
 
 // IsVerb reports whether name is a verb of the table.

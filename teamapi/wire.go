@@ -195,8 +195,8 @@ type BriefRequest struct {
 }
 
 // ReplayRequest reads the caller's own mail (to it, from it, and
-// broadcasts) from the mailbox, from SinceSeq on, at most Limit messages
-// (default and cap ReplayMax).
+// broadcasts; the lead's: the team's whole mailbox) from the mailbox,
+// from SinceSeq on, at most Limit messages (default and cap ReplayMax).
 type ReplayRequest struct {
 	Actor
 	SinceSeq uint64 `json:"since_seq,omitempty"`

@@ -86,12 +86,13 @@ func TestClientAPI_Lead(t *testing.T) {
 	ok(t, lead, "team_probe", nil, &rep)
 	// As on the team state: a team resume does not attach a first lead.
 	fails(t, lead, "team_resume", map[string]any{"force": true}, "[permanent]", "never had a lead")
-	// The lead's replay through the service is its own mail.
+	// The lead's replay through the service is the team's whole mailbox;
+	// a teammate's is its own mail.
 	ok(t, f.client(member("tm1")), "send", map[string]any{"to": "lead", "body": "to the lead"}, nil)
-	ok(t, f.client(member("tm1")), "send", map[string]any{"to": "tm2", "body": "not for the lead"}, nil)
+	ok(t, f.client(member("tm1")), "send", map[string]any{"to": "tm2", "body": "between teammates"}, nil)
 	var rp mcpserver.MessagesOut
 	ok(t, lead, "replay", nil, &rp)
-	if len(rp.Messages) != 1 || rp.Messages[0].Body != "to the lead" {
+	if len(rp.Messages) != 2 || rp.Messages[0].Body != "to the lead" || rp.Messages[1].Body != "between teammates" {
 		t.Fatalf("lead replay over the service: %+v", rp)
 	}
 }

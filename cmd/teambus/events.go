@@ -19,6 +19,7 @@ import (
 	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/internal/atomicfile"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // eventsCommand is `teambus events`: the team's event log in the
@@ -391,6 +392,9 @@ func eventsExportCommand() *cli.Command {
 
 func eventsExport(c *cli.Context, teamID string) error {
 	path := c.String("file")
+	if cr, err := flagCreds(c); err == nil && cr != nil {
+		return eventsExportAsLead(c, teamID, path)
+	}
 	return withTeamLog(c, teamID, func(s *streamSession) error {
 		ev := s.svc.Events(teamID)
 		if path == "" {
@@ -476,4 +480,53 @@ func printEventRecord(w io.Writer, r *eventlog.EventRecord) {
 		line += " " + teambus.OneLine(string(e.Data), 160)
 	}
 	fmt.Fprintln(w, line)
+}
+
+// eventsExportAsLead exports the team's event log on the lead's
+// credential, page by page through the team service.
+func eventsExportAsLead(c *cli.Context, teamID, path string) error {
+	s, err := openSession(c, true)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	api := s.lead(teamID, "")
+	write := func(w io.Writer) (int64, error) {
+		var n int64
+		var since uint64
+		for {
+			page, err := api.Events(s.ctx, teamapi.EventsRequest{Actor: team.Actor{Team: teamID, Member: teambus.Lead}, SinceSeq: since})
+			if err != nil {
+				return n, err
+			}
+			for _, e := range page.Events {
+				if _, err := fmt.Fprintf(w, "%s\n", e); err != nil {
+					return n, err
+				}
+				n++
+			}
+			if page.Next == 0 {
+				return n, nil
+			}
+			since = page.Next
+		}
+	}
+	if path == "" {
+		_, err := write(c.App.Writer)
+		return err
+	}
+	var n int64
+	err = atomicfile.WriteFunc(path, 0o600, func(w io.Writer) error {
+		var err error
+		n, err = write(w)
+		return err
+	})
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		return teambus.Invalidf("export events to %s: %w", path, errorCause(err))
+	}
+	if err != nil {
+		return fmt.Errorf("export events to %s: %w", path, err)
+	}
+	fmt.Fprintf(c.App.Writer, "exported %d event(s) of team %s to %s\n", n, teamID, path)
+	return nil
 }

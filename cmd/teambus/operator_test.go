@@ -20,7 +20,6 @@ func TestMemberCreds_OperatorCommandsRefused(t *testing.T) {
 		{"team", "create", "beta"},
 		{"team", "list"},
 		{"replay", "--team", "alpha", "--follow"},
-		{"events", "export", "--team", "alpha"},
 		{"teammate", "--team", "alpha", "--member", "tm1", "--session", "s1"},
 		{"ui"},
 	} {
@@ -29,6 +28,7 @@ func TestMemberCreds_OperatorCommandsRefused(t *testing.T) {
 	// The lead's commands reach the service, which refuses a member.
 	runCLI(t, as("task", "add", "x", "--team", "alpha")...).wantError(t, 2, "can act only as tm1, not as lead")
 	runCLI(t, as("team", "probe", "alpha")...).wantError(t, 2, "can act only as tm1, not as lead")
+	runCLI(t, as("events", "export", "--team", "alpha")...).wantError(t, 2, "can act only as tm1, not as lead")
 	if r := runCLI(t, as("send", "--team", "alpha", "--member", "tm1", "--to", "lead", "hello")...); r.code != 0 {
 		t.Fatalf("send with the member credential: %d %s", r.code, r.stderr)
 	}
@@ -82,6 +82,14 @@ func TestLeadCreds_LeadCommands(t *testing.T) {
 		t.Fatalf("team probe with the lead credential: %d %q %s", r.code, r.stdout, r.stderr)
 	}
 	runCLI(t, as("task", "add", "t9", "--team", "beta")...).wantError(t, 2, "for member lead of team alpha only")
+	// The team's event log and its whole mailbox.
+	if r := runCLI(t, as("events", "export", "--team", "alpha")...); r.code != 0 || !strings.Contains(r.stdout, `"task.added"`) && !strings.Contains(r.stdout, `"type"`) {
+		t.Fatalf("events export with the lead credential: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	evOK(t, append([]string{"send", "--team", "alpha", "--member", "tm1", "--to", "tm2", "between teammates"}, dir...)...)
+	if r := runCLI(t, as("replay", "--team", "alpha")...); r.code != 0 || !strings.Contains(r.stdout, "between teammates") {
+		t.Fatalf("replay with the lead credential: %d %q %s; want the team's whole mailbox", r.code, r.stdout, r.stderr)
+	}
 	r := runCLI(t, append([]string{"task", "list", "--team", "beta", "--json"}, dir...)...)
 	if r.code != 0 || strings.Contains(r.stdout, `"t9"`) {
 		t.Fatalf("task list of beta: %d %q %s", r.code, r.stdout, r.stderr)

@@ -301,6 +301,7 @@ var memberCommands = map[string]string{
 	"mcp": "",
 	// The lead's credential: refused by the service for any other.
 	"task add": teamapi.VerbTask, "team resume": teamapi.VerbResume, "team probe": teamapi.VerbProbe,
+	"events export": teamapi.VerbEvents,
 }
 
 // lead is the member API for the lead of teamID in session: the team
