@@ -16,6 +16,9 @@ import (
 // what a killed reader leaves behind.
 const orderedInactive = 5 * time.Second
 
+// orderedBufferBytes bounds what an ordered read buffers ahead.
+const orderedBufferBytes = 8 << 20
+
 // deleteOrdered deletes the server side of an ordered consumer at the end
 // of a read, also when ctx was cancelled. A failure is harmless: the
 // inactivity threshold removes the consumer soon after.
@@ -51,7 +54,10 @@ func ReadOrdered(ctx context.Context, st jetstream.Stream, cfg jetstream.Ordered
 			return nil
 		}
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
+	// The buffer is bounded in bytes as well as messages: 1,024 messages
+	// of a quarter MiB would be 256 MiB a reader. 8 MiB holds any message
+	// of a bus (a server's max payload is at most that in practice).
+	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(1024, orderedBufferBytes))
 	if err != nil {
 		return teambus.Unavailablef("%s: %w", what, err)
 	}

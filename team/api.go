@@ -2,6 +2,7 @@ package team
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -112,7 +113,7 @@ func (x API) Inbox(ctx context.Context, r teamapi.InboxRequest) (teamapi.InboxRe
 	}
 	switch r.Mode {
 	case "", teamapi.InboxPeek, teamapi.InboxAck:
-		msgs, err := x.s.Inbox(ctx, a, mailbox.InboxOptions{Max: r.Max, Wait: r.Wait(), Ack: r.Mode == teamapi.InboxAck})
+		msgs, err := x.s.Inbox(ctx, a, mailbox.InboxOptions{Max: r.Max, Wait: r.Wait(), Ack: r.Mode == teamapi.InboxAck, MaxBytes: x.s.cfg.ReplyBytes})
 		if err != nil {
 			return out, err
 		}
@@ -123,7 +124,7 @@ func (x API) Inbox(ctx context.Context, r teamapi.InboxRequest) (teamapi.InboxRe
 		if err := x.s.checkActor(ctx, a); err != nil {
 			return out, err
 		}
-		l, err := x.s.Mailbox(a.Team).Lease(ctx, a.Member, mailbox.LeaseOptions{Max: r.Max, Wait: r.Wait(), Self: a.Member})
+		l, err := x.s.Mailbox(a.Team).Lease(ctx, a.Member, mailbox.LeaseOptions{Max: r.Max, Wait: r.Wait(), Self: a.Member, MaxBytes: x.s.cfg.ReplyBytes})
 		if err != nil {
 			return out, err
 		}
@@ -358,14 +359,19 @@ func (x API) Replay(ctx context.Context, r teamapi.ReplayRequest) (teamapi.Repla
 	if limit <= 0 || limit > teamapi.ReplayMax {
 		limit = teamapi.ReplayMax
 	}
+	// A page also stops before its messages' JSON would pass the reply
+	// budget; the first message of a page always goes in.
+	budget, used := x.s.cfg.ReplyBytes, 0
 	err = x.s.Mailbox(a.Team).Replay(ctx, mailbox.ReplayFilter{SinceSeq: r.SinceSeq}, func(m teambus.Message) error {
 		if m.To != a.Member && m.From != a.Member && m.To != teambus.All {
 			return nil
 		}
-		if len(out.Messages) == limit {
+		n := messageJSONLen(m) + 1
+		if len(out.Messages) == limit || len(out.Messages) > 0 && used+n > budget {
 			out.Next = m.Seq
 			return errPageFull
 		}
+		used += n
 		out.Messages = append(out.Messages, m)
 		return nil
 	})
@@ -373,6 +379,15 @@ func (x API) Replay(ctx context.Context, r teamapi.ReplayRequest) (teamapi.Repla
 		return out, err
 	}
 	return out, nil
+}
+
+// messageJSONLen is the size of m in a reply.
+func messageJSONLen(m teambus.Message) int {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return len(m.Body) + len(m.Data) + 512
+	}
+	return len(b)
 }
 
 // Show implements teamapi.API: a *View of the actor's team, which every

@@ -31,7 +31,16 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// ReplyBytes is the byte budget of one page of a member API reply
+	// (replay, inbox): a page stops before its messages would take more.
+	// 0 means half the connection's max payload (DefaultReplyBytes when
+	// the connection does not say).
+	ReplyBytes int
 }
+
+// DefaultReplyBytes is the byte budget of a reply page when the
+// connection does not give its max payload: half the bus's default.
+const DefaultReplyBytes = 512 << 10
 
 // Service runs team operations against one bus connection.
 type Service struct {
@@ -50,6 +59,12 @@ type Service struct {
 func New(js jetstream.JetStream, cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.ReplyBytes <= 0 {
+		cfg.ReplyBytes = DefaultReplyBytes
+		if js != nil && js.Conn() != nil && js.Conn().MaxPayload() > 0 {
+			cfg.ReplyBytes = int(js.Conn().MaxPayload() / 2)
+		}
 	}
 	if cfg.Mailbox.Replicas == 0 || cfg.KV.Replicas == 0 {
 		r := bus.AutoReplicas(js.Conn())

@@ -461,6 +461,11 @@ func (c *Client) Task(ctx context.Context, req TaskRequest) (TaskReply, error) {
 // Checkpoint implements API.
 func (c *Client) Checkpoint(ctx context.Context, req CheckpointRequest) (TaskReply, error) {
 	req.Actor = c.actor(req.Actor)
+	// The caps are checked here too, so a checkpoint too large for a
+	// request is refused with them, not with the bus's payload limit.
+	if err := teambus.ValidateCheckpoint(req.Done, req.Remaining, req.LastAction, req.Files, req.Data); err != nil {
+		return TaskReply{}, err
+	}
 	rep, err := callAPI[TaskReply](ctx, c, VerbCheckpoint, req.Actor, req)
 	if err == nil && rep.Task == nil {
 		err = teambus.Unavailablef("team service checkpoint: no task in the answer")
