@@ -113,7 +113,7 @@ func (x API) Inbox(ctx context.Context, r teamapi.InboxRequest) (teamapi.InboxRe
 	}
 	switch r.Mode {
 	case "", teamapi.InboxPeek, teamapi.InboxAck:
-		msgs, err := x.s.Inbox(ctx, a, mailbox.InboxOptions{Max: r.Max, Wait: r.Wait(), Ack: r.Mode == teamapi.InboxAck, MaxBytes: x.s.cfg.ReplyBytes})
+		msgs, err := x.s.Inbox(ctx, a, mailbox.InboxOptions{Max: r.Max, Wait: r.Wait(), Ack: r.Mode == teamapi.InboxAck, MaxBytes: x.s.pageBytes()})
 		if err != nil {
 			return out, err
 		}
@@ -124,7 +124,7 @@ func (x API) Inbox(ctx context.Context, r teamapi.InboxRequest) (teamapi.InboxRe
 		if err := x.s.checkActor(ctx, a); err != nil {
 			return out, err
 		}
-		l, err := x.s.Mailbox(a.Team).Lease(ctx, a.Member, mailbox.LeaseOptions{Max: r.Max, Wait: r.Wait(), Self: a.Member, MaxBytes: x.s.cfg.ReplyBytes})
+		l, err := x.s.Mailbox(a.Team).Lease(ctx, a.Member, mailbox.LeaseOptions{Max: r.Max, Wait: r.Wait(), Self: a.Member, MaxBytes: x.s.pageBytes()})
 		if err != nil {
 			return out, err
 		}
@@ -361,7 +361,7 @@ func (x API) Replay(ctx context.Context, r teamapi.ReplayRequest) (teamapi.Repla
 	}
 	// A page also stops before its messages' JSON would pass the reply
 	// budget; the first message of a page always goes in.
-	budget, used := x.s.cfg.ReplyBytes, 0
+	budget, used := x.s.pageBytes(), 0
 	err = x.s.Mailbox(a.Team).Replay(ctx, mailbox.ReplayFilter{SinceSeq: r.SinceSeq}, func(m teambus.Message) error {
 		if m.To != a.Member && m.From != a.Member && m.To != teambus.All {
 			return nil
@@ -402,5 +402,70 @@ func (x API) Show(ctx context.Context, r teamapi.ShowRequest) (any, error) {
 			return nil, err
 		}
 	}
-	return x.s.Show(ctx, a.Team)
+	v, err := x.s.Show(ctx, a.Team)
+	if err != nil {
+		return nil, err
+	}
+	return fitView(v, x.s.cfg.MaxReply)
+}
+
+// fitView returns v when its JSON fits max bytes. Otherwise the largest
+// checkpoints are replaced by a summary (ClippedCheckpoint) until it
+// does; a view that does not fit even then is refused
+// (teamapi.ErrTooBig) with what makes it big. The tasks of v are not
+// changed: clipped ones are copies.
+func fitView(v *View, max int) (*View, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode view of team %s: %w", v.Team.ID, err)
+	}
+	size := len(b)
+	if size <= max {
+		return v, nil
+	}
+	type big struct{ i, n int }
+	var cps []big
+	for i, t := range v.Tasks {
+		if t.Checkpoint != nil {
+			cb, _ := json.Marshal(t.Checkpoint) // a checkpoint always encodes: it came from JSON
+			cps = append(cps, big{i, len(cb)})
+		}
+	}
+	slices.SortFunc(cps, func(a, b big) int { return b.n - a.n })
+	out := *v
+	out.Tasks = slices.Clone(v.Tasks)
+	clipped := 0
+	for _, c := range cps {
+		if size <= max {
+			break
+		}
+		t := *out.Tasks[c.i]
+		t.Checkpoint = ClippedCheckpoint(t.Checkpoint, t.ID)
+		cb, _ := json.Marshal(t.Checkpoint) // as above
+		size -= c.n - len(cb)
+		out.Tasks[c.i] = &t
+		clipped++
+	}
+	if size <= max {
+		return &out, nil
+	}
+	descs := 0
+	for _, t := range v.Tasks {
+		descs += len(t.Description)
+	}
+	return nil, teamapi.TooBigf("the view of team %s is %d bytes with %d checkpoints clipped, more than an answer carries (%d): %d members, %d tasks with %d bytes of descriptions; the operator reads it whole with the node's token",
+		v.Team.ID, size, clipped, max, len(v.Members), len(v.Tasks), descs)
+}
+
+// ClippedCheckpoint is the summary of cp that a team view too big for an
+// answer shows: who recorded it and when, the last action cut to 200
+// bytes, and in the data how big it was and where to read it whole.
+func ClippedCheckpoint(cp *teambus.Checkpoint, task string) *teambus.Checkpoint {
+	c := *cp
+	full, _ := json.Marshal(cp) // a checkpoint always encodes
+	c.LastAction = clipText(cp.LastAction, 200)
+	c.TasksCompleted, c.TasksRemaining, c.Files = []string{}, []string{}, []string{}
+	c.Data, _ = json.Marshal(map[string]any{"clipped": fmt.Sprintf("checkpoint of %d bytes (%d done, %d remaining, %d files) left out so the team view fits an answer: the brief of %s and the operator's teambus task show %s carry it whole",
+		len(full), len(cp.TasksCompleted), len(cp.TasksRemaining), len(cp.Files), cp.Member, task), "task": task})
+	return &c
 }
