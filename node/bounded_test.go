@@ -341,3 +341,70 @@ func TestBounded_TooBigReplyIsAnError(t *testing.T) {
 	}
 	t.Logf("too big: %v (after %s)", err, time.Since(start).Round(time.Millisecond))
 }
+
+// TestBounded_InboxReadsFitAnAnswer: 8 messages of 200 KB (1.6 MB, more
+// than an answer carries) in tm1's inbox. An acking read returns the
+// oldest that fit the page budget and leaves the rest for the next read;
+// a lease read does the same. Every message comes exactly once, in order.
+func TestBounded_InboxReadsFitAnAnswer(t *testing.T) {
+	e := newBoundedEnv(t, node.Config{}, 0)
+	ctx := testCtx(t)
+	send := func(n int) {
+		for i := range n {
+			if _, err := e.admin.Send(ctx, teamapi.SendRequest{Actor: teamapi.Actor{Team: "big", Member: teambus.Lead}, To: "tm1", Body: strconv.Itoa(i) + strings.Repeat("z", 200_000)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	send(8)
+	var got []uint64
+	for reads := 0; len(got) < 8; reads++ {
+		if reads > 8 {
+			t.Fatalf("after %d reads only %d of 8 messages", reads, len(got))
+		}
+		rep, err := e.tm1.Inbox(ctx, teamapi.InboxRequest{Mode: teamapi.InboxAck, Max: 100})
+		if err != nil {
+			t.Fatalf("inbox read %d: %v", reads+1, err)
+		}
+		if n := len(rep.Messages); n == 0 || n > 2 {
+			t.Fatalf("inbox read %d: %d messages of 200 KB; want 1 or 2 (half an answer)", reads+1, n)
+		}
+		for _, m := range rep.Messages {
+			if len(got) > 0 && m.Seq <= got[len(got)-1] {
+				t.Fatalf("seq %d after %d: out of order or doubled", m.Seq, got[len(got)-1])
+			}
+			got = append(got, m.Seq)
+		}
+	}
+	if rep, err := e.tm1.Inbox(ctx, teamapi.InboxRequest{Mode: teamapi.InboxPeek, Max: 100}); err != nil || len(rep.Messages) != 0 {
+		t.Fatalf("inbox after reading all: %d messages, %v", len(rep.Messages), err)
+	}
+	// A lease holds only what it returns: the rest comes to the next one.
+	send(4)
+	var leased []uint64
+	for reads := 0; len(leased) < 4; reads++ {
+		if reads > 4 {
+			t.Fatalf("after %d leases only %d of 4 messages", reads, len(leased))
+		}
+		rep, err := e.tm1.Inbox(ctx, teamapi.InboxRequest{Mode: teamapi.InboxLease, Max: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(rep.Messages); n == 0 || n > 2 {
+			t.Fatalf("lease %d: %d messages; want 1 or 2", reads+1, n)
+		}
+		var toks []teamapi.Token
+		for _, m := range rep.Messages {
+			leased = append(leased, m.Seq)
+			toks = append(toks, teamapi.Token{Seq: m.Seq, Token: m.Token})
+		}
+		if _, err := e.tm1.Ack(ctx, teamapi.AckRequest{Tokens: toks}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 1; i < len(leased); i++ {
+		if leased[i] <= leased[i-1] {
+			t.Fatalf("leased %v: out of order or doubled", leased)
+		}
+	}
+}
