@@ -358,7 +358,9 @@ func (c *Client) BriefInto(ctx context.Context, member string, mail int, out any
 	return c.Call(ctx, VerbBrief, BriefRequest{Actor: c.who, Of: member, Mail: mail}, out)
 }
 
-// ReplayPage returns one page of the caller's own mail from since on.
+// ReplayPage returns one page of the caller's own mail from since on: at
+// most limit messages, fewer when the service's byte budget ends the page
+// first. Follow Next for the rest (ReplayOwn does).
 func (c *Client) ReplayPage(ctx context.Context, since uint64, limit int) (ReplayReply, error) {
 	return c.Replay(ctx, ReplayRequest{Actor: c.who, SinceSeq: since, Limit: limit})
 }
