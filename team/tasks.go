@@ -624,6 +624,14 @@ func (s *Service) Reopen(ctx context.Context, a Actor, id string) (*teambus.Task
 // the task; empty means the member's current task.
 func (s *Service) Checkpoint(ctx context.Context, spec teamapi.CheckpointRequest) (*teambus.Task, error) {
 	a := spec.Actor
+	if spec.Auto {
+		// An automatic checkpoint (the sidecar's: the files git lists) is
+		// clipped to the caps, never refused; its data says what was cut.
+		c := teambus.Checkpoint{TasksCompleted: spec.Done, TasksRemaining: spec.Remaining, LastAction: spec.LastAction, Files: spec.Files, Data: spec.Data}
+		if len(c.Clip()) > 0 {
+			spec.Done, spec.Remaining, spec.LastAction, spec.Files, spec.Data = c.TasksCompleted, c.TasksRemaining, c.LastAction, c.Files, c.Data
+		}
+	}
 	if err := teambus.ValidateCheckpoint(spec.Done, spec.Remaining, spec.LastAction, spec.Files, spec.Data); err != nil {
 		return nil, err
 	}
