@@ -303,13 +303,41 @@ func TestBounded_ShowWithFullCheckpoints(t *testing.T) {
 		}
 		t.Logf("team show: %d bytes, %d checkpoints whole, %d clipped", len(b), full, clipped)
 	}
+	// A task that depends on all of them: its member's brief answers, the
+	// dependencies' checkpoints clipped as needed.
+	deps := make([]string, tasks)
+	for i := range deps {
+		deps[i] = "t" + strconv.Itoa(i)
+	}
+	if _, err := e.admin.AddTask(ctx, "big", team.TaskSpec{ID: "final", Description: "join it all", Deps: deps}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.tm1.Task(ctx, teamapi.TaskRequest{Op: teamapi.TaskClaim, ID: "final"}); err != nil {
+		t.Fatal(err)
+	}
+	var br team.Brief
+	if err := e.tm1.BriefInto(ctx, "tm1", 10, &br); err != nil {
+		t.Fatalf("brief of a task with %d dependencies with full checkpoints: %v", tasks, err)
+	}
+	if br.Task == nil || br.Task.ID != "final" || len(br.Deps) != tasks {
+		t.Fatalf("brief: task %v, %d dependencies", br.Task, len(br.Deps))
+	}
+	clippedDeps := 0
+	for _, d := range br.Deps {
+		if d.Checkpoint != nil && strings.Contains(string(d.Checkpoint.Data), "left out") {
+			clippedDeps++
+		}
+	}
+	if clippedDeps == 0 {
+		t.Fatal("brief of 1.5 MiB of dependencies' checkpoints answered without clipping any")
+	}
 	// The operator's own view is whole.
 	v, err := e.admin.Show(ctx, "big")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tk := range v.Tasks {
-		if len(tk.Checkpoint.TasksCompleted) != 4 {
+		if tk.ID != "final" && len(tk.Checkpoint.TasksCompleted) != 4 {
 			t.Fatalf("the stored checkpoint of %s was changed by a view", tk.ID)
 		}
 	}

@@ -339,7 +339,48 @@ func (x API) Brief(ctx context.Context, r teamapi.BriefRequest) (any, error) {
 	if r.Mail < 0 || r.Mail > teamapi.ReplayMax {
 		return nil, teambus.Invalidf("invalid mail count %d: 0 to %d", r.Mail, teamapi.ReplayMax)
 	}
-	return x.s.Brief(ctx, a.Team, of, r.Mail)
+	b, err := x.s.Brief(ctx, a.Team, of, r.Mail)
+	if err != nil {
+		return nil, err
+	}
+	return fitBrief(b, x.s.cfg.MaxReply), nil
+}
+
+// fitBrief returns b when its JSON fits max bytes; otherwise the
+// checkpoints of its dependencies (which the prompt text does not show)
+// come as summaries (ClippedCheckpoint), largest first, until it does.
+// What still does not fit is the service's to refuse (too_big). The
+// tasks of b are not changed: clipped ones are copies.
+func fitBrief(b *Brief, max int) *Brief {
+	raw, err := json.Marshal(b)
+	if err != nil || len(raw) <= max {
+		return b
+	}
+	size := len(raw)
+	out := *b
+	out.Deps = slices.Clone(b.Deps)
+	order := make([]int, 0, len(out.Deps))
+	for i, d := range out.Deps {
+		if d.Checkpoint != nil {
+			order = append(order, i)
+		}
+	}
+	cpLen := func(cp *teambus.Checkpoint) int {
+		cb, _ := json.Marshal(cp) // a checkpoint always encodes: it came from JSON
+		return len(cb)
+	}
+	slices.SortFunc(order, func(i, j int) int { return cpLen(out.Deps[j].Checkpoint) - cpLen(out.Deps[i].Checkpoint) })
+	for _, i := range order {
+		if size <= max {
+			break
+		}
+		d := *out.Deps[i]
+		before := cpLen(d.Checkpoint)
+		d.Checkpoint = ClippedCheckpoint(d.Checkpoint, d.ID)
+		size -= before - cpLen(d.Checkpoint)
+		out.Deps[i] = &d
+	}
+	return &out
 }
 
 // errPageFull ends a replay page.
