@@ -289,7 +289,7 @@ func TestBounded_ShowWithFullCheckpoints(t *testing.T) {
 				t.Errorf("task %s lost its checkpoint", tk.ID)
 			case len(tk.Checkpoint.TasksCompleted) == 4:
 				full++
-			case strings.Contains(string(tk.Checkpoint.Data), "left out so the team view fits"):
+			case strings.Contains(string(tk.Checkpoint.Data), "left out so the answer fits"):
 				clipped++
 				if tk.Checkpoint.LastAction != "step "+tk.ID {
 					t.Errorf("clipped checkpoint of %s: last action %q", tk.ID, tk.Checkpoint.LastAction)

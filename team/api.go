@@ -498,15 +498,16 @@ func fitView(v *View, max int) (*View, error) {
 		v.Team.ID, size, clipped, max, len(v.Members), len(v.Tasks), descs)
 }
 
-// ClippedCheckpoint is the summary of cp that a team view too big for an
-// answer shows: who recorded it and when, the last action cut to 200
-// bytes, and in the data how big it was and where to read it whole.
+// ClippedCheckpoint is the summary of cp that a team view or a brief too
+// big for an answer shows: who recorded it and when, the last action cut to 200
+// bytes, and in the data how big it was and where to read it whole (the
+// operator's task show; a brief never clips the member's own task).
 func ClippedCheckpoint(cp *teambus.Checkpoint, task string) *teambus.Checkpoint {
 	c := *cp
 	full, _ := json.Marshal(cp) // a checkpoint always encodes
 	c.LastAction = clipText(cp.LastAction, 200)
 	c.TasksCompleted, c.TasksRemaining, c.Files = []string{}, []string{}, []string{}
-	c.Data, _ = json.Marshal(map[string]any{"clipped": fmt.Sprintf("checkpoint of %d bytes (%d done, %d remaining, %d files) left out so the team view fits an answer: the brief of %s and the operator's teambus task show %s carry it whole",
-		len(full), len(cp.TasksCompleted), len(cp.TasksRemaining), len(cp.Files), cp.Member, task), "task": task})
+	c.Data, _ = json.Marshal(map[string]any{"clipped": fmt.Sprintf("checkpoint of %d bytes (%d done, %d remaining, %d files) left out so the answer fits the bus: teambus task show %s with the node's token prints it whole",
+		len(full), len(cp.TasksCompleted), len(cp.TasksRemaining), len(cp.Files), task), "task": task})
 	return &c
 }
