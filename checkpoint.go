@@ -27,8 +27,9 @@ type Checkpoint struct {
 // Caps of a checkpoint's content. A checkpoint travels in every reply that
 // shows its task (team show, task show, the brief) and one team holds many
 // tasks, so it is a pointer to the work, not the work: big content goes in
-// files whose paths the checkpoint names. The per-checkpoint cap keeps
-// sixteen full checkpoints in one reply of the bus's default 1 MiB payload.
+// files whose paths the checkpoint names. At 64 KiB a checkpoint, a dozen
+// or so fit one answer of the bus's default 1 MiB payload beside the rest
+// of a team view; a view with more shows the largest ones clipped.
 const (
 	// MaxCheckpointLastAction caps the last action (one line of text).
 	MaxCheckpointLastAction = 4 << 10
