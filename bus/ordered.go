@@ -16,6 +16,19 @@ import (
 // what a killed reader leaves behind.
 const orderedInactive = 5 * time.Second
 
+// orderedBuffer bounds in bytes what an ordered read of st buffers ahead
+// (besides 1,024 messages: of a quarter MiB each that would be 256 MiB a
+// reader). A pull must hold any one message of the stream, so it is twice
+// the stream's largest message, at least 1 MiB; 8 MiB when the stream
+// does not cap its messages (a server's max payload is at most that in
+// practice).
+func orderedBuffer(st jetstream.Stream) int {
+	if info := st.CachedInfo(); info != nil && info.Config.MaxMsgSize > 0 {
+		return max(2*int(info.Config.MaxMsgSize), 1<<20)
+	}
+	return 8 << 20
+}
+
 // deleteOrdered deletes the server side of an ordered consumer at the end
 // of a read, also when ctx was cancelled. A failure is harmless: the
 // inactivity threshold removes the consumer soon after.
@@ -51,7 +64,7 @@ func ReadOrdered(ctx context.Context, st jetstream.Stream, cfg jetstream.Ordered
 			return nil
 		}
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
+	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(1024, orderedBuffer(st)))
 	if err != nil {
 		return teambus.Unavailablef("%s: %w", what, err)
 	}

@@ -24,7 +24,16 @@ type LeaseOptions struct {
 	Wait time.Duration
 	// Self is the reader; broadcasts it sent itself are acked and skipped.
 	Self string
+	// MaxBytes, when set, bounds the JSON of the messages leased (with
+	// LeaseTokenRoom for each one's token): a message that would take the
+	// total past it is given back to the inbox for the next read. The
+	// first message is always leased.
+	MaxBytes int
 }
+
+// LeaseTokenRoom is the room a leased message's token takes beside it in
+// a reply, counted against LeaseOptions.MaxBytes.
+const LeaseTokenRoom = 256
 
 // Lease is mail fetched from a member's inbox and held in flight: no other
 // reader (hook, waiter, MCP call, `teambus inbox`) sees it until it is
@@ -58,6 +67,8 @@ func (mb *Mailbox) Lease(ctx context.Context, member string, opts LeaseOptions) 
 	msgs, err := mb.fetch(ctx, cons, member, opts.Max, opts.Wait)
 	l := &Lease{mb: mb, member: member, cons: cons, msgs: map[uint64]jetstream.Msg{}}
 	var away []uint64
+	page := pageBudget{max: opts.MaxBytes}
+	bySeq(msgs)
 	for _, jm := range msgs {
 		md, mdErr := jm.Metadata()
 		if mdErr != nil {
@@ -71,6 +82,10 @@ func (mb *Mailbox) Lease(ctx context.Context, member string, opts LeaseOptions) 
 			if jm.DoubleAck(ctx) == nil { // if it fails, the message comes back after the ack wait and is acked away again
 				away = append(away, md.Sequence.Stream)
 			}
+			continue
+		}
+		if !page.take(m, LeaseTokenRoom) {
+			_ = jm.Nak() // past the byte budget; a lost Nak only delays it to the ack wait
 			continue
 		}
 		l.msgs[m.Seq] = jm

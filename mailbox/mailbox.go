@@ -293,6 +293,51 @@ type InboxOptions struct {
 	Sidecar bool
 	// Self is the reader; broadcasts it sent itself are acked and skipped.
 	Self string
+	// MaxBytes, when set, bounds the JSON of the messages returned: a
+	// message that would take the total past it is left in the inbox for
+	// the next read (neither acked nor held). The first message is always
+	// returned.
+	MaxBytes int
+}
+
+// pageBudget keeps the running size of a read bounded by max bytes.
+type pageBudget struct {
+	max, used int
+	full      bool
+}
+
+// take reports whether m, of extra bytes beside its JSON, still fits; once
+// one does not, no later one does (the read stays in sequence order).
+func (p *pageBudget) take(m teambus.Message, extra int) bool {
+	if p.max <= 0 {
+		return true
+	}
+	if p.full {
+		return false
+	}
+	b, err := json.Marshal(m)
+	n := len(b) + extra + 1
+	if err != nil {
+		n = len(m.Body) + len(m.Data) + extra + 1
+	}
+	if p.used > 0 && p.used+n > p.max {
+		p.full = true
+		return false
+	}
+	p.used += n
+	return true
+}
+
+// bySeq sorts fetched messages by stream sequence, so a read cut by a
+// byte budget returns the oldest.
+func bySeq(msgs []jetstream.Msg) {
+	seq := func(jm jetstream.Msg) uint64 {
+		if md, err := jm.Metadata(); err == nil {
+			return md.Sequence.Stream
+		}
+		return 0
+	}
+	sort.SliceStable(msgs, func(i, j int) bool { return seq(msgs[i]) < seq(msgs[j]) })
 }
 
 // Inbox returns the member's unacknowledged mail, oldest first. Reading is
@@ -317,7 +362,9 @@ func (mb *Mailbox) Inbox(ctx context.Context, member string, opts InboxOptions) 
 	var (
 		out   []teambus.Message
 		acked []uint64
+		page  = pageBudget{max: opts.MaxBytes}
 	)
+	bySeq(msgs)
 	for _, jm := range msgs {
 		md, err := jm.Metadata()
 		if err != nil {
@@ -337,6 +384,14 @@ func (mb *Mailbox) Inbox(ctx context.Context, member string, opts InboxOptions) 
 		if m.To == teambus.All && m.From == opts.Self {
 			if jm.DoubleAck(ctx) == nil { // as above: a repeat is acked away again
 				acked = append(acked, m.Seq)
+			}
+			continue
+		}
+		if !page.take(m, 0) {
+			// Past the read's byte budget: back to the inbox, for the next read.
+			if err := jm.Nak(); err != nil {
+				mb.noteAcked(ctx, member, opts.Sidecar, cons, acked)
+				return nil, teambus.Unavailablef("release seq %d: %w", m.Seq, err)
 			}
 			continue
 		}

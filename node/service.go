@@ -188,9 +188,31 @@ func (s *Service) serve(v teamapi.Verb, req micro.Request) {
 		s.fail(req, fmt.Errorf("encode %s reply: %w", v.Name, err))
 		return
 	}
-	if err := s.respond(req, &nats.Msg{Data: b}); err != nil {
+	// An answer the bus can not carry is answered with an error that says
+	// so, never dropped: the caller would only see a timeout.
+	if max := s.nc.MaxPayload(); max > 0 && int64(len(b)) > max-replyHeadroom {
+		s.tooBig(req, v.Name, c, len(b), max)
+		return
+	}
+	err = s.respond(req, &nats.Msg{Data: b})
+	if errors.Is(err, nats.ErrMaxPayload) {
+		s.tooBig(req, v.Name, c, len(b), s.nc.MaxPayload())
+		return
+	}
+	if err != nil {
 		s.log.Warn("team service reply", "verb", v.Name, "team", c.team, "err", err)
 	}
+}
+
+// replyHeadroom is the room a reply keeps for its subject and headers
+// within the bus's max payload.
+const replyHeadroom = 4 << 10
+
+// tooBig answers a request whose reply of n bytes is larger than a message
+// of max bytes with a permanent error naming the verb and the sizes.
+func (s *Service) tooBig(req micro.Request, verb string, c caller, n int, max int64) {
+	s.log.Warn("team service reply too big", "verb", verb, "team", c.team, "member", c.member, "bytes", n, "max_payload", max)
+	s.fail(req, teamapi.TooBigf("the %s answer is %d bytes, more than the bus carries (%d): nothing returned; ask for less (a smaller --limit or page)", verb, n, max-replyHeadroom))
 }
 
 // respond publishes the reply to req on the service's connection. Replies

@@ -2,6 +2,7 @@ package team
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -112,7 +113,7 @@ func (x API) Inbox(ctx context.Context, r teamapi.InboxRequest) (teamapi.InboxRe
 	}
 	switch r.Mode {
 	case "", teamapi.InboxPeek, teamapi.InboxAck:
-		msgs, err := x.s.Inbox(ctx, a, mailbox.InboxOptions{Max: r.Max, Wait: r.Wait(), Ack: r.Mode == teamapi.InboxAck})
+		msgs, err := x.s.Inbox(ctx, a, mailbox.InboxOptions{Max: r.Max, Wait: r.Wait(), Ack: r.Mode == teamapi.InboxAck, MaxBytes: x.s.pageBytes()})
 		if err != nil {
 			return out, err
 		}
@@ -123,7 +124,7 @@ func (x API) Inbox(ctx context.Context, r teamapi.InboxRequest) (teamapi.InboxRe
 		if err := x.s.checkActor(ctx, a); err != nil {
 			return out, err
 		}
-		l, err := x.s.Mailbox(a.Team).Lease(ctx, a.Member, mailbox.LeaseOptions{Max: r.Max, Wait: r.Wait(), Self: a.Member})
+		l, err := x.s.Mailbox(a.Team).Lease(ctx, a.Member, mailbox.LeaseOptions{Max: r.Max, Wait: r.Wait(), Self: a.Member, MaxBytes: x.s.pageBytes()})
 		if err != nil {
 			return out, err
 		}
@@ -338,7 +339,48 @@ func (x API) Brief(ctx context.Context, r teamapi.BriefRequest) (any, error) {
 	if r.Mail < 0 || r.Mail > teamapi.ReplayMax {
 		return nil, teambus.Invalidf("invalid mail count %d: 0 to %d", r.Mail, teamapi.ReplayMax)
 	}
-	return x.s.Brief(ctx, a.Team, of, r.Mail)
+	b, err := x.s.Brief(ctx, a.Team, of, r.Mail)
+	if err != nil {
+		return nil, err
+	}
+	return fitBrief(b, x.s.cfg.MaxReply), nil
+}
+
+// fitBrief returns b when its JSON fits max bytes; otherwise the
+// checkpoints of its dependencies (which the prompt text does not show)
+// come as summaries (ClippedCheckpoint), largest first, until it does.
+// What still does not fit is the service's to refuse (too_big). The
+// tasks of b are not changed: clipped ones are copies.
+func fitBrief(b *Brief, max int) *Brief {
+	raw, err := json.Marshal(b)
+	if err != nil || len(raw) <= max {
+		return b
+	}
+	size := len(raw)
+	out := *b
+	out.Deps = slices.Clone(b.Deps)
+	order := make([]int, 0, len(out.Deps))
+	for i, d := range out.Deps {
+		if d.Checkpoint != nil {
+			order = append(order, i)
+		}
+	}
+	cpLen := func(cp *teambus.Checkpoint) int {
+		cb, _ := json.Marshal(cp) // a checkpoint always encodes: it came from JSON
+		return len(cb)
+	}
+	slices.SortFunc(order, func(i, j int) int { return cpLen(out.Deps[j].Checkpoint) - cpLen(out.Deps[i].Checkpoint) })
+	for _, i := range order {
+		if size <= max {
+			break
+		}
+		d := *out.Deps[i]
+		before := cpLen(d.Checkpoint)
+		d.Checkpoint = ClippedCheckpoint(d.Checkpoint, d.ID)
+		size -= before - cpLen(d.Checkpoint)
+		out.Deps[i] = &d
+	}
+	return &out
 }
 
 // errPageFull ends a replay page.
@@ -359,14 +401,19 @@ func (x API) Replay(ctx context.Context, r teamapi.ReplayRequest) (teamapi.Repla
 	if limit <= 0 || limit > teamapi.ReplayMax {
 		limit = teamapi.ReplayMax
 	}
+	// A page also stops before its messages' JSON would pass the reply
+	// budget; the first message of a page always goes in.
+	budget, used := x.s.pageBytes(), 0
 	err = x.s.Mailbox(a.Team).Replay(ctx, mailbox.ReplayFilter{SinceSeq: r.SinceSeq}, func(m teambus.Message) error {
 		if !a.IsLead() && m.To != a.Member && m.From != a.Member && m.To != teambus.All {
 			return nil
 		}
-		if len(out.Messages) == limit {
+		n := messageJSONLen(m) + 1
+		if len(out.Messages) == limit || len(out.Messages) > 0 && used+n > budget {
 			out.Next = m.Seq
 			return errPageFull
 		}
+		used += n
 		out.Messages = append(out.Messages, m)
 		return nil
 	})
@@ -374,6 +421,15 @@ func (x API) Replay(ctx context.Context, r teamapi.ReplayRequest) (teamapi.Repla
 		return out, err
 	}
 	return out, nil
+}
+
+// messageJSONLen is the size of m in a reply.
+func messageJSONLen(m teambus.Message) int {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return len(m.Body) + len(m.Data) + 512
+	}
+	return len(b)
 }
 
 // Show implements teamapi.API: a *View of the actor's team, which every
@@ -388,5 +444,71 @@ func (x API) Show(ctx context.Context, r teamapi.ShowRequest) (any, error) {
 			return nil, err
 		}
 	}
-	return x.s.Show(ctx, a.Team)
+	v, err := x.s.Show(ctx, a.Team)
+	if err != nil {
+		return nil, err
+	}
+	return fitView(v, x.s.cfg.MaxReply)
+}
+
+// fitView returns v when its JSON fits max bytes. Otherwise the largest
+// checkpoints are replaced by a summary (ClippedCheckpoint) until it
+// does; a view that does not fit even then is refused
+// (teamapi.ErrTooBig) with what makes it big. The tasks of v are not
+// changed: clipped ones are copies.
+func fitView(v *View, max int) (*View, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode view of team %s: %w", v.Team.ID, err)
+	}
+	size := len(b)
+	if size <= max {
+		return v, nil
+	}
+	type big struct{ i, n int }
+	var cps []big
+	for i, t := range v.Tasks {
+		if t.Checkpoint != nil {
+			cb, _ := json.Marshal(t.Checkpoint) // a checkpoint always encodes: it came from JSON
+			cps = append(cps, big{i, len(cb)})
+		}
+	}
+	slices.SortFunc(cps, func(a, b big) int { return b.n - a.n })
+	out := *v
+	out.Tasks = slices.Clone(v.Tasks)
+	clipped := 0
+	for _, c := range cps {
+		if size <= max {
+			break
+		}
+		t := *out.Tasks[c.i]
+		t.Checkpoint = ClippedCheckpoint(t.Checkpoint, t.ID)
+		cb, _ := json.Marshal(t.Checkpoint) // as above
+		size -= c.n - len(cb)
+		out.Tasks[c.i] = &t
+		clipped++
+	}
+	if size <= max {
+		return &out, nil
+	}
+	descs := 0
+	for _, t := range v.Tasks {
+		descs += len(t.Description)
+	}
+	return nil, teamapi.TooBigf("the view of team %s is %d bytes with %d checkpoints clipped, more than an answer carries (%d): %d members, %d tasks with %d bytes of descriptions; the operator reads it whole with the node's token",
+		v.Team.ID, size, clipped, max, len(v.Members), len(v.Tasks), descs)
+}
+
+// ClippedCheckpoint is the summary of cp that a team view or a brief too
+// big for an answer shows: who recorded it and when, the last action cut to 200
+// bytes, and in the data how big it was and where to read it whole (the
+// operator's task show; a brief never clips the member's own task).
+func ClippedCheckpoint(cp *teambus.Checkpoint, task string) *teambus.Checkpoint {
+	c := *cp
+	full, _ := json.Marshal(cp) // a checkpoint always encodes
+	c.LastAction = clipText(cp.LastAction, 200)
+	c.TasksCompleted, c.TasksRemaining, c.Files = []string{}, []string{}, []string{}
+	c.Data, _ = json.Marshal(map[string]any{"clipped": fmt.Sprintf("checkpoint of %d bytes (%d done, %d remaining, %d files) left out so the answer fits the bus: teambus task show %s with the node's token prints it whole",
+		len(full), len(cp.TasksCompleted), len(cp.TasksRemaining), len(cp.Files), task), "task": task})
+	return &c
 }

@@ -74,6 +74,17 @@ func (s *Service) Brief(ctx context.Context, teamID, member string, mailN int) (
 		if len(b.RecentMail) > mailN {
 			b.RecentMail = b.RecentMail[len(b.RecentMail)-mailN:]
 		}
+		// The mail goes in the answer twice (as messages and in the text):
+		// the newest that fit a quarter of an answer, at least one.
+		used, keep := 0, len(b.RecentMail)
+		for i := len(b.RecentMail) - 1; i >= 0; i-- {
+			used += 2 * messageJSONLen(b.RecentMail[i])
+			if used > s.cfg.MaxReply/4 && i < len(b.RecentMail)-1 {
+				break
+			}
+			keep = i
+		}
+		b.RecentMail = b.RecentMail[keep:]
 	}
 	b.Text = b.render()
 	return b, nil

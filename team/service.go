@@ -31,7 +31,25 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// MaxReply is the largest answer of the member API in bytes (as
+	// JSON): a page of replay or inbox takes at most half of it, a team
+	// view that would pass it shows its largest checkpoints clipped, and
+	// what can not fit is refused (teamapi.ErrTooBig). 0 means the
+	// connection's max payload less ReplyHeadroom (DefaultMaxReply when
+	// the connection does not say).
+	MaxReply int
 }
+
+// DefaultMaxReply is MaxReply when the connection does not give its max
+// payload: the bus's default 1 MiB less ReplyHeadroom.
+const DefaultMaxReply = 1<<20 - ReplyHeadroom
+
+// ReplyHeadroom is the room an answer keeps within the bus's max payload
+// for its subject, headers and envelope.
+const ReplyHeadroom = 8 << 10
+
+// pageBytes is the byte budget of one page of replay or inbox.
+func (s *Service) pageBytes() int { return s.cfg.MaxReply / 2 }
 
 // Service runs team operations against one bus connection.
 type Service struct {
@@ -50,6 +68,12 @@ type Service struct {
 func New(js jetstream.JetStream, cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.MaxReply <= 0 {
+		cfg.MaxReply = DefaultMaxReply
+		if js != nil && js.Conn() != nil && js.Conn().MaxPayload() > 2*ReplyHeadroom {
+			cfg.MaxReply = int(js.Conn().MaxPayload()) - ReplyHeadroom
+		}
 	}
 	if cfg.Mailbox.Replicas == 0 || cfg.KV.Replicas == 0 {
 		r := bus.AutoReplicas(js.Conn())

@@ -624,14 +624,16 @@ func (s *Service) Reopen(ctx context.Context, a Actor, id string) (*teambus.Task
 // the task; empty means the member's current task.
 func (s *Service) Checkpoint(ctx context.Context, spec teamapi.CheckpointRequest) (*teambus.Task, error) {
 	a := spec.Actor
-	if err := teambus.ValidateData(spec.Data); err != nil {
+	if spec.Auto {
+		// An automatic checkpoint (the sidecar's: the files git lists) is
+		// clipped to the caps, never refused; its data says what was cut.
+		c := teambus.Checkpoint{TasksCompleted: spec.Done, TasksRemaining: spec.Remaining, LastAction: spec.LastAction, Files: spec.Files, Data: spec.Data}
+		if len(c.Clip()) > 0 {
+			spec.Done, spec.Remaining, spec.LastAction, spec.Files, spec.Data = c.TasksCompleted, c.TasksRemaining, c.LastAction, c.Files, c.Data
+		}
+	}
+	if err := teambus.ValidateCheckpoint(spec.Done, spec.Remaining, spec.LastAction, spec.Files, spec.Data); err != nil {
 		return nil, err
-	}
-	if len(spec.LastAction) > 4096 {
-		return nil, teambus.Invalidf("last action is %d bytes, at most 4096", len(spec.LastAction))
-	}
-	if n := len(spec.Data); n > 64<<10 {
-		return nil, teambus.Invalidf("checkpoint data is %d bytes, at most 65536", n)
 	}
 	id := spec.Task
 	if id == "" {
@@ -675,6 +677,9 @@ func (s *Service) Checkpoint(ctx context.Context, spec teamapi.CheckpointRequest
 			if spec.LastAction != "" && prev.LastAction == "" {
 				prev.LastAction = spec.LastAction
 			}
+			// A checkpoint recorded before the caps is clipped, never refused:
+			// an automatic checkpoint must not fail for an old one.
+			prev.Clip()
 			cp = &prev
 		}
 		t.Checkpoint = cp

@@ -358,7 +358,9 @@ func (c *Client) BriefInto(ctx context.Context, member string, mail int, out any
 	return c.Call(ctx, VerbBrief, BriefRequest{Actor: c.who, Of: member, Mail: mail}, out)
 }
 
-// ReplayPage returns one page of the caller's own mail from since on.
+// ReplayPage returns one page of the caller's own mail from since on: at
+// most limit messages, fewer when the service's byte budget ends the page
+// first. Follow Next for the rest (ReplayOwn does).
 func (c *Client) ReplayPage(ctx context.Context, since uint64, limit int) (ReplayReply, error) {
 	return c.Replay(ctx, ReplayRequest{Actor: c.who, SinceSeq: since, Limit: limit})
 }
@@ -461,6 +463,11 @@ func (c *Client) Task(ctx context.Context, req TaskRequest) (TaskReply, error) {
 // Checkpoint implements API.
 func (c *Client) Checkpoint(ctx context.Context, req CheckpointRequest) (TaskReply, error) {
 	req.Actor = c.actor(req.Actor)
+	// The caps are checked here too, so a checkpoint too large for a
+	// request is refused with them, not with the bus's payload limit.
+	if err := teambus.ValidateCheckpoint(req.Done, req.Remaining, req.LastAction, req.Files, req.Data); err != nil {
+		return TaskReply{}, err
+	}
 	rep, err := callAPI[TaskReply](ctx, c, VerbCheckpoint, req.Actor, req)
 	if err == nil && rep.Task == nil {
 		err = teambus.Unavailablef("team service checkpoint: no task in the answer")

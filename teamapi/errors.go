@@ -30,6 +30,10 @@ const (
 	// CodeBusy is an ErrBusy: the request was past the service's budget
 	// for its caller and did not run (exit 1: a retry is safe).
 	CodeBusy Code = "busy"
+	// CodeTooBig is an ErrTooBig: the answer was larger than the bus
+	// carries and was not sent (exit 2: the same request gets the same
+	// answer; ask for less).
+	CodeTooBig Code = "too_big"
 )
 
 // Classes: the exit code a code maps to, carried beside it so a client
@@ -53,6 +57,16 @@ var ErrNoTask = errors.New("no task available")
 // (or the service) had as many requests in flight as its budget allows.
 // Nothing happened: a retry is safe. It is also a teambus.ErrUnavailable.
 var ErrBusy = errors.New("team service busy")
+
+// ErrTooBig is a request whose answer was larger than a message of the
+// bus carries: the service answered this error instead. It is also a
+// teambus.ErrInvalid (exit 2): the same request gets the same answer.
+var ErrTooBig = errors.New("answer too big for the bus")
+
+// TooBigf returns an ErrTooBig with a message.
+func TooBigf(format string, args ...any) error {
+	return &Error{Code: CodeTooBig, Class: ClassPermanent, Message: fmt.Sprintf(format, args...)}
+}
 
 // Busyf returns an ErrBusy with a message.
 func Busyf(format string, args ...any) error {
@@ -115,6 +129,8 @@ func (e *Error) Unwrap() []error {
 		return []error{ErrNoTask, teambus.ErrUnavailable}
 	case CodeBusy:
 		return []error{ErrBusy, teambus.ErrUnavailable}
+	case CodeTooBig:
+		return []error{ErrTooBig, teambus.ErrInvalid}
 	case CodeUnavailable:
 		return []error{teambus.ErrUnavailable}
 	}
@@ -157,7 +173,7 @@ func classOf(c Code) string {
 	switch c {
 	case CodeFenced, CodeConflict:
 		return ClassConflict
-	case CodeInvalid, CodeNotFound, CodeState, CodeRefused:
+	case CodeInvalid, CodeNotFound, CodeState, CodeRefused, CodeTooBig:
 		return ClassPermanent
 	default:
 		return ClassTransient

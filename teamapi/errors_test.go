@@ -29,6 +29,7 @@ func TestError_RoundTrip(t *testing.T) {
 		{teamapi.Refusedf("not yours"), teamapi.CodeRefused, []error{teamapi.ErrRefused, teambus.ErrInvalid}},
 		{bus.NoLeaderf("electing"), teamapi.CodeNoLeader, []error{bus.ErrNoLeader, teambus.ErrUnavailable}},
 		{teamapi.NoTaskf("later"), teamapi.CodeNoTask, []error{teamapi.ErrNoTask, teambus.ErrUnavailable}},
+		{teamapi.TooBigf("replay answer is 2 MiB"), teamapi.CodeTooBig, []error{teamapi.ErrTooBig, teambus.ErrInvalid}},
 		{errors.New("disk"), teamapi.CodeUnavailable, []error{teambus.ErrUnavailable}},
 	}
 	for _, tt := range cases {

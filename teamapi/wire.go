@@ -76,7 +76,10 @@ type Leased struct {
 	Token string `json:"token,omitempty"`
 }
 
-// InboxReply is the mail read.
+// InboxReply is the mail read: at most Max messages, and fewer when more
+// would take more than half of what an answer of the bus carries (the
+// rest stay in the inbox for the next read; the first message always
+// comes).
 type InboxReply struct {
 	Messages []Leased `json:"messages"`
 }
@@ -151,7 +154,13 @@ type TaskReply struct {
 	Changed bool          `json:"changed"`
 }
 
-// CheckpointRequest records progress on the caller's task.
+// CheckpointRequest records progress on the caller's task. Its content
+// is capped (teambus.ValidateCheckpoint): LastAction at
+// teambus.MaxCheckpointLastAction bytes, each Done, Remaining and Files
+// item at teambus.MaxCheckpointItem, Data (a JSON value) at
+// teambus.MaxCheckpointData, the whole at teambus.MaxCheckpointSize as
+// JSON; past a cap it is refused (exit 2) and nothing is recorded. Big
+// content goes in files whose paths the checkpoint names.
 type CheckpointRequest struct {
 	Actor
 	Task       string          `json:"task,omitempty"`
@@ -196,7 +205,10 @@ type BriefRequest struct {
 
 // ReplayRequest reads the caller's own mail (to it, from it, and
 // broadcasts; the lead's: the team's whole mailbox) from the mailbox,
-// from SinceSeq on, at most Limit messages (default and cap ReplayMax).
+// from SinceSeq on, at most Limit messages (default and cap ReplayMax). A
+// page also stops before its messages
+// would take more than half of what an answer of the bus carries: follow
+// ReplayReply.Next (ReplayOwn does).
 type ReplayRequest struct {
 	Actor
 	SinceSeq uint64 `json:"since_seq,omitempty"`
@@ -209,11 +221,13 @@ type ShowRequest struct {
 	Actor
 }
 
-// ReplayMax caps one replay reply.
+// ReplayMax caps the messages of one replay page.
 const ReplayMax = 1000
 
 // ReplayReply is one page of the caller's mail; Next is where the next
-// page starts (0 when this page reached the end).
+// page starts (0 when this page reached the end). A page ends at
+// ReplayMax messages or at the service's byte budget, whichever comes
+// first.
 type ReplayReply struct {
 	Messages []teambus.Message `json:"messages"`
 	Next     uint64            `json:"next,omitempty"`

@@ -153,7 +153,14 @@ func (h *hook) checkpointHeld(ctx context.Context, fill func(t *teambus.Task, sp
 		return 0
 	}
 	spec := carry(t.Checkpoint)
+	if t.Checkpoint != nil {
+		// fill merges into the carried checkpoint's data: the clipped one.
+		cp := *t.Checkpoint
+		cp.Clip()
+		t.Checkpoint = &cp
+	}
 	fill(t, &spec)
+	fit(&spec)
 	spec.Task, spec.Actor = t.ID, h.actor()
 	if _, err := h.api.Checkpoint(ctx, spec); err != nil {
 		return h.fail(err)
@@ -163,12 +170,25 @@ func (h *hook) checkpointHeld(ctx context.Context, fill func(t *teambus.Task, sp
 }
 
 // carry starts a checkpoint spec from the previous checkpoint, so a hook's
-// checkpoint keeps what the agent reported.
+// checkpoint keeps what the agent reported. A previous checkpoint over the
+// caps (recorded before them) is clipped to fit, and its data says what
+// was cut: a hook never fails for an old checkpoint.
 func carry(cp *teambus.Checkpoint) teamapi.CheckpointRequest {
 	if cp == nil {
 		return teamapi.CheckpointRequest{}
 	}
-	return teamapi.CheckpointRequest{Done: cp.TasksCompleted, Remaining: cp.TasksRemaining, LastAction: cp.LastAction, Files: cp.Files}
+	c := *cp
+	c.Clip()
+	return teamapi.CheckpointRequest{Done: c.TasksCompleted, Remaining: c.TasksRemaining, LastAction: c.LastAction, Files: c.Files, Data: c.Data}
+}
+
+// fit clips a hook's checkpoint spec to the caps once it is filled in (the
+// data it merged, the files it found), saying what it cut in the data.
+func fit(spec *teamapi.CheckpointRequest) {
+	c := teambus.Checkpoint{TasksCompleted: spec.Done, TasksRemaining: spec.Remaining, LastAction: spec.LastAction, Files: spec.Files, Data: spec.Data}
+	if len(c.Clip()) > 0 {
+		spec.Done, spec.Remaining, spec.LastAction, spec.Files, spec.Data = c.TasksCompleted, c.TasksRemaining, c.LastAction, c.Files, c.Data
+	}
 }
 
 // mergeData adds fields to the previous checkpoint's data object.
@@ -248,9 +268,7 @@ func (h *hook) sessionEnd(ctx context.Context) int {
 		spec := carry(t.Checkpoint)
 		spec.LastAction = fmt.Sprintf("session ended (%s)", Clean(clipChars(h.p.Reason, 40)))
 		spec.Task, spec.Actor = t.ID, h.actor()
-		if t.Checkpoint != nil {
-			spec.Data = t.Checkpoint.Data
-		}
+		fit(&spec)
 		if _, err := h.api.Checkpoint(cctx, spec); err != nil {
 			h.rec.Error = Clean(clipChars(err.Error(), 300))
 		}

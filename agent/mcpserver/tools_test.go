@@ -397,6 +397,8 @@ func testServerTasks(t *testing.T, newF fixtureFunc) {
 	if cp.Task != "t1" || cp.Seq != 1 {
 		t.Fatalf("checkpoint: %+v", cp)
 	}
+	// Past a cap: refused, naming the field and the cap; nothing recorded.
+	fails(t, tm1, "checkpoint", map[string]any{"done": []string{strings.Repeat("d", 20_000)}}, "[permanent]", "done item 1 is 20000 bytes, at most 16384 (16 KiB)", "files whose paths")
 	var tr mcpserver.TaskResult
 	ok(t, tm2, "task_show", map[string]any{"id": "t1"}, &tr)
 	if tr.Task.Checkpoint == nil || tr.Task.Checkpoint.LastAction != "wrote a" || tr.Task.Checkpoint.Data["n"] != float64(2) {

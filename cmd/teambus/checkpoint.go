@@ -42,6 +42,10 @@ func checkpoint(c *cli.Context, a team.Actor) error {
 		}
 		spec.Data = json.RawMessage(d)
 	}
+	// The caps, before any connection: exit 2 names the field and the cap.
+	if err := teambus.ValidateCheckpoint(spec.Done, spec.Remaining, spec.LastAction, spec.Files, spec.Data); err != nil {
+		return err
+	}
 	return withMember(c, a, func(s *session, cl *teamapi.Client) error {
 		t, err := cl.Record(s.ctx, spec)
 		if err != nil {
