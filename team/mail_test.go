@@ -272,8 +272,8 @@ func TestService_Send_FullMailbox(t *testing.T) {
 	if err == nil || len(stored) < 5 {
 		t.Fatalf("after %d sends: %v; want some mail stored, then a full mailbox", len(stored), err)
 	}
-	if !errors.Is(err, teambus.ErrUnavailable) || !strings.Contains(err.Error(), "full") || !strings.Contains(err.Error(), "nothing was sent") {
-		t.Errorf("send to a full mailbox = %v, want ErrUnavailable saying it is full and nothing was sent", err)
+	if !errors.Is(err, teambus.ErrFull) || teambus.ExitCode(err) != teambus.ExitPermanent || !strings.Contains(err.Error(), "full") || !strings.Contains(err.Error(), "nothing was sent") {
+		t.Errorf("send to a full mailbox = %v, want ErrFull (exit 2) saying it is full and nothing was sent", err)
 	}
 	if got := f.msgCount(t, "alpha"); got != uint64(len(stored)) {
 		t.Errorf("stream holds %d messages, want the %d stored", got, len(stored))

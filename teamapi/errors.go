@@ -30,6 +30,13 @@ const (
 	// CodeBusy is an ErrBusy: the request was past the service's budget
 	// for its caller and did not run (exit 1: a retry is safe).
 	CodeBusy Code = "busy"
+	// CodeFull is a teambus.ErrFull: the team's mailbox or event log is at
+	// its size limit; nothing was stored, and a retry stores nothing
+	// until the limit is raised (exit 2). The message names the fix.
+	CodeFull Code = "full"
+	// CodeNoSpace is a teambus.ErrNoSpace: the bus node's own store is
+	// out of room (a full disk); the operator's to fix (exit 2).
+	CodeNoSpace Code = "no_space"
 )
 
 // Classes: the exit code a code maps to, carried beside it so a client
@@ -115,6 +122,10 @@ func (e *Error) Unwrap() []error {
 		return []error{ErrNoTask, teambus.ErrUnavailable}
 	case CodeBusy:
 		return []error{ErrBusy, teambus.ErrUnavailable}
+	case CodeFull:
+		return []error{teambus.ErrFull}
+	case CodeNoSpace:
+		return []error{teambus.ErrNoSpace, teambus.ErrFull}
 	case CodeUnavailable:
 		return []error{teambus.ErrUnavailable}
 	}
@@ -137,6 +148,10 @@ func ErrorOf(err error) *Error {
 		code = e.Code
 	case errors.Is(err, teambus.ErrNoLeader) && teambus.ExitCode(err) == teambus.ExitTransient:
 		code = CodeNoLeader
+	case errors.Is(err, teambus.ErrNoSpace) && teambus.ExitCode(err) == teambus.ExitPermanent:
+		code = CodeNoSpace
+	case errors.Is(err, teambus.ErrFull) && teambus.ExitCode(err) == teambus.ExitPermanent:
+		code = CodeFull
 	case errors.Is(err, teambus.ErrFenced):
 		code = CodeFenced
 	case errors.Is(err, teambus.ErrConflict):
@@ -157,7 +172,7 @@ func classOf(c Code) string {
 	switch c {
 	case CodeFenced, CodeConflict:
 		return ClassConflict
-	case CodeInvalid, CodeNotFound, CodeState, CodeRefused:
+	case CodeInvalid, CodeNotFound, CodeState, CodeRefused, CodeFull, CodeNoSpace:
 		return ClassPermanent
 	default:
 		return ClassTransient
