@@ -8,7 +8,8 @@ import (
 )
 
 // MemberMaxConns is how many connections one member credential may hold
-// at once on a node. A sidecar, an MCP server, hooks and commands of one
+// at once on a node by default (NodeConfig.MemberMaxConns, `teambus bus
+// start --member-max-connections`). A sidecar, an MCP server, hooks and commands of one
 // session use a few; the limit stops one credential from holding the
 // node's connections. Past it a connect is refused (authorization
 // violation) and logged.
@@ -29,7 +30,7 @@ type userSlot struct{ mu sync.Mutex }
 // admit reports whether user (of account acc) may open one more
 // connection on s. On true the caller registers the user and then calls
 // release; on false it refuses the connection.
-func (l *connLimit) admit(s *server.Server, acc, user string) (release func(), ok bool, live int) {
+func (l *connLimit) admit(s *server.Server, acc, user string) (release func(), ok bool, live, max int) {
 	l.mu.Lock()
 	if l.users == nil {
 		l.users = map[string]*userSlot{}
@@ -41,7 +42,7 @@ func (l *connLimit) admit(s *server.Server, acc, user string) (release func(), o
 	}
 	l.mu.Unlock()
 	slot.mu.Lock()
-	max := l.max
+	max = l.max
 	if max <= 0 {
 		max = MemberMaxConns
 	}
@@ -51,9 +52,9 @@ func (l *connLimit) admit(s *server.Server, acc, user string) (release func(), o
 	cz, err := s.Connz(&server.ConnzOptions{Account: acc, User: user, Limit: max + 1})
 	if err == nil && len(cz.Conns) >= max {
 		slot.mu.Unlock()
-		return nil, false, len(cz.Conns)
+		return nil, false, len(cz.Conns), max
 	}
-	return slot.mu.Unlock, true, 0
+	return slot.mu.Unlock, true, 0, max
 }
 
 // shouldLog reports whether a refusal of user is to be logged: at most
@@ -80,9 +81,9 @@ func (a *authenticator) admitMember(acc *server.Account, user string) (release f
 	if s == nil {
 		return func() {}, true
 	}
-	release, ok, live := a.conns.admit(s, acc.Name, user)
+	release, ok, live, max := a.conns.admit(s, acc.Name, user)
 	if !ok && a.conns.shouldLog(user, time.Now()) {
-		a.log.Warn("member connection refused: the credential holds as many connections as allowed", "user", user, "live", live, "max", MemberMaxConns)
+		a.log.Warn("member connection refused: the credential holds as many connections as allowed", "user", user, "live", live, "max", max)
 	}
 	return release, ok
 }

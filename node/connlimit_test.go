@@ -112,3 +112,33 @@ func TestConnLimit_PerMemberCredential(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestConnLimit_Configured: NodeConfig.MemberMaxConns sets the limit.
+func TestConnLimit_Configured(t *testing.T) {
+	n := nodetest.NewServerConfig(t, node.NodeConfig{MemberMaxConns: 3})
+	ctx := testCtx(t)
+	admin := nodetest.Connect(t, n)
+	cr, err := credstore.IssueCreds(ctx, admin, "alpha", "tm1", []string{n.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []*nats.Conn
+	defer func() {
+		for _, nc := range conns {
+			nc.Close()
+		}
+	}()
+	for i := range 4 {
+		nc, err := nats.Connect(n.URL(), nats.UserInfo(cr.User, cr.Password), nats.CustomInboxPrefix(cr.InboxPrefix), nats.NoReconnect())
+		if i < 3 && err != nil {
+			t.Fatalf("connection %d of 3: %v", i+1, err)
+		}
+		if i == 3 && err == nil {
+			nc.Close()
+			t.Fatal("a fourth connection past a limit of 3 was accepted")
+		}
+		if err == nil {
+			conns = append(conns, nc)
+		}
+	}
+}
