@@ -42,8 +42,9 @@ func memberClient(t *testing.T, n *node.Node, admin *bus.Conn, teamID, member st
 	return cl
 }
 
-// TestRoom_FullMailboxThenTeamSet: a member fills its team's mailbox
-// through the team service; every send and a new join then fail
+// TestRoom_FullMailboxThenTeamSet: a member flooding its team's mailbox
+// through the team service stops at its send quota (exit 1); once the
+// mailbox is full, every send and a new join fail
 // permanently (exit 2) with a message that names `teambus team set`. A
 // raise past the node's store limit is refused as the operator's
 // problem and changes nothing; a smaller limit is refused; a raise within
@@ -58,12 +59,23 @@ func TestRoom_FullMailboxThenTeamSet(t *testing.T) {
 	}
 	tm1 := memberClient(t, n, admin, "alpha", "tm1")
 	tm2 := memberClient(t, n, admin, "alpha", "tm2")
-	// Filled to the last byte: big bodies, then small ones.
+	// tm1 floods: it stops at its send quota, a quarter of the mailbox,
+	// with a transient error; the others go on filling the mailbox to the
+	// last byte (the lead, big bodies then small ones).
 	var err error
 	sent := 0
+	for ; sent < 40; sent++ {
+		if _, err = tm1.Send(ctx, teamapi.SendRequest{To: teambus.Lead, ID: fmt.Sprint("flood-", sent), Body: strings.Repeat("x", 60<<10)}); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, teamapi.ErrQuota) || teambus.ExitCode(err) != teambus.ExitTransient || sent < 3 || sent > 5 {
+		t.Fatalf("tm1's flood of 60 KiB sends into 1 MiB: %v after %d sends; want its quota (a quarter) after 4, exit 1", err, sent)
+	}
+	lead := team.Actor{Team: "alpha", Member: teambus.Lead}
 	for _, size := range []int{60 << 10, 1 << 10, 1} {
 		for i := 0; i < 2000; i++ {
-			if _, err = tm1.Send(ctx, teamapi.SendRequest{To: teambus.Lead, ID: fmt.Sprint("fill-", sent), Body: strings.Repeat("x", size)}); err != nil {
+			if _, err = svc.Send(ctx, teamapi.SendRequest{Actor: lead, To: "tm1", ID: fmt.Sprint("fill-", sent), Body: strings.Repeat("x", size)}); err != nil {
 				break
 			}
 			sent++
@@ -72,6 +84,8 @@ func TestRoom_FullMailboxThenTeamSet(t *testing.T) {
 	if err == nil || sent < 5 {
 		t.Fatalf("after %d sends into 1 MiB: %v; want some stored, then a full mailbox", sent, err)
 	}
+	// tm2, far from its quota, meets the full mailbox.
+	_, err = tm2.Send(ctx, teamapi.SendRequest{To: teambus.Lead, Body: "x"})
 	full := func(what string, err error) {
 		t.Helper()
 		if !errors.Is(err, teambus.ErrFull) || teambus.ExitCode(err) != teambus.ExitPermanent ||
@@ -96,7 +110,7 @@ func TestRoom_FullMailboxThenTeamSet(t *testing.T) {
 	if !errors.As(err, &room) || !errors.Is(err, teambus.ErrNoSpace) || teambus.ExitCode(err) != teambus.ExitPermanent || !strings.Contains(err.Error(), "--max-store") {
 		t.Fatalf("raise to 1GiB on a 256MiB store: %v (exit %d); want a LimitRoomError, ErrNoSpace, exit 2, naming --max-store", err, teambus.ExitCode(err))
 	}
-	_, err = tm1.Send(ctx, teamapi.SendRequest{To: teambus.Lead, Body: "still full"})
+	_, err = tm2.Send(ctx, teamapi.SendRequest{To: teambus.Lead, Body: "still full"})
 	full("send after a refused raise", err)
 	// A limit only grows.
 	if _, err = svc.SetLimits(ctx, "alpha", team.Limits{Events: 8 << 20}); !errors.Is(err, teambus.ErrInvalid) {
@@ -113,7 +127,7 @@ func TestRoom_FullMailboxThenTeamSet(t *testing.T) {
 	if res.Mailbox == nil || res.Mailbox.Was != 1<<20 || res.Mailbox.Now != 2<<20 || res.Events == nil || res.Events.Now != 32<<20 {
 		t.Fatalf("set limits = %+v %+v", res.Mailbox, res.Events)
 	}
-	if _, err := tm1.Send(ctx, teamapi.SendRequest{To: teambus.Lead, Body: "room again"}); err != nil {
+	if _, err := tm2.Send(ctx, teamapi.SendRequest{To: teambus.Lead, Body: "room again"}); err != nil {
 		t.Fatalf("send after the raise: %v", err)
 	}
 	if _, err := tm2.JoinSession(ctx); err != nil {

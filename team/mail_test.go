@@ -254,7 +254,8 @@ func TestService_Redelivery_PolicyAckWait(t *testing.T) {
 }
 
 func TestService_Send_FullMailbox(t *testing.T) {
-	f := newFixture(t, team.Config{Mailbox: mailbox.MailboxConfig{MaxBytes: 32 << 10, MaxBody: 4096}})
+	// No send quota: one member fills the mailbox.
+	f := newFixture(t, team.Config{Mailbox: mailbox.MailboxConfig{MaxBytes: 32 << 10, MaxBody: 4096}, SendQuotaShare: -1})
 	f.create(t, "alpha", "L", testPolicy(), "tm1")
 	ctx := testCtx(t)
 	tm1 := actorOf("alpha", "tm1")

@@ -31,6 +31,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// SendQuotaWindow and SendQuotaShare set the send quota (quota.go):
+	// within any window, a member stores at most 1/share of its team's
+	// mailbox limit. 0 means DefaultQuotaWindow and DefaultQuotaShare; a
+	// negative value turns the quota off.
+	SendQuotaWindow time.Duration
+	SendQuotaShare  int
 }
 
 // Service runs team operations against one bus connection.
@@ -40,6 +46,8 @@ type Service struct {
 	cfg   Config
 	// fullReads counts the claims that read the whole team (nextFull).
 	fullReads atomic.Int64
+	// quota counts what each member stored (quota.go).
+	quota sendQuota
 }
 
 // New returns a service on js. It does no I/O.

@@ -37,6 +37,10 @@ const (
 	// CodeNoSpace is a teambus.ErrNoSpace: the bus node's own store is
 	// out of room (a full disk); the operator's to fix (exit 2).
 	CodeNoSpace Code = "no_space"
+	// CodeQuota is an ErrQuota: the member sent its share of the team's
+	// mailbox within the quota window; nothing was stored, and the same
+	// send works once the window moves on (exit 1: a retry is safe).
+	CodeQuota Code = "quota"
 )
 
 // Classes: the exit code a code maps to, carried beside it so a client
@@ -60,6 +64,16 @@ var ErrNoTask = errors.New("no task available")
 // (or the service) had as many requests in flight as its budget allows.
 // Nothing happened: a retry is safe. It is also a teambus.ErrUnavailable.
 var ErrBusy = errors.New("team service busy")
+
+// ErrQuota is a send refused because its member had stored its share of
+// the team's mailbox within the quota window. Nothing was stored; the
+// same send works later. It is also a teambus.ErrUnavailable.
+var ErrQuota = errors.New("send quota used up")
+
+// Quotaf returns an ErrQuota with a message.
+func Quotaf(format string, args ...any) error {
+	return &Error{Code: CodeQuota, Class: ClassTransient, Message: fmt.Sprintf(format, args...)}
+}
 
 // Busyf returns an ErrBusy with a message.
 func Busyf(format string, args ...any) error {
@@ -122,6 +136,8 @@ func (e *Error) Unwrap() []error {
 		return []error{ErrNoTask, teambus.ErrUnavailable}
 	case CodeBusy:
 		return []error{ErrBusy, teambus.ErrUnavailable}
+	case CodeQuota:
+		return []error{ErrQuota, teambus.ErrUnavailable}
 	case CodeFull:
 		return []error{teambus.ErrFull}
 	case CodeNoSpace:
