@@ -124,7 +124,7 @@ func (s *TeamStream) Refusal(err error, item, done, flag string) error {
 // of room of its own (why: what the node reports): the operator's
 // problem, named as such.
 func NoSpace(team, item, done, why string) error {
-	return teambus.NoSpacef("the bus node has no room to store the %s for team %s (%s): nothing was %s; this is for the bus's operator to fix: free disk space on the bus node, or restart it with a larger `teambus bus start --max-store`", item, team, why, done)
+	return teambus.NoSpacef("the bus node has no room to store the %s for team %s (%s): nothing was %s; this is for the bus's operator to fix: free disk space on the bus node and restart it, or give it a larger `teambus bus start --max-store`", item, team, why, done)
 }
 
 // liveMaxBytes is the stream's byte limit as the server has it (`team

@@ -23,7 +23,7 @@ func TestPublishErr_Refusal(t *testing.T) {
 		fullEv   = "team alpha's event log is full (8KiB): nothing was stored; the operator raises it with `teambus team set alpha --events-max-bytes 16KiB`"
 		byDesc   = "resource limits exceeded for account"
 		noSpace  = "insufficient storage resources available"
-		opFix    = "; this is for the bus's operator to fix: free disk space on the bus node, or restart it with a larger `teambus bus start --max-store`"
+		opFix    = "; this is for the bus's operator to fix: free disk space on the bus node and restart it, or give it a larger `teambus bus start --max-store`"
 	)
 	tests := []struct {
 		name     string
