@@ -99,23 +99,23 @@ func busStart(c *cli.Context) error {
 		return err
 	}
 	cfg := node.NodeConfig{
-		Dir:            dir,
-		Name:           c.String("name"),
-		Listen:         c.String("listen"),
-		AllowRemote:    c.Bool("allow-remote"),
-		HTTP:           c.String("http"),
-		Sync:           c.String("sync"),
-		SyncInterval:   c.Duration("sync-interval"),
-		MaxStore:       maxStore,
-		MaxMemory:      maxMemory,
-		MemberMaxConns: c.Int("member-max-connections"),
-		Token:          c.String("token"),
-		Logger:         log,
-		Debug:          c.String("log-level") == "debug",
-		ClusterName:    c.String("cluster-name"),
-		ClusterListen:  c.String("cluster-listen"),
-		Routes:         splitList(c.StringSlice("routes")),
+		Dir:           dir,
+		Name:          c.String("name"),
+		Listen:        c.String("listen"),
+		AllowRemote:   c.Bool("allow-remote"),
+		HTTP:          c.String("http"),
+		Sync:          c.String("sync"),
+		SyncInterval:  c.Duration("sync-interval"),
+		MaxStore:      maxStore,
+		MaxMemory:     maxMemory,
+		Token:         c.String("token"),
+		Logger:        log,
+		Debug:         c.String("log-level") == "debug",
+		ClusterName:   c.String("cluster-name"),
+		ClusterListen: c.String("cluster-listen"),
+		Routes:        splitList(c.StringSlice("routes")),
 	}
+	cfg.MemberMaxConns = c.Int("member-max-connections")
 	if err := cfg.Validate(); err != nil {
 		return allowRemoteHint(err)
 	}
