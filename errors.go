@@ -43,7 +43,7 @@ func ExitCode(err error) int {
 		return ExitOK
 	case errors.Is(err, ErrConflict), errors.Is(err, ErrFenced):
 		return ExitConflict
-	case errors.Is(err, ErrInvalid), errors.Is(err, ErrNotFound), errors.Is(err, ErrState):
+	case errors.Is(err, ErrInvalid), errors.Is(err, ErrNotFound), errors.Is(err, ErrState), errors.Is(err, ErrFull):
 		return ExitPermanent
 	default:
 		return ExitTransient

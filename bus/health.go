@@ -18,22 +18,26 @@ const HealthSubject = "teambus.node.health"
 type Health struct {
 	OK     bool     `json:"ok"`
 	Errors []string `json:"errors,omitempty"`
+	// NoSpace: the node can not store and the disk of its store is
+	// (nearly) full.
+	NoSpace bool `json:"no_space,omitempty"`
 }
 
 // StorageTrouble asks the node behind nc whether it can store, after a
 // publish timed out. It returns what is wrong, or "" when the node is
-// healthy, does not answer in time or is not a teambus node.
-func StorageTrouble(nc *nats.Conn) string {
+// healthy, does not answer in time or is not a teambus node; noSpace
+// when the node says the disk of its store is full.
+func StorageTrouble(nc *nats.Conn) (why string, noSpace bool) {
 	if nc == nil || !nc.IsConnected() {
-		return ""
+		return "", false
 	}
 	m, err := nc.Request(HealthSubject, nil, time.Second)
 	if err != nil {
-		return ""
+		return "", false
 	}
 	var h Health
 	if json.Unmarshal(m.Data, &h) != nil || h.OK {
-		return ""
+		return "", false
 	}
-	return strings.Join(h.Errors, "; ")
+	return strings.Join(h.Errors, "; "), h.NoSpace
 }

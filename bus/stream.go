@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -92,8 +93,11 @@ func (s *TeamStream) Delete(ctx context.Context) error {
 // Refusal words a publish the stream refused as the mailbox and the event
 // log both do: too large, full, or no stream. item is what was published
 // ("message", "event"), done what did not happen ("sent", "stored") and
-// export the command that exports the stream. Any other error is nil.
-func (s *TeamStream) Refusal(err error, item, done, export string) error {
+// flag the flag of `teambus team set` that raises the stream's limit. A
+// full stream is a teambus.ErrFull, a bus node out of room a
+// teambus.ErrNoSpace: both permanent until someone acts, and the message
+// says who and how. Any other error is nil.
+func (s *TeamStream) Refusal(err error, item, done, flag string) error {
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) {
 		return nil
@@ -101,14 +105,56 @@ func (s *TeamStream) Refusal(err error, item, done, export string) error {
 	switch apiErr.ErrorCode {
 	case jetstream.JSErrCodeStreamMessageExceedsMaximum:
 		return teambus.Invalidf("%s too large for the %s of team %s: nothing was %s", item, s.what, s.team, done)
-	case jserr.StreamStoreFailed, jserr.StorageResourcesExceeded:
-		return teambus.Unavailablef("%s of team %s is full (limit %d bytes): nothing was %s; export it (`%s`) and raise the limit", s.what, s.team, s.sc.MaxBytes, done, export)
+	case jserr.StreamStoreFailed:
+		// On these streams (no message count limits, messages far
+		// below the store's block size) the store refuses a write
+		// for one reason: the stream is at its byte limit.
+		limit := s.liveMaxBytes()
+		return teambus.Fullf("team %s's %s is full (%s): nothing was %s; the operator raises it with `teambus team set %s %s %s`",
+			s.team, s.what, Size(limit), done, s.team, flag, Size(2*limit))
 	case jetstream.JSErrCodeStreamNotFound:
 		return teambus.NotFoundf("team %s has no %s: create the team first", s.team, s.what)
-	}
-	switch apiErr.ErrorCode {
-	case jserr.AccountResourcesExceeded, jserr.InsufficientResources, jserr.MemoryResourcesExceeded:
-		return teambus.Unavailablef("%s of team %s is full: nothing was %s: %s", s.what, s.team, done, apiErr.Description)
+	case jserr.StorageResourcesExceeded, jserr.AccountResourcesExceeded, jserr.InsufficientResources, jserr.MemoryResourcesExceeded:
+		return NoSpace(s.team, item, done, apiErr.Description)
 	}
 	return nil
+}
+
+// NoSpace is the error of a write the bus node could not store for want
+// of room of its own (why: what the node reports): the operator's
+// problem, named as such.
+func NoSpace(team, item, done, why string) error {
+	return teambus.NoSpacef("the bus node has no room to store the %s for team %s (%s): nothing was %s; this is for the bus's operator to fix: free disk space on the bus node and restart it, or give it a larger `teambus bus start --max-store`", item, team, why, done)
+}
+
+// liveMaxBytes is the stream's byte limit as the server has it (`team
+// set` may have raised it since the stream was declared), or the
+// configured one when the server does not say in time.
+func (s *TeamStream) liveMaxBytes() int64 {
+	if s.js == nil {
+		return s.sc.MaxBytes
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if st, err := s.js.Stream(ctx, s.Stream()); err == nil && st.CachedInfo().Config.MaxBytes > 0 {
+		return st.CachedInfo().Config.MaxBytes
+	}
+	return s.sc.MaxBytes
+}
+
+// Size writes a byte count the way the command line reads it: 32MiB,
+// 1GiB, 1536KiB, 100B.
+func Size(n int64) string {
+	for _, u := range []struct {
+		unit  string
+		shift uint
+	}{{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}} {
+		if n >= 1<<u.shift && n%(1<<u.shift) == 0 {
+			return fmt.Sprintf("%d%s", n>>u.shift, u.unit)
+		}
+	}
+	if n >= 1<<20 {
+		return fmt.Sprintf("%dMiB", (n+1<<20-1)>>20)
+	}
+	return fmt.Sprintf("%dB", n)
 }

@@ -266,7 +266,7 @@ func requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
 func isWrongLastSeq(err error) bool { return jserr.WrongLastSequence(err) }
 
 func (ev *Events) publishErr(err error) error {
-	if rerr := ev.Refusal(err, "event", "stored", "teambus events export --team "+ev.Team()); rerr != nil {
+	if rerr := ev.Refusal(err, "event", "stored", "--events-max-bytes"); rerr != nil {
 		return rerr
 	}
 	if errors.Is(err, errNoStream) || bus.NoResponse(err) || bus.Electing(err) {

@@ -19,9 +19,11 @@ func TestEventsPublishErr_Refusal(t *testing.T) {
 		return &jetstream.APIError{ErrorCode: code, Description: desc}
 	}
 	const (
-		fullMail = "mailbox of team alpha is full (limit 4096 bytes): nothing was sent; export it (`teambus team checkpoint alpha --export DIR`) and raise the limit"
-		fullEv   = "event log of team alpha is full (limit 8192 bytes): nothing was stored; export it (`teambus events export --team alpha`) and raise the limit"
+		fullMail = "team alpha's mailbox is full (4KiB): nothing was sent; the operator raises it with `teambus team set alpha --mailbox-max-bytes 8KiB`"
+		fullEv   = "team alpha's event log is full (8KiB): nothing was stored; the operator raises it with `teambus team set alpha --events-max-bytes 16KiB`"
 		byDesc   = "resource limits exceeded for account"
+		noSpace  = "insufficient storage resources available"
+		opFix    = "; this is for the bus's operator to fix: free disk space on the bus node and restart it, or give it a larger `teambus bus start --max-store`"
 	)
 	tests := []struct {
 		name     string
@@ -31,12 +33,15 @@ func TestEventsPublishErr_Refusal(t *testing.T) {
 	}{
 		{"too large", api(jetstream.JSErrCodeStreamMessageExceedsMaximum, "message size exceeds maximum allowed"),
 			"message too large for the mailbox of team alpha: nothing was sent", "event too large for the event log of team alpha: nothing was stored", teambus.ErrInvalid},
-		{"store failed", api(jserr.StreamStoreFailed, "maximum bytes exceeded"), fullMail, fullEv, teambus.ErrUnavailable},
-		{"no resources", api(jserr.StorageResourcesExceeded, "insufficient storage resources available"), fullMail, fullEv, teambus.ErrUnavailable},
+		{"store failed", api(jserr.StreamStoreFailed, "maximum bytes exceeded"), fullMail, fullEv, teambus.ErrFull},
+		{"no resources", api(jserr.StorageResourcesExceeded, noSpace),
+			"the bus node has no room to store the message for team alpha (" + noSpace + "): nothing was sent" + opFix,
+			"the bus node has no room to store the event for team alpha (" + noSpace + "): nothing was stored" + opFix, teambus.ErrNoSpace},
 		{"no stream", api(jetstream.JSErrCodeStreamNotFound, "stream not found"),
 			"team alpha has no mailbox: create the team first", "team alpha has no event log: create the team first", teambus.ErrNotFound},
 		{"full by its code", api(jserr.AccountResourcesExceeded, byDesc),
-			"mailbox of team alpha is full: nothing was sent: " + byDesc, "event log of team alpha is full: nothing was stored: " + byDesc, teambus.ErrUnavailable},
+			"the bus node has no room to store the message for team alpha (" + byDesc + "): nothing was sent" + opFix,
+			"the bus node has no room to store the event for team alpha (" + byDesc + "): nothing was stored" + opFix, teambus.ErrNoSpace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -46,6 +51,8 @@ func TestEventsPublishErr_Refusal(t *testing.T) {
 			}{{ev.publishErr(tc.err), tc.ev}} {
 				if c.got == nil || c.got.Error() != c.want || !errors.Is(c.got, tc.is) {
 					t.Errorf("publishErr(%v) = %v, want %q (%v)", tc.err, c.got, c.want, tc.is)
+				} else if errors.Is(tc.is, teambus.ErrFull) && teambus.ExitCode(c.got) != teambus.ExitPermanent {
+					t.Errorf("publishErr(%v) exits %d, want %d: no room is permanent until someone acts", tc.err, teambus.ExitCode(c.got), teambus.ExitPermanent)
 				}
 			}
 		})

@@ -214,7 +214,7 @@ func (mb *Mailbox) publishMsg(ctx context.Context, subject string, b []byte, opt
 }
 
 func (mb *Mailbox) publishErr(err error) error {
-	if rerr := mb.Refusal(err, "message", "sent", "teambus team checkpoint "+mb.Team()+" --export DIR"); rerr != nil {
+	if rerr := mb.Refusal(err, "message", "sent", "--mailbox-max-bytes"); rerr != nil {
 		return rerr
 	}
 	if errors.Is(err, bus.ErrNoLeader) {
@@ -231,7 +231,9 @@ func (mb *Mailbox) publishErr(err error) error {
 		return bus.NoLeaderf("send to team %s: no server answers for its mailbox: nothing was stored", mb.Team())
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
-		if why := bus.StorageTrouble(mb.JS().Conn()); why != "" {
+		if why, noSpace := bus.StorageTrouble(mb.JS().Conn()); noSpace {
+			return bus.NoSpace(mb.Team(), "message", "acknowledged (send it again with the same message id once the operator fixed it)", why)
+		} else if why != "" {
 			return teambus.Unavailablef("send to team %s: the bus did not store it and reports: %s: nothing was acknowledged; fix that (a full disk: free space on the bus node and restart it), then send it again with the same message id", mb.Team(), why)
 		}
 		return teambus.Unavailablef("send to team %s: timed out waiting for the bus to store it: it may be stored; send it again with the same message id to store it once", mb.Team())

@@ -429,11 +429,11 @@ func TestMailbox_Send_FullStream(t *testing.T) {
 	if len(stored) < 5 {
 		t.Fatalf("only %d messages fit before %v", len(stored), err)
 	}
-	if !errors.Is(err, teambus.ErrUnavailable) || !strings.Contains(err.Error(), "full") {
-		t.Errorf("send to a full mailbox = %v, want ErrUnavailable saying it is full", err)
+	if !errors.Is(err, teambus.ErrFull) || !strings.Contains(err.Error(), "full") || !strings.Contains(err.Error(), "team set") {
+		t.Errorf("send to a full mailbox = %v, want ErrFull saying it is full and how to raise it", err)
 	}
-	if got := teambus.ExitCode(err); got != teambus.ExitTransient {
-		t.Errorf("exit code = %d, want %d", got, teambus.ExitTransient)
+	if got := teambus.ExitCode(err); got != teambus.ExitPermanent {
+		t.Errorf("exit code = %d, want %d: a full mailbox stays full until its limit is raised", got, teambus.ExitPermanent)
 	}
 	// Nothing old was dropped to make room: discard new, not old.
 	if got := mb.count(t); got != uint64(len(stored)) {
@@ -445,7 +445,7 @@ func TestMailbox_Send_FullStream(t *testing.T) {
 	}
 	// Still full on retry.
 	_, err = mb.Send(ctx, &teambus.Message{ID: "again", From: "tm1", To: teambus.Lead, Type: teambus.MsgInfo, Body: strings.Repeat("f", 1000)}, false)
-	if !errors.Is(err, teambus.ErrUnavailable) {
+	if !errors.Is(err, teambus.ErrFull) {
 		t.Errorf("second send to a full mailbox = %v", err)
 	}
 }

@@ -62,6 +62,7 @@ func MemberPermissions(team, member string) *server.Permissions {
 type authenticator struct {
 	token string
 	log   *slog.Logger
+	conns connLimit // live connections per member credential
 
 	mu       sync.Mutex
 	s        *server.Server      // set once the server is built
@@ -106,6 +107,11 @@ func (a *authenticator) Check(c server.ClientAuthentication) bool {
 			a.log.Warn("member account", "team", team, "err", err)
 			return false
 		}
+		release, ok := a.admitMember(acc, o.Username)
+		if !ok {
+			return false
+		}
+		defer release()
 		c.RegisterUser(&server.User{Username: o.Username, Account: acc, Permissions: MemberPermissions(team, member)})
 		return true
 	default:

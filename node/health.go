@@ -29,6 +29,13 @@ func (n *Node) Health() bus.Health {
 	for _, e := range hs.Errors {
 		h.Errors = append(h.Errors, e.Error)
 	}
+	if !h.OK {
+		// A write error with the store's disk (nearly) full: the
+		// operator's to fix, told apart by the disk, not by the text.
+		if free, ok := freeBytes(filepath.Join(n.dir, StoreDir)); ok && free < noSpaceBelow {
+			h.NoSpace = true
+		}
+	}
 	damage, _ := n.StoreDamage()
 	for _, d := range damage {
 		h.OK = false
@@ -36,6 +43,10 @@ func (n *Node) Health() bus.Health {
 	}
 	return h
 }
+
+// noSpaceBelow is the free space under which a node with write errors
+// reports its disk as full (bus.Health.NoSpace).
+const noSpaceBelow = 4 << 20
 
 // healthState is the node's health responder and its store check.
 type healthState struct {

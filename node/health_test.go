@@ -15,10 +15,10 @@ func TestNode_Health(t *testing.T) {
 		t.Fatalf("Health() = %+v, want ok", h)
 	}
 	c := nodetest.Connect(t, n)
-	if why := bus.StorageTrouble(c.NC); why != "" {
+	if why, _ := bus.StorageTrouble(c.NC); why != "" {
 		t.Fatalf("StorageTrouble on a healthy node = %q", why)
 	}
-	if why := bus.StorageTrouble(nil); why != "" {
+	if why, _ := bus.StorageTrouble(nil); why != "" {
 		t.Fatalf("StorageTrouble(nil) = %q", why)
 	}
 }

@@ -99,6 +99,9 @@ type NodeConfig struct {
 	// MaxMemory is the memory limit of memory streams in bytes, default
 	// DefaultMaxMemory.
 	MaxMemory int64
+	// MemberMaxConns is how many connections one member credential may
+	// hold at once, default MemberMaxConns.
+	MemberMaxConns int
 	// Token is the auth token clients must present. Empty means the token
 	// kept in TokenFile, or a new random one written there.
 	Token string
@@ -391,7 +394,7 @@ func launch(ctx context.Context, p *nodePlan, lock *os.File) (*Node, error) {
 		}
 	}
 	opts := p.options(token)
-	auth := &authenticator{token: token, log: c.Logger}
+	auth := &authenticator{token: token, log: c.Logger, conns: connLimit{max: c.MemberMaxConns}}
 	opts.CustomClientAuthentication = auth
 	s, err := server.NewServer(opts)
 	if err != nil {

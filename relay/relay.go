@@ -52,6 +52,7 @@ func hostPort(server string) string {
 
 // privateDir checks that dir is a directory (not a link) of this user
 // that nobody else may enter; with create it makes it first if missing.
+// A directory that fails the check is a *DirError.
 func privateDir(dir string, create bool) error {
 	if create {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -63,15 +64,27 @@ func privateDir(dir string, create bool) error {
 		return fmt.Errorf("relay directory: %w", err)
 	}
 	if !fi.IsDir() {
-		return fmt.Errorf("relay directory %s is not a directory", dir)
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return fmt.Errorf("relay directory %s is open to others (mode %v)", dir, fi.Mode().Perm())
+		return &DirError{Dir: dir, Why: "it is not a directory"}
 	}
 	if uid, ok := ownerOf(fi); ok && uid != os.Getuid() {
-		return fmt.Errorf("relay directory %s belongs to uid %d", dir, uid)
+		return &DirError{Dir: dir, Why: fmt.Sprintf("it belongs to uid %d, not to this user (uid %d): another local user made it", uid, os.Getuid())}
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return &DirError{Dir: dir, Why: fmt.Sprintf("it is open to others (mode %v)", fi.Mode().Perm())}
 	}
 	return nil
+}
+
+// DirError is a relay directory that is not private to this user: the
+// relay is off, and every command connects to the bus itself. Nothing
+// leaks (no socket is made or used there), but one-shot commands lose
+// the relay's speed, so the sidecar logs it once.
+type DirError struct {
+	Dir, Why string
+}
+
+func (e *DirError) Error() string {
+	return fmt.Sprintf("relay off: the relay directory %s is not private (%s): one-shot commands connect to the bus themselves; remove it, or point XDG_RUNTIME_DIR at a private directory", e.Dir, e.Why)
 }
 
 // Auth is what a caller would have connected with: the operator's

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/team"
 	"github.com/teambus/teambus/teamapi"
 )
@@ -111,7 +112,15 @@ func BenchmarkService_Claim(b *testing.B) {
 // time: what `teambus send` does after connecting (read the team and the
 // member, store the message fsynced, record activity).
 func BenchmarkService_Send(b *testing.B) {
-	f := newFixture(b, team.Config{})
+	// A mailbox whose send quota (a quarter) holds any b.N.
+	b.Run("quota", func(b *testing.B) { benchSend(b, team.Config{Mailbox: mailbox.MailboxConfig{MaxBytes: 4 << 30}}) })
+	b.Run("no-quota", func(b *testing.B) {
+		benchSend(b, team.Config{Mailbox: mailbox.MailboxConfig{MaxBytes: 4 << 30}, SendQuotaShare: -1})
+	})
+}
+
+func benchSend(b *testing.B, cfg team.Config) {
+	f := newFixture(b, cfg)
 	f.create(b, "bench", "L", testPolicy(), "tm1")
 	ctx := context.Background()
 	body := strings.Repeat("x", 1000)

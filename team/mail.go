@@ -89,6 +89,10 @@ func (s *Service) Send(ctx context.Context, spec teamapi.SendRequest) (mailbox.S
 	if len(recipients) > 0 && r.recipientErr[0] != nil {
 		return mailbox.SendResult{}, fmt.Errorf("%w: nothing sent", r.recipientErr[0])
 	}
+	cost := quotaCost(spec.Body, spec.Data)
+	if err := s.checkQuota(ctx, a, cost); err != nil {
+		return mailbox.SendResult{}, err
+	}
 	m := &teambus.Message{ID: spec.ID, From: a.Member, To: spec.To, Type: spec.Type, Body: spec.Body, Data: spec.Data, Epoch: epoch, TS: s.Now()}
 	// The member's activity is recorded while the message is stored: two
 	// writes to different streams, whose fsyncs the node runs side by
@@ -104,6 +108,9 @@ func (s *Service) Send(ctx context.Context, spec teamapi.SendRequest) (mailbox.S
 	}
 	res, err := s.deliver(ctx, a, mb, m, r.sender, r.senderRev)
 	touched.Wait()
+	if err == nil {
+		s.quotaResult(a, res.Duplicate, cost)
+	}
 	return res, err
 }
 

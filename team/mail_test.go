@@ -254,7 +254,8 @@ func TestService_Redelivery_PolicyAckWait(t *testing.T) {
 }
 
 func TestService_Send_FullMailbox(t *testing.T) {
-	f := newFixture(t, team.Config{Mailbox: mailbox.MailboxConfig{MaxBytes: 32 << 10, MaxBody: 4096}})
+	// No send quota: one member fills the mailbox.
+	f := newFixture(t, team.Config{Mailbox: mailbox.MailboxConfig{MaxBytes: 32 << 10, MaxBody: 4096}, SendQuotaShare: -1})
 	f.create(t, "alpha", "L", testPolicy(), "tm1")
 	ctx := testCtx(t)
 	tm1 := actorOf("alpha", "tm1")
@@ -272,8 +273,8 @@ func TestService_Send_FullMailbox(t *testing.T) {
 	if err == nil || len(stored) < 5 {
 		t.Fatalf("after %d sends: %v; want some mail stored, then a full mailbox", len(stored), err)
 	}
-	if !errors.Is(err, teambus.ErrUnavailable) || !strings.Contains(err.Error(), "full") || !strings.Contains(err.Error(), "nothing was sent") {
-		t.Errorf("send to a full mailbox = %v, want ErrUnavailable saying it is full and nothing was sent", err)
+	if !errors.Is(err, teambus.ErrFull) || teambus.ExitCode(err) != teambus.ExitPermanent || !strings.Contains(err.Error(), "full") || !strings.Contains(err.Error(), "nothing was sent") {
+		t.Errorf("send to a full mailbox = %v, want ErrFull (exit 2) saying it is full and nothing was sent", err)
 	}
 	if got := f.msgCount(t, "alpha"); got != uint64(len(stored)) {
 		t.Errorf("stream holds %d messages, want the %d stored", got, len(stored))

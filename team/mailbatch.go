@@ -36,6 +36,13 @@ func (s *Service) SendBatch(ctx context.Context, a Actor, specs []teamapi.BatchM
 	if err != nil {
 		return nil, err
 	}
+	var cost int64
+	for _, m := range p.msgs {
+		cost += quotaCost(m.Body, m.Data)
+	}
+	if err := s.checkQuota(ctx, a, cost); err != nil {
+		return nil, err
+	}
 	var touched sync.WaitGroup
 	if !a.IsLead() {
 		touched.Add(1)
@@ -46,6 +53,11 @@ func (s *Service) SendBatch(ctx context.Context, a Actor, specs []teamapi.BatchM
 	}
 	res, err := s.deliverBatch(ctx, a, p)
 	touched.Wait()
+	for i, r := range res {
+		if i < len(p.msgs) {
+			s.quotaResult(a, r.Duplicate, quotaCost(p.msgs[i].Body, p.msgs[i].Data))
+		}
+	}
 	return res, err
 }
 

@@ -38,6 +38,12 @@ type Config struct {
 	// connection's max payload less ReplyHeadroom (DefaultMaxReply when
 	// the connection does not say).
 	MaxReply int
+	// SendQuotaWindow and SendQuotaShare set the send quota (quota.go):
+	// within any window, a member stores at most 1/share of its team's
+	// mailbox limit. 0 means DefaultQuotaWindow and DefaultQuotaShare; a
+	// negative value turns the quota off.
+	SendQuotaWindow time.Duration
+	SendQuotaShare  int
 }
 
 // DefaultMaxReply is MaxReply when the connection does not give its max
@@ -58,6 +64,8 @@ type Service struct {
 	cfg   Config
 	// fullReads counts the claims that read the whole team (nextFull).
 	fullReads atomic.Int64
+	// quota counts what each member stored (quota.go).
+	quota sendQuota
 }
 
 // New returns a service on js. It does no I/O.

@@ -34,6 +34,17 @@ const (
 	// carries and was not sent (exit 2: the same request gets the same
 	// answer; ask for less).
 	CodeTooBig Code = "too_big"
+	// CodeFull is a teambus.ErrFull: the team's mailbox or event log is at
+	// its size limit; nothing was stored, and a retry stores nothing
+	// until the limit is raised (exit 2). The message names the fix.
+	CodeFull Code = "full"
+	// CodeNoSpace is a teambus.ErrNoSpace: the bus node's own store is
+	// out of room (a full disk); the operator's to fix (exit 2).
+	CodeNoSpace Code = "no_space"
+	// CodeQuota is an ErrQuota: the member sent its share of the team's
+	// mailbox within the quota window; nothing was stored, and the same
+	// send works once the window moves on (exit 1: a retry is safe).
+	CodeQuota Code = "quota"
 )
 
 // Classes: the exit code a code maps to, carried beside it so a client
@@ -66,6 +77,16 @@ var ErrTooBig = errors.New("answer too big for the bus")
 // TooBigf returns an ErrTooBig with a message.
 func TooBigf(format string, args ...any) error {
 	return &Error{Code: CodeTooBig, Class: ClassPermanent, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrQuota is a send refused because its member had stored its share of
+// the team's mailbox within the quota window. Nothing was stored; the
+// same send works later. It is also a teambus.ErrUnavailable.
+var ErrQuota = errors.New("send quota used up")
+
+// Quotaf returns an ErrQuota with a message.
+func Quotaf(format string, args ...any) error {
+	return &Error{Code: CodeQuota, Class: ClassTransient, Message: fmt.Sprintf(format, args...)}
 }
 
 // Busyf returns an ErrBusy with a message.
@@ -131,6 +152,12 @@ func (e *Error) Unwrap() []error {
 		return []error{ErrBusy, teambus.ErrUnavailable}
 	case CodeTooBig:
 		return []error{ErrTooBig, teambus.ErrInvalid}
+	case CodeQuota:
+		return []error{ErrQuota, teambus.ErrUnavailable}
+	case CodeFull:
+		return []error{teambus.ErrFull}
+	case CodeNoSpace:
+		return []error{teambus.ErrNoSpace, teambus.ErrFull}
 	case CodeUnavailable:
 		return []error{teambus.ErrUnavailable}
 	}
@@ -153,6 +180,10 @@ func ErrorOf(err error) *Error {
 		code = e.Code
 	case errors.Is(err, teambus.ErrNoLeader) && teambus.ExitCode(err) == teambus.ExitTransient:
 		code = CodeNoLeader
+	case errors.Is(err, teambus.ErrNoSpace) && teambus.ExitCode(err) == teambus.ExitPermanent:
+		code = CodeNoSpace
+	case errors.Is(err, teambus.ErrFull) && teambus.ExitCode(err) == teambus.ExitPermanent:
+		code = CodeFull
 	case errors.Is(err, teambus.ErrFenced):
 		code = CodeFenced
 	case errors.Is(err, teambus.ErrConflict):
@@ -173,7 +204,7 @@ func classOf(c Code) string {
 	switch c {
 	case CodeFenced, CodeConflict:
 		return ClassConflict
-	case CodeInvalid, CodeNotFound, CodeState, CodeRefused, CodeTooBig:
+	case CodeInvalid, CodeNotFound, CodeState, CodeRefused, CodeTooBig, CodeFull, CodeNoSpace:
 		return ClassPermanent
 	default:
 		return ClassTransient

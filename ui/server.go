@@ -62,6 +62,11 @@ type Config struct {
 	// out, and a live stream ends at once, so the browser tries it again
 	// a second later. Nil: always.
 	Reachable func() bool
+	// Hosts are the host names, beside IP addresses and localhost, a
+	// request's Host header may name; any other is refused (421), so a
+	// page of another site can not reach the view by pointing its name
+	// at this address (DNS rebinding).
+	Hosts []string
 }
 
 // Validate checks the config.
@@ -172,7 +177,7 @@ func (s *Server) routes() {
 	s.mux = m
 }
 
-// ServeHTTP checks the token on every request, sets the security headers
+// ServeHTTP checks the Host header and the token on every request, sets the security headers
 // and routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
@@ -181,6 +186,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-store")
+	if !s.hostOK(r.Host) {
+		misdirected(w)
+		return
+	}
 	if tok := r.URL.Query().Get("token"); tok != "" {
 		if !s.tokenOK(tok) {
 			unauthorized(w)

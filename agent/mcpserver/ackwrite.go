@@ -299,6 +299,12 @@ func (t *ackTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		cp := *it
 		out = &lineWriter{w: it.Writer}
 		cp.Writer = out
+		if it.Reader != nil {
+			// Bad lines are answered and skipped, not the end of the
+			// connection (requestFilter); it bounds the lines itself.
+			cp.Reader = newRequestFilter(it.Reader, out, t.acks.log, MaxRequestLine)
+			cp.MaxLineLength = -1
+		}
 		inner = &cp
 	}
 	c, err := inner.Connect(ctx)

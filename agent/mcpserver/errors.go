@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // errNotBound is the answer of a member tool without identity.
@@ -42,6 +43,9 @@ func errorText(err error) string {
 		}
 		return "[conflict] " + msg + ": someone else changed it first; read the state again (task_show, team_status) and decide anew"
 	default:
+		if errors.Is(err, teamapi.ErrQuota) {
+			return "[transient] " + msg // it says when to send again
+		}
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			return "[transient] " + msg + ": timed out; retry"
 		}

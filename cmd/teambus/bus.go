@@ -57,6 +57,7 @@ func busStartCommand() *cli.Command {
 			&cli.DurationFlag{Name: "sync-interval", Usage: "fsync interval with --sync interval", EnvVars: []string{"TEAMBUS_SYNC_INTERVAL"}, Value: node.DefaultSyncInterval},
 			&cli.StringFlag{Name: "max-store", Usage: "disk limit of the store, e.g. 10GiB, 512MiB", EnvVars: []string{"TEAMBUS_MAX_STORE"}, Value: "64GiB"},
 			&cli.StringFlag{Name: "max-memory", Usage: "memory limit of memory streams, e.g. 256MiB", EnvVars: []string{"TEAMBUS_MAX_MEMORY"}, Value: "256MiB"},
+			&cli.IntFlag{Name: "member-max-connections", Usage: "connections one member credential may hold at once; past it a connect is refused", EnvVars: []string{"TEAMBUS_MEMBER_MAX_CONNECTIONS"}, Value: node.MemberMaxConns},
 			&cli.StringFlag{Name: "token", Usage: "auth token clients must present (default: kept in the node directory, generated the first time)", EnvVars: []string{"TEAMBUS_TOKEN"}},
 			&cli.StringFlag{Name: "name", Usage: "server name, distinct per node of a cluster (default: host name and a hash of --dir)", EnvVars: []string{"TEAMBUS_NODE_NAME"}},
 			&cli.StringFlag{Name: "cluster-name", Usage: "cluster name (default: teambus when --cluster-listen is set)", EnvVars: []string{"TEAMBUS_CLUSTER_NAME"}},
@@ -90,6 +91,9 @@ func busStart(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if n := c.Int("member-max-connections"); n < 1 {
+		return teambus.Invalidf("invalid --member-max-connections %d: at least 1", n)
+	}
 	log, err := newLogger(c)
 	if err != nil {
 		return err
@@ -111,6 +115,7 @@ func busStart(c *cli.Context) error {
 		ClusterListen: c.String("cluster-listen"),
 		Routes:        splitList(c.StringSlice("routes")),
 	}
+	cfg.MemberMaxConns = c.Int("member-max-connections")
 	if err := cfg.Validate(); err != nil {
 		return allowRemoteHint(err)
 	}

@@ -18,6 +18,7 @@ var examples = map[string][]string{
 	"team creds":       {"teambus team creds alpha --member tm1 --out tm1.creds", "teambus team creds alpha --member tm1 --revoke"},
 	"team checkpoint":  {"teambus team checkpoint alpha --label before-merge", "teambus team checkpoint alpha --export ./team-state"},
 	"team delete":      {"teambus team delete alpha"},
+	"team set":         {"teambus team set alpha --mailbox-max-bytes 64MiB", "teambus team set alpha --mailbox-max-bytes 128MiB --events-max-bytes 32MiB"},
 	"team repair":      {"teambus team repair alpha            # shows the plan", "teambus team repair alpha --apply"},
 	"team resume":      {"teambus team resume alpha --session lead-2"},
 	"team probe":       {"teambus team probe alpha"},

@@ -19,6 +19,7 @@ func TestMemberCreds_OperatorCommandsRefused(t *testing.T) {
 	for _, args := range [][]string{
 		{"team", "create", "beta"},
 		{"team", "list"},
+		{"team", "set", "alpha", "--mailbox-max-bytes", "64MiB"},
 		{"replay", "--team", "alpha", "--follow"},
 		{"teammate", "--team", "alpha", "--member", "tm1", "--session", "s1"},
 		{"ui"},

@@ -33,6 +33,7 @@ func teamCommand() *cli.Command {
 			teamAddMemberCommand(),
 			teamCredsCommand(),
 			teamCheckpointCommand(),
+			teamSetCommand(),
 			teamDeleteCommand(),
 			teamRepairCommand(),
 		}, resumeCommands()...),

@@ -36,6 +36,7 @@ func uiCommand() *cli.Command {
 			&cli.BoolFlag{Name: "allow-actions", Usage: "allow operator actions: release or pause a task, probe a member (each logged as an event)", EnvVars: []string{"TEAMBUS_UI_ALLOW_ACTIONS"}},
 			&cli.StringFlag{Name: "http-tls-cert", Usage: "certificate file to serve the page over HTTPS", EnvVars: []string{"TEAMBUS_UI_TLS_CERT"}},
 			&cli.StringFlag{Name: "http-tls-key", Usage: "key file of --http-tls-cert", EnvVars: []string{"TEAMBUS_UI_TLS_KEY"}},
+			&cli.StringSliceFlag{Name: "allow-host", Usage: "a host name the page may be opened under, beside IP addresses, localhost and the --listen name (requests for any other Host are refused: DNS rebinding), repeatable", EnvVars: []string{"TEAMBUS_UI_ALLOW_HOST"}},
 			&cli.BoolFlag{Name: "insecure", Usage: "serve plain HTTP on an address that is not loopback", EnvVars: []string{"TEAMBUS_UI_INSECURE"}},
 		}),
 		Action: runUI,
@@ -71,7 +72,7 @@ func runUI(c *cli.Context) error {
 	defer conn.Close()
 	r := conn.Replicas()
 	svc := team.New(conn.JS, team.Config{Logger: log, Mailbox: mailbox.MailboxConfig{Replicas: r}, KV: kv.Config{Replicas: r}})
-	srv, err := ui.New(ui.Config{Service: svc, Token: ui.NewToken(), AllowActions: c.Bool("allow-actions"), Secure: cert != "", Logger: log, Reachable: conn.NC.IsConnected})
+	srv, err := ui.New(ui.Config{Service: svc, Token: ui.NewToken(), AllowActions: c.Bool("allow-actions"), Secure: cert != "", Logger: log, Reachable: conn.NC.IsConnected, Hosts: append([]string{host}, c.StringSlice("allow-host")...)})
 	if err != nil {
 		return err
 	}
