@@ -208,12 +208,12 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 // wait for lead-timeout (a delete is not an expiry to them). A kill -9 or
 // an exited agent leaves the key to expire.
 func (s *Sidecar) stopBeat(ctx context.Context) {
-	if ctx.Err() == nil || s.heart.Rev() == 0 {
+	if ctx.Err() == nil || !s.heart.Sent() {
 		return
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if err := s.svc.StopBeatAt(sctx, s.cfg.Team, teambus.Lead, s.heart.Rev()); err != nil {
+	if err := s.heart.Stop(sctx, s.svc, s.cfg.Team); err != nil {
 		s.log.Warn("lead heartbeat not removed", "err", err)
 	}
 }
@@ -295,7 +295,7 @@ func (s *Sidecar) beat(ctx context.Context) error {
 		return err
 	}
 	hb := &teambus.Heartbeat{Member: teambus.Lead, Session: s.cfg.Session, Epoch: s.epoch, PID: s.cfg.PID}
-	return s.heart.Beat(ctx, s.svc, s.cfg.Team, hb, s.policy.LeadTimeout)
+	return s.heart.Beat(ctx, s.svc, s.cfg.Team, hb)
 }
 
 // onHeartbeat notes a teammate's heartbeat, or probes a teammate whose
@@ -528,7 +528,11 @@ func (s *Sidecar) reconcile(ctx context.Context) (finished bool) {
 			s.seen[id] = seenBeat{at: now, epoch: m.Epoch}
 			continue
 		}
-		if seen.epoch == m.Epoch && now.Sub(seen.at) >= s.policy.MemberTimeout {
+		// The team service ends the key of a member silent for
+		// member-timeout (an expiry, onHeartbeat); it writes a key that
+		// beats every half member-timeout, so a key not written for the
+		// backstop means no service judges: judge here.
+		if seen.epoch == m.Epoch && now.Sub(seen.at) >= sidecar.Backstop(s.policy.MemberTimeout) {
 			s.probe(ctx, m, fmt.Sprintf("no heartbeat for %s", s.policy.MemberTimeout))
 			continue
 		}

@@ -57,13 +57,16 @@ func (c Config) Validate() error {
 }
 
 // Service is a running team service on one connection to the data
-// account.
+// account: the verbs of the member API (request and reply, one instance
+// of the queue group answers each), and the liveness protocol (every
+// instance receives every beat and judges it; see liveness.go).
 type Service struct {
 	cfg  Config
 	log  *slog.Logger
 	api  team.API
 	nc   *nats.Conn
 	ms   micro.Service
+	live *liveness
 	sem  chan struct{}
 	ctx  context.Context
 	stop context.CancelFunc
@@ -105,7 +108,14 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("team service: jetstream: %w", err)
 	}
 	sctx, stop := context.WithCancel(context.Background())
-	s := &Service{cfg: cfg, log: cfg.Logger, api: team.New(js, cfg.Team).API(), nc: nc, sem: make(chan struct{}, cfg.Concurrency), ctx: sctx, stop: stop}
+	ts := team.New(js, cfg.Team)
+	s := &Service{cfg: cfg, log: cfg.Logger, api: ts.API(), nc: nc, sem: make(chan struct{}, cfg.Concurrency), ctx: sctx, stop: stop}
+	live, err := startLiveness(nc, ts.Store(), cfg.Logger)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("team service: liveness: %w", err)
+	}
+	s.live = live
 	ms, err := micro.AddService(nc, micro.Config{
 		Name:        cfg.Name,
 		Version:     "1.0.0",
@@ -113,6 +123,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Service, error) {
 		QueueGroup:  cfg.QueueGroup,
 	})
 	if err != nil {
+		live.stop()
 		stop()
 		return nil, fmt.Errorf("team service: %w", err)
 	}
@@ -120,6 +131,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Service, error) {
 	for _, v := range teamapi.Verbs {
 		if err := ms.AddEndpoint(v.Name, s.handler(v), micro.WithEndpointSubject(teamapi.ServiceSubject("*", v.Name))); err != nil {
 			_ = ms.Stop() // best effort: the endpoint error is what Start reports
+			live.stop()
 			stop()
 			return nil, fmt.Errorf("team service endpoint %s: %w", v.Name, err)
 		}
@@ -135,6 +147,7 @@ func (s *Service) Stats() micro.Stats { return s.ms.Stats() }
 func (s *Service) Close() error {
 	s.closeOnce.Do(func() {
 		s.closeErr = s.ms.Stop()
+		s.live.stop()
 		s.stop()
 		s.wg.Wait()
 	})
