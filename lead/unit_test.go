@@ -10,6 +10,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/internal/clock"
+	"github.com/teambus/teambus/internal/sidecar"
 	"github.com/teambus/teambus/internal/sidecartest"
 	"github.com/teambus/teambus/lead"
 )
@@ -185,11 +186,11 @@ func TestUnit_Lead(t *testing.T) {
 			},
 		},
 		{
-			name: "no heartbeat for member-timeout: probed",
+			name: "no key write for the backstop (no team service judging): probed",
 			run: func(t *testing.T, u *unit) {
-				u.clk.Advance(u.pol.MemberTimeout - u.pol.Heartbeat)
+				u.clk.Advance(sidecar.Backstop(u.pol.MemberTimeout) - u.pol.Heartbeat)
 				if n := len(u.checks()); n != 0 {
-					t.Fatalf("%d checks before member-timeout", n)
+					t.Fatalf("%d checks before the backstop", n)
 				}
 				u.clk.Advance(2 * u.pol.Heartbeat)
 				u.ft.Wait(t, "a status check", func() bool { return len(u.checks()) >= 1 })

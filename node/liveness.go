@@ -230,7 +230,10 @@ func (j *judge) end(k liveKey, e *liveEntry, why string, now time.Time) liveJob 
 // is suspected at once.
 func (j *judge) closed(c connID, now time.Time) []liveJob {
 	k, ok := j.byConn[c]
-	if !ok {
+	if !ok || k.member == teambus.Lead {
+		// The lead is judged by its silence alone: its teammates go
+		// zombie when its key ends, which a restarting lead sidecar
+		// should not cause.
 		return nil
 	}
 	delete(j.byConn, c)

@@ -197,11 +197,11 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 	// default): checking it reads the whole team, so not every heartbeat.
 	blocked := s.clock.NewTicker(max(s.policy.Heartbeat, s.policy.BlockedTimeout/10))
 	defer blocked.Stop()
-	// The lead is judged by when this sidecar last saw it beat, on its own
-	// clock: a lead never seen gets lead-timeout from now.
-	// The team service ends the lead's key after lead-timeout of silence
-	// (an expiry) and writes it every half lead-timeout while the lead
-	// beats: the timer is the backstop for a bus where no service judges.
+	// The lead is judged by its key's expiry: the team service ends the
+	// key after lead-timeout of silence, and writes it every half
+	// lead-timeout while the lead beats. The timer, on this sidecar's own
+	// clock from the last write seen (or from now), is the backstop for a
+	// bus where no service judges.
 	leadTimer := s.clock.NewTimer(sidecar.Backstop(s.policy.LeadTimeout))
 	defer leadTimer.Stop()
 	// zombieMax runs while the sidecar is a zombie.
