@@ -1,0 +1,195 @@
+package node_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/teambus/teambus"
+	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/kv"
+	"github.com/teambus/teambus/node/credstore"
+	"github.com/teambus/teambus/node/nodetest"
+	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
+)
+
+// liveEnv is a node with its team service and team "lv" (members tm1,
+// tm2) on a policy of policy, tm1 registered, and a member connection
+// of tm1 over TCP.
+type liveEnv struct {
+	admin  *team.Service
+	member *bus.Conn
+	m      *teambus.Member
+}
+
+func newLiveEnv(t *testing.T, pol teambus.Policy) *liveEnv {
+	t.Helper()
+	ctx := testCtx(t)
+	n := nodetest.NewServer(t)
+	c := nodetest.Connect(t, n)
+	svc := team.New(c.JS, team.Config{})
+	if _, err := svc.CreateTeam(ctx, "lv", "", []team.MemberSpec{{ID: "tm1"}, {ID: "tm2"}}, pol); err != nil {
+		t.Fatal(err)
+	}
+	m, err := svc.Join(ctx, "lv", "tm1", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := credstore.IssueCreds(ctx, c, "lv", "tm1", []string{n.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, err := bus.Connect(ctx, bus.ConnectConfig{Server: n.URL(), User: cr.User, Pass: cr.Password, InboxPrefix: cr.InboxPrefix, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mc.Close)
+	return &liveEnv{admin: svc, member: mc, m: m}
+}
+
+// keyEvents watches tm1's heartbeat key: its writes and its purges.
+func (e *liveEnv) keyEvents(t *testing.T, ctx context.Context) <-chan jetstream.KeyValueEntry {
+	t.Helper()
+	w, err := e.admin.Store().WatchHeartbeat(ctx, "lv", kv.MemberKey("tm1"), jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w.Updates()
+}
+
+func livePolicy(memberTimeout time.Duration) teambus.Policy {
+	p := teambus.DefaultPolicy()
+	p.Heartbeat = 100 * time.Millisecond
+	p.MemberTimeout = memberTimeout
+	p.LeadTimeout = memberTimeout
+	p.ProbeTimeout = memberTimeout / 4
+	p.TakeoverAfter = memberTimeout
+	return p
+}
+
+// A member credential beats through the team service; the key is
+// written when the incarnation first beats and then every half
+// member-timeout, not once per beat; when the beats stop the key ends as
+// an expiry does.
+func TestLiveness_MemberBeatsWrittenPerHalfTimeout(t *testing.T) {
+	e := newLiveEnv(t, livePolicy(2*time.Second))
+	ctx := testCtx(t)
+	events := e.keyEvents(t, ctx)
+	b := teamapi.Beat{Member: "tm2", Session: "s1", Epoch: e.m.Epoch, Status: teambus.MemberIdle} // the service takes the member from the credential
+	beats, writes := 0, 0
+	start := time.Now()
+	for time.Since(start) < 3*time.Second {
+		if err := teamapi.PublishBeat(e.member.NC, "lv", true, b); err != nil {
+			t.Fatal(err)
+		}
+		beats++
+		wait := time.After(100 * time.Millisecond)
+	drain:
+		for {
+			select {
+			case ev := <-events:
+				if ev == nil {
+					continue
+				}
+				if ev.Operation() != jetstream.KeyValuePut {
+					t.Fatalf("key %s while tm1 beats", ev.Operation())
+				}
+				hb, _ := kv.DecodeHeartbeat(ev)
+				if hb.Member != "tm1" || hb.Epoch != e.m.Epoch || hb.Session != "s1" {
+					t.Fatalf("written %+v, want tm1's incarnation", hb.Heartbeat)
+				}
+				writes++
+			case <-wait:
+				break drain
+			}
+		}
+	}
+	if writes == 0 || writes*3 > beats {
+		t.Fatalf("%d writes for %d beats, want a write every half member-timeout, not per beat", writes, beats)
+	}
+	// Silent now: the key ends (a purge, which watchers see as expiry).
+	for {
+		select {
+		case ev := <-events:
+			if ev == nil || ev.Operation() == jetstream.KeyValuePut {
+				continue
+			}
+			if ev.Operation() != jetstream.KeyValuePurge {
+				t.Fatalf("key %s after silence, want a purge (expiry)", ev.Operation())
+			}
+			return
+		case <-ctx.Done():
+			t.Fatal("the key of a silent member was not ended")
+		}
+	}
+}
+
+// A beat of a replaced incarnation is dropped, not written, and the
+// member's connection is told on its control inbox.
+func TestLiveness_StaleBeatFenced(t *testing.T) {
+	e := newLiveEnv(t, livePolicy(time.Minute))
+	ctx := testCtx(t)
+	ctl, err := teamapi.SubscribeControl(ctx, e.member.NC, "lv", "tm1", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.member.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	events := e.keyEvents(t, ctx)
+	if _, err := e.admin.Join(ctx, "lv", "tm1", "s2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := teamapi.PublishBeat(e.member.NC, "lv", true, teamapi.Beat{Session: "s1", Epoch: e.m.Epoch}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-ctl:
+		if c.Type != teamapi.ControlFenced || c.Member != "tm1" || c.Epoch != e.m.Epoch || c.Current != e.m.Epoch+1 {
+			t.Fatalf("control %+v, want fenced of epoch %d (current %d)", c, e.m.Epoch, e.m.Epoch+1)
+		}
+	case <-ctx.Done():
+		t.Fatal("no fenced notice on the control inbox")
+	}
+	select {
+	case ev := <-events:
+		if ev != nil {
+			t.Fatalf("stale beat written: %s rev %d", ev.Operation(), ev.Revision())
+		}
+	default:
+	}
+}
+
+// The connection that beats closes: the key ends at once, long before
+// member-timeout.
+func TestLiveness_ConnectionClosedEndsKey(t *testing.T) {
+	e := newLiveEnv(t, livePolicy(10*time.Minute))
+	ctx := testCtx(t)
+	events := e.keyEvents(t, ctx)
+	if err := teamapi.PublishBeat(e.member.NC, "lv", true, teamapi.Beat{Session: "s1", Epoch: e.m.Epoch}); err != nil {
+		t.Fatal(err)
+	}
+	for ev := range events {
+		if ev != nil && ev.Operation() == jetstream.KeyValuePut {
+			break
+		}
+	}
+	e.member.Close()
+	for {
+		select {
+		case ev := <-events:
+			if ev == nil || ev.Operation() == jetstream.KeyValuePut {
+				continue
+			}
+			if ev.Operation() != jetstream.KeyValuePurge {
+				t.Fatalf("key %s after the connection closed, want a purge", ev.Operation())
+			}
+			return
+		case <-ctx.Done():
+			t.Fatal("the key was not ended when its connection closed")
+		}
+	}
+}
