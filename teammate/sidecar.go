@@ -71,11 +71,11 @@ type Sidecar struct {
 	clock clock.Clock
 	log   *slog.Logger
 
-	epoch    int64
-	policy   teambus.Policy
-	heart    sidecar.Heart
+	epoch  int64
+	policy teambus.Policy
+	heart  sidecar.Heart
 	// rec is the member record as last read or watched.
-	rec *teambus.Member
+	rec      *teambus.Member
 	zombie   bool
 	zombieAt time.Time
 	// stragglerBeats is how many more heartbeats look for held mail stored
