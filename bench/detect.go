@@ -29,6 +29,7 @@ type tracker struct {
 	status map[string][]statusAt
 	beats  map[string][]time.Time
 	probes map[string][]time.Time
+	ends   map[string][]time.Time // heartbeat keys purged (expired), by key
 	wake   chan struct{}
 	stop   context.CancelFunc
 }
@@ -43,7 +44,7 @@ type statusAt struct {
 // Close is called.
 func track(ctx context.Context, svc *team.Service, teamID string) (*tracker, error) {
 	ctx, stop := context.WithCancel(ctx)
-	t := &tracker{status: map[string][]statusAt{}, beats: map[string][]time.Time{}, probes: map[string][]time.Time{}, wake: make(chan struct{}), stop: stop}
+	t := &tracker{status: map[string][]statusAt{}, beats: map[string][]time.Time{}, probes: map[string][]time.Time{}, ends: map[string][]time.Time{}, wake: make(chan struct{}), stop: stop}
 	sw, err := svc.WatchState(ctx, teamID, jetstream.UpdatesOnly())
 	if err != nil {
 		stop()
@@ -58,8 +59,16 @@ func track(ctx context.Context, svc *team.Service, teamID string) (*tracker, err
 		stop()
 		return nil, err
 	}
+	hw, err := svc.WatchHeartbeats(ctx, teamID, jetstream.UpdatesOnly())
+	if err != nil {
+		_ = hsub.Unsubscribe()
+		sw.Stop()
+		stop()
+		return nil, err
+	}
 	go func() {
 		defer sw.Stop()
+		defer hw.Stop()
 		defer func() { _ = hsub.Unsubscribe() }()
 		probing := map[string]int64{}
 		for {
@@ -98,6 +107,12 @@ func track(ctx context.Context, svc *team.Service, teamID string) (*tracker, err
 					continue
 				}
 				t.note(func() { t.status[id] = append(t.status[id], statusAt{at: now, status: m.Status, epoch: m.Epoch}) })
+			case e := <-hw.Updates():
+				now := time.Now()
+				if e == nil || e.Operation() != jetstream.KeyValuePurge {
+					continue
+				}
+				t.note(func() { t.ends[e.Key()] = append(t.ends[e.Key()], now) })
 			case m := <-hb:
 				now := time.Now()
 				var b memberapi.Beat
@@ -144,6 +159,18 @@ func (t *tracker) firstProbe(member string, since time.Time) (time.Time, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, at := range t.probes[member] {
+		if !at.Before(since) {
+			return at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// firstEnd is when heartbeat key was first purged (ended) after since.
+func (t *tracker) firstEnd(key string, since time.Time) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, at := range t.ends[key] {
 		if !at.Before(since) {
 			return at, true
 		}
@@ -337,7 +364,7 @@ func (r *run) detectCrashes(ctx context.Context, nd *node.Node, svc *team.Servic
 	}
 
 	timeout := pol.MemberTimeout + pol.ProbeTimeout
-	var silence, silenceFromStop, pidExit, connLost, connLostCrash []time.Duration
+	var silence, silenceFromStop, pidExit, connLost, connLostEnd, connLostCrash []time.Duration
 	for b := 0; b < trials; b += batch {
 		n := min(batch, trials-b)
 		// Heartbeat silence: the sidecar process is stopped (SIGSTOP) and
@@ -441,6 +468,9 @@ func (r *run) detectCrashes(ctx context.Context, nd *node.Node, svc *team.Servic
 				return fmt.Errorf("connection lost: %s crashed with no probe recorded", v.member)
 			}
 			connLost = append(connLost, at.Sub(v.killed))
+			if end, ok := tr.firstEnd(kv.MemberKey(v.member), v.killed); ok {
+				connLostEnd = append(connLostEnd, end.Sub(v.killed))
+			}
 			connLostCrash = append(connLostCrash, crashed.Sub(v.killed))
 		}
 
@@ -489,9 +519,9 @@ func (r *run) detectCrashes(ctx context.Context, nd *node.Node, svc *team.Servic
 	p50, p99 := secs(percentile(connLost, 0.5)), secs(percentile(connLost, 0.99))
 	r.res.add(Row{Group: "detection", Key: "tb.detect.connlost", Name: "agent connection lost (sidecar and session kill -9 together, no pid watcher) → suspicion/probe started",
 		Value: round2(p99), Unit: unitS, P50: ms(percentile(connLost, 0.5)), P99: ms(percentile(connLost, 0.99)), N: len(connLost),
-		Note: fmt.Sprintf("from the kill to the lead's probe recorded in the team; crashed after the probe: p50 %.2f s from the kill (probe-timeout %s; member-timeout %s not waited for)",
-			secs(percentile(connLostCrash, 0.5)), pol.ProbeTimeout, pol.MemberTimeout)})
-	r.cfg.Progress("  connection lost → probe: p50 %.2f s, p99 %.2f s", p50, p99)
+		Note: fmt.Sprintf("from the kill to the lead's probe recorded in the team; the heartbeat key ended by the team service (the suspicion the lead acts on): p50 %.3f s, p99 %.3f s (%d seen); crashed after the probe: p50 %.2f s from the kill (probe-timeout %s; member-timeout %s not waited for)",
+			secs(percentile(connLostEnd, 0.5)), secs(percentile(connLostEnd, 0.99)), len(connLostEnd), secs(percentile(connLostCrash, 0.5)), pol.ProbeTimeout, pol.MemberTimeout)})
+	r.cfg.Progress("  connection lost → probe: p50 %.2f s, p99 %.2f s (key ended: p50 %.3f s, p99 %.3f s)", p50, p99, secs(percentile(connLostEnd, 0.5)), secs(percentile(connLostEnd, 0.99)))
 	r.detectRow("tb.detect.pid", "agent pid exit → crashed (agent kill -9, sidecar watching its pid)", pidExit,
 		"timeout = 0: from the kill to the member record saying crashed")
 	return nil
