@@ -152,7 +152,10 @@ func (l *liveness) onBeat(m *nats.Msg) {
 		b.Member = c.member
 		conn = connID{}
 		if ri := m.Header.Get(RequestInfoHeader); ri != "" {
-			var ci server.ClientInfo
+			var ci struct {
+				ID     uint64 `json:"id"`
+				Server string `json:"server"`
+			}
 			if json.Unmarshal([]byte(ri), &ci) == nil && ci.ID != 0 {
 				conn = connID{server: ci.Server, id: ci.ID}
 			}
@@ -171,6 +174,11 @@ func (l *liveness) onBeat(m *nats.Msg) {
 func (l *liveness) onDisconnect(m *nats.Msg) {
 	var ev server.DisconnectEventMsg
 	if err := json.Unmarshal(m.Data, &ev); err != nil || ev.Client.ID == 0 {
+		return
+	}
+	if ev.Reason == server.ServerShutdown.String() {
+		// The node went away, not the member: its sidecar reconnects to
+		// another node and beats on.
 		return
 	}
 	srv := ev.Client.Server
