@@ -55,6 +55,9 @@ type Sidecar struct {
 	epoch  int64
 	policy teambus.Policy
 	heart  sidecar.Heart
+	// seenAt is when this sidecar last persisted lead_last_seen, on its
+	// own clock.
+	seenAt time.Time
 	// seen is when this sidecar last saw each member's heartbeat, on its
 	// own clock, with the incarnation that wrote it.
 	seen map[string]seenBeat
@@ -153,6 +156,12 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 		return s.startErr(ctx, err)
 	}
 	defer func() { stopReplies() }()
+	// The team service's notices that a beat of this lead was dropped: a
+	// newer lead attached.
+	fences, err := s.svc.Fences(wctx, s.cfg.Team, teambus.Lead, s.cfg.Session, s.epoch)
+	if err != nil {
+		return s.startErr(ctx, err)
+	}
 	agentGone := sidecar.Exited(wctx, s.cfg.Procs, s.cfg.PID)
 	tick := s.clock.NewTicker(s.policy.Heartbeat)
 	defer tick.Stop()
@@ -181,6 +190,10 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 			if ev.Member != teambus.Lead {
 				s.onHeartbeat(ctx, ev)
 			}
+		case err := <-fences:
+			s.log.Warn("lead replaced: stopping", "err", err)
+			outcome = "fenced"
+			return err
 		case d := <-replies:
 			s.onReply(ctx, d)
 		case <-check.C():
@@ -276,9 +289,26 @@ func (s *Sidecar) release(ctx context.Context, why string) {
 	}
 }
 
-// beat renews the lead heartbeat and persists lead_last_seen; it fails with
-// ErrFenced when another lead attached since.
+// seenEvery is how often the lead persists lead_last_seen in the team
+// record: a quarter of lead-timeout or takeover-after, whichever is
+// shorter. Between those writes its liveness is its heartbeat key, which
+// the team service renews while it beats; a write of the team record per
+// beat would be a write, and a delivery to every teammate's watch, per
+// beat.
+func (s *Sidecar) seenEvery() time.Duration {
+	return max(min(s.policy.LeadTimeout, s.policy.TakeoverAfter)/4, s.policy.Heartbeat)
+}
+
+// beat sends the lead's beat and, every seenEvery, persists lead_last_seen
+// with a compare-and-set that fails with ErrFenced when another lead
+// attached since (between those writes the team service tells a replaced
+// lead on its control subject: Run's fences).
 func (s *Sidecar) beat(ctx context.Context) error {
+	if !s.seenAt.IsZero() && s.clock.Now().Sub(s.seenAt) < s.seenEvery() {
+		hb := &teambus.Heartbeat{Member: teambus.Lead, Session: s.cfg.Session, Epoch: s.epoch, PID: s.cfg.PID}
+		return s.heart.Beat(ctx, s.svc, s.cfg.Team, hb)
+	}
+	at := s.clock.Now()
 	now := s.svc.Now()
 	_, err := s.svc.UpdateTeam(ctx, s.cfg.Team, func(t *teambus.Team) (bool, error) {
 		if t.LeadSession != s.cfg.Session || t.LeadEpoch != s.epoch {
@@ -294,6 +324,7 @@ func (s *Sidecar) beat(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.seenAt = at
 	hb := &teambus.Heartbeat{Member: teambus.Lead, Session: s.cfg.Session, Epoch: s.epoch, PID: s.cfg.PID}
 	return s.heart.Beat(ctx, s.svc, s.cfg.Team, hb)
 }

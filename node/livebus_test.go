@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus"
+	"github.com/teambus/teambus/bus/bustest"
 	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/node/credstore"
 	"github.com/teambus/teambus/node/nodetest"
@@ -192,4 +194,103 @@ func TestLiveness_ConnectionClosedEndsKey(t *testing.T) {
 			t.Fatal("the key was not ended when its connection closed")
 		}
 	}
+}
+
+// In a cluster of three, a member connected to the third node beats:
+// every node's service instance receives the beat, the key is written,
+// a stale beat is fenced on the member's control inbox, and when the
+// member's connection closes the key ends at once (the disconnect event
+// of the third node reaches the instances of the others).
+func TestLiveness_Cluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster election takes a few seconds")
+	}
+	nodes := newCluster(t, 3)
+	admin := connectReady(t, bus.ConnectConfig{Server: nodes[0].URL(), Token: "cluster-token"}, 3)
+	ctx := testCtx(t)
+	svc := team.New(admin.JS, team.Config{})
+	bustest.CheckFor(t, 10*time.Second, 200*time.Millisecond, func() error {
+		_, err := svc.CreateTeam(ctx, "lc", "", []team.MemberSpec{{ID: "tm1"}}, livePolicy(10*time.Minute))
+		if err != nil && strings.Contains(err.Error(), "already exists") {
+			return nil
+		}
+		return err
+	})
+	m, err := svc.Join(ctx, "lc", "tm1", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := credstore.IssueCreds(ctx, admin, "lc", "tm1", []string{nodes[2].URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mc *bus.Conn
+	bustest.CheckFor(t, 10*time.Second, 100*time.Millisecond, func() error {
+		var err error
+		mc, err = bus.Connect(ctx, bus.ConnectConfig{Server: nodes[2].URL(), User: cr.User, Pass: cr.Password, InboxPrefix: cr.InboxPrefix, Timeout: time.Second})
+		return err
+	})
+	defer mc.Close()
+	ctl, err := teamapi.SubscribeControl(ctx, mc.NC, "lc", "tm1", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := svc.Store().WatchHeartbeat(ctx, "lc", kv.MemberKey("tm1"), jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Stop() }()
+	next := func(what string, op jetstream.KeyValueOp) {
+		t.Helper()
+		for {
+			select {
+			case e := <-w.Updates():
+				if e == nil {
+					continue
+				}
+				if e.Operation() == op {
+					return
+				}
+			case <-ctx.Done():
+				t.Fatalf("%s: no %s of the key", what, op)
+			}
+		}
+	}
+	beat := func(b teamapi.Beat) {
+		t.Helper()
+		if err := teamapi.PublishBeat(mc.NC, "lc", true, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The member account's imports exist once the member connected; beat
+	// until the key is written.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tk := time.NewTicker(100 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tk.C:
+				if teamapi.PublishBeat(mc.NC, "lc", true, teamapi.Beat{Session: "s1", Epoch: m.Epoch}) != nil {
+					return
+				}
+			}
+		}
+	}()
+	next("beats", jetstream.KeyValuePut)
+	beat(teamapi.Beat{Session: "old", Epoch: m.Epoch - 1})
+	select {
+	case c := <-ctl:
+		if c.Type != teamapi.ControlFenced || c.Epoch != m.Epoch-1 {
+			t.Fatalf("control %+v, want fenced of epoch %d", c, m.Epoch-1)
+		}
+	case <-ctx.Done():
+		t.Fatal("no fenced notice on the control inbox")
+	}
+	mc.Close()
+	<-done
+	next("connection closed", jetstream.KeyValuePurge)
 }
