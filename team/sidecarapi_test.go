@@ -358,7 +358,8 @@ func TestSidecarAPI_LeadProbeResent(t *testing.T) {
 // sidecar stopped cleanly shows offline at once, not online until its
 // heartbeat expires.
 func TestSidecarAPI_LeadCleanStopShowsOffline(t *testing.T) {
-	n := nodetest.NewBareServer(t)
+	// The team service writes the heartbeat keys from the beats.
+	n := nodetest.NewServer(t)
 	svc := team.New(nodetest.Connect(t, n).JS, team.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
