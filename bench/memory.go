@@ -344,7 +344,21 @@ func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
 			}
 			go drain(changes)
 		}
+		var seenAt time.Time
 		sidecars[i] = beatFunc{close: closeBoth, beat: func(ctx context.Context, _ uint64) (uint64, error) {
+			if member == teambus.Lead && time.Since(seenAt) >= leadSeenEvery {
+				// The lead sidecar persists lead_last_seen every quarter
+				// of lead-timeout: a team-record write each teammate's
+				// watch delivers.
+				now := time.Now()
+				if _, err := api.UpdateTeam(ctx, teamID, func(t *teambus.Team) (bool, error) {
+					t.LeadLastSeen = teambus.TimePtr(now)
+					return true, nil
+				}); err != nil {
+					return 0, err
+				}
+				seenAt = now
+			}
 			return 0, memberapi.PublishBeat(c.NC, teamID, true, b)
 		}}
 		return nil
@@ -352,7 +366,7 @@ func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
 		closeBeats(sidecars)
 		return fmt.Errorf("sidecar connections: %w", err)
 	}
-	err = r.scaleRun(ctx, nodeProc, sidecars, "tb.scale.cpu", "as the sidecars beat: member credentials, a fire-and-forget beat to the team service, which writes each key every half member-timeout (10 s); a lead and 9 teammates a team, the lead watching its team's beats, each teammate the lead's and its team and member records")
+	err = r.scaleRun(ctx, nodeProc, sidecars, "tb.scale.cpu", "as the sidecars beat: member credentials, a fire-and-forget beat to the team service, which writes each key every half member-timeout (10 s); a lead and 9 teammates a team, the lead watching its team's beats, each teammate the lead's and its team and member records; each lead also writes lead_last_seen in the team record every 2.5 s")
 	stopWatches()
 	closeBeats(sidecars)
 	if err != nil {
@@ -394,6 +408,10 @@ func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
 	defer closeBeats(viaService)
 	return r.scaleRun(ctx, nodeProc, viaService, "tb.scale.cpu.service", "member credential, through the team service's heartbeat verb: a request and a key write per beat, no watches (no sidecar beats this way)")
 }
+
+// leadSeenEvery is how often the scale row's leads persist lead_last_seen:
+// a quarter of the teams' lead-timeout (10 s), as the lead sidecar does.
+const leadSeenEvery = 10 * time.Second / 4
 
 // drain reads a watch until it closes.
 func drain[T any](ch <-chan T) {
