@@ -348,8 +348,8 @@ func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
 		sidecars[i] = beatFunc{close: closeBoth, beat: func(ctx context.Context, _ uint64) (uint64, error) {
 			if member == teambus.Lead && time.Since(seenAt) >= leadSeenEvery {
 				// The lead sidecar persists lead_last_seen every quarter
-				// of lead-timeout: a team-record write each teammate's
-				// watch delivers.
+				// of takeover-after: a team-record write each teammate's
+				// watch delivers (once in the window: at the first beat).
 				now := time.Now()
 				if _, err := api.UpdateTeam(ctx, teamID, func(t *teambus.Team) (bool, error) {
 					t.LeadLastSeen = teambus.TimePtr(now)
@@ -366,7 +366,7 @@ func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
 		closeBeats(sidecars)
 		return fmt.Errorf("sidecar connections: %w", err)
 	}
-	err = r.scaleRun(ctx, nodeProc, sidecars, "tb.scale.cpu", "as the sidecars beat: member credentials, a fire-and-forget beat to the team service, which writes each key every half member-timeout (10 s); a lead and 9 teammates a team, the lead watching its team's beats, each teammate the lead's and its team and member records; each lead also writes lead_last_seen in the team record every 2.5 s")
+	err = r.scaleRun(ctx, nodeProc, sidecars, "tb.scale.cpu", "as the sidecars beat: member credentials, a fire-and-forget beat to the team service, which writes each key every half member-timeout (10 s); a lead and 9 teammates a team, the lead watching its team's beats, each teammate the lead's and its team and member records; each lead also writes lead_last_seen in the team record every quarter of takeover-after")
 	stopWatches()
 	closeBeats(sidecars)
 	if err != nil {
@@ -410,8 +410,12 @@ func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
 }
 
 // leadSeenEvery is how often the scale row's leads persist lead_last_seen:
-// a quarter of the teams' lead-timeout (10 s), as the lead sidecar does.
-const leadSeenEvery = 10 * time.Second / 4
+// a quarter of the teams' takeover-after, as the lead sidecar does.
+var leadSeenEvery = teamTakeoverAfter / 4
+
+// teamTakeoverAfter is the takeover-after of the scale row's teams (the
+// default).
+var teamTakeoverAfter = teambus.DefaultPolicy().TakeoverAfter
 
 // drain reads a watch until it closes.
 func drain[T any](ch <-chan T) {

@@ -290,13 +290,13 @@ func (s *Sidecar) release(ctx context.Context, why string) {
 }
 
 // seenEvery is how often the lead persists lead_last_seen in the team
-// record: a quarter of lead-timeout or takeover-after, whichever is
-// shorter. Between those writes its liveness is its heartbeat key, which
-// the team service renews while it beats; a write of the team record per
-// beat would be a write, and a delivery to every teammate's watch, per
-// beat.
+// record itself: a quarter of takeover-after. While it beats its liveness
+// is its heartbeat key, which the team service renews; when the service
+// ends the key for silence it records the last beat as lead_last_seen. A
+// write of the team record per beat would be a write, and a re-read by
+// every teammate's watch, per beat.
 func (s *Sidecar) seenEvery() time.Duration {
-	return max(min(s.policy.LeadTimeout, s.policy.TakeoverAfter)/4, s.policy.Heartbeat)
+	return max(s.policy.TakeoverAfter/4, s.policy.Heartbeat)
 }
 
 // beat sends the lead's beat and, every seenEvery, persists lead_last_seen

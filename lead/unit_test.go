@@ -159,9 +159,9 @@ func TestUnit_Lead(t *testing.T) {
 				n := u.ft.Calls("Beat")
 				u.clk.Advance(2 * u.pol.Heartbeat)
 				u.ft.Wait(t, "two more heartbeats", func() bool { return u.ft.Calls("Beat") >= n+1 })
-				// lead_last_seen is persisted every quarter of lead-timeout
-				// (or takeover-after), not every beat.
-				every := max(min(u.pol.LeadTimeout, u.pol.TakeoverAfter)/4, u.pol.Heartbeat)
+				// lead_last_seen is persisted every quarter of
+				// takeover-after, not every beat.
+				every := max(u.pol.TakeoverAfter/4, u.pol.Heartbeat)
 				u.clk.Advance(every)
 				u.ft.Wait(t, "lead_last_seen persisted", func() bool {
 					seen := u.ft.Snapshot().Team.LeadLastSeen
@@ -420,7 +420,7 @@ func TestUnit_Lead(t *testing.T) {
 				if _, err := u.ft.Resume(context.Background(), "lu", "L2", true, true); err != nil {
 					t.Fatal(err)
 				}
-				u.clk.Advance(max(min(u.pol.LeadTimeout, u.pol.TakeoverAfter)/4, u.pol.Heartbeat) + u.pol.Heartbeat)
+				u.clk.Advance(max(u.pol.TakeoverAfter/4, u.pol.Heartbeat) + u.pol.Heartbeat)
 				if err := u.stopped(t); !errors.Is(err, teambus.ErrFenced) {
 					t.Fatalf("run: %v, want ErrFenced (exit code 3)", err)
 				}

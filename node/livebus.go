@@ -70,6 +70,9 @@ type liveness struct {
 		Info(msg string, args ...any)
 	}
 	now func() time.Time
+	// updateTeam changes the team record with compare-and-set
+	// (team.Service.UpdateTeam).
+	updateTeam func(ctx context.Context, team string, fn func(*teambus.Team) (bool, error)) (*teambus.Team, error)
 
 	mu    sync.Mutex
 	j     *judge
@@ -82,12 +85,12 @@ type liveness struct {
 
 // startLiveness subscribes to the beats and disconnect events on nc and
 // starts the judge.
-func startLiveness(nc *nats.Conn, store *kv.Store, log interface {
+func startLiveness(nc *nats.Conn, store *kv.Store, updateTeam func(ctx context.Context, team string, fn func(*teambus.Team) (bool, error)) (*teambus.Team, error), log interface {
 	Warn(msg string, args ...any)
 	Info(msg string, args ...any)
 }) (*liveness, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &liveness{nc: nc, store: store, log: log, now: time.Now, j: newJudge(), jobs: make(chan liveJob, liveQueue), ctx: ctx, close: cancel}
+	l := &liveness{nc: nc, store: store, updateTeam: updateTeam, log: log, now: time.Now, j: newJudge(), jobs: make(chan liveJob, liveQueue), ctx: ctx, close: cancel}
 	// One channel for both: a member's last beats (a clean stop) and the
 	// close of its connection are handled in the order they arrived.
 	in := make(chan *nats.Msg, liveInbound)
@@ -268,6 +271,9 @@ func (l *liveness) do(job liveJob) {
 		err = l.store.EndBeat(ctx, job.key.team, key, job.rev, job.epoch, false)
 		if err == nil {
 			l.log.Info("heartbeat ended", "team", job.key.team, "member", job.key.member, "why", job.why)
+			if job.key.member == teambus.Lead {
+				l.leadLastSeen(ctx, job)
+			}
 		}
 	case jobStop:
 		err = l.store.EndBeat(ctx, job.key.team, key, job.rev, job.epoch, true)
@@ -299,6 +305,31 @@ func (l *liveness) finish(job liveJob, inc incarnation, rev uint64, err error) {
 	l.mu.Unlock()
 	if l.ctx.Err() == nil {
 		l.run(jobs)
+	}
+}
+
+// leadLastSeen records the last beat of a lead judged silent as the
+// team's lead_last_seen (the lead sidecar persists it itself only now and
+// then), so a takeover counts takeover-after from the lead's last beat.
+// It changes nothing when another lead attached or the lead released the
+// team meanwhile; a failure leaves the sidecar's own, older value.
+func (l *liveness) leadLastSeen(ctx context.Context, job liveJob) {
+	if l.updateTeam == nil || job.at.IsZero() {
+		return
+	}
+	at := job.at.UTC()
+	_, err := l.updateTeam(ctx, job.key.team, func(t *teambus.Team) (bool, error) {
+		if t.LeadEpoch != job.epoch || t.LeadSession != job.session || t.LeadReleasedAt != nil {
+			return false, nil
+		}
+		if t.LeadLastSeen != nil && !t.LeadLastSeen.Before(at) {
+			return false, nil
+		}
+		t.LeadLastSeen = &at
+		return true, nil
+	})
+	if err != nil {
+		l.log.Warn("record the lead's last beat", "team", job.key.team, "err", err)
 	}
 }
 

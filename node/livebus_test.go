@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -293,4 +294,52 @@ func TestLiveness_Cluster(t *testing.T) {
 	mc.Close()
 	<-done
 	next("connection closed", jetstream.KeyValuePurge)
+}
+
+// A lead that goes silent: the service ends its key after lead-timeout
+// and records its last beat as the team's lead_last_seen (the lead
+// sidecar persists it itself only now and then).
+func TestLiveness_LeadSilenceRecordsLastSeen(t *testing.T) {
+	e := newLiveEnv(t, livePolicy(2*time.Second))
+	ctx := testCtx(t)
+	rep, err := e.admin.Resume(ctx, "lv", "L1", false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := e.admin.Store().WatchHeartbeat(ctx, "lv", kv.LeadKey, jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Stop() }()
+	admin := e.admin.Store().JetStream().Conn()
+	b := teamapi.Beat{Member: teambus.Lead, Session: "L1", Epoch: rep.LeadEpoch}
+	var last time.Time
+	for i := 0; i < 5; i++ {
+		if err := teamapi.PublishBeat(admin, "lv", false, b); err != nil {
+			t.Fatal(err)
+		}
+		last = time.Now()
+		time.Sleep(100 * time.Millisecond)
+	}
+	for {
+		select {
+		case ev := <-w.Updates():
+			if ev == nil || ev.Operation() != jetstream.KeyValuePurge {
+				continue
+			}
+			bustest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+				tm, err := e.admin.Team(ctx, "lv")
+				if err != nil {
+					return err
+				}
+				if tm.LeadLastSeen == nil || tm.LeadLastSeen.Before(last.Add(-time.Second)) || tm.LeadLastSeen.After(last.Add(time.Second)) {
+					return fmt.Errorf("lead_last_seen %v, want about the last beat %v", tm.LeadLastSeen, last)
+				}
+				return nil
+			})
+			return
+		case <-ctx.Done():
+			t.Fatal("the silent lead's key was not ended")
+		}
+	}
 }

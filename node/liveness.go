@@ -65,6 +65,8 @@ type liveJob struct {
 	ttl     time.Duration     // jobWrite
 	rev     uint64            // jobWrite, jobEnd, jobStop: the last revision this instance wrote
 	epoch   int64             // jobEnd, jobStop: the incarnation ended
+	session string            // jobEnd: the incarnation's session
+	at      time.Time         // jobEnd: its last beat
 	why     string            // jobEnd: silence or a closed connection
 	control teamapi.Control   // jobFence
 }
@@ -223,7 +225,7 @@ func (j *judge) sweep(now time.Time) []liveJob {
 // end ends e's key: the member is suspected.
 func (j *judge) end(k liveKey, e *liveEntry, why string, now time.Time) liveJob {
 	e.busy, e.ended, e.endedAt = true, true, now
-	return liveJob{kind: jobEnd, key: k, rev: e.rev, epoch: e.last.Epoch, why: why}
+	return liveJob{kind: jobEnd, key: k, rev: e.rev, epoch: e.last.Epoch, session: e.last.Session, at: e.heard, why: why}
 }
 
 // closed handles the close of connection c: the member that beats on it

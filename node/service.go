@@ -110,7 +110,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Service, error) {
 	sctx, stop := context.WithCancel(context.Background())
 	ts := team.New(js, cfg.Team)
 	s := &Service{cfg: cfg, log: cfg.Logger, api: ts.API(), nc: nc, sem: make(chan struct{}, cfg.Concurrency), ctx: sctx, stop: stop}
-	live, err := startLiveness(nc, ts.Store(), cfg.Logger)
+	live, err := startLiveness(nc, ts.Store(), ts.UpdateTeam, cfg.Logger)
 	if err != nil {
 		stop()
 		return nil, fmt.Errorf("team service: liveness: %w", err)
