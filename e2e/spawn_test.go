@@ -365,11 +365,14 @@ func testHostLost(t *testing.T, heartbeat time.Duration) {
 		t.Errorf("starts %q: want one with HOME %s, then one with HOME %s", st, home1, home2)
 	}
 	lost := e.events("alpha", eventlog.EvHostLost)
-	judged := "[tm1]"
+	judged := map[string]bool{"[tm1]": true}
 	if 2*heartbeat > 2*time.Second {
-		judged = "[]" // still beating when the loss was seen: judged later
+		// Its heartbeat may still have been fresh when the loss was seen
+		// (judged later), or already ended: the team service ends the key
+		// of a sidecar whose connection closed at once.
+		judged["[]"] = true
 	}
-	if len(lost) != 1 || eventData(lost[0])["host"] != "h1" || fmt.Sprint(eventData(lost[0])["crashed"]) != judged {
+	if len(lost) != 1 || eventData(lost[0])["host"] != "h1" || !judged[fmt.Sprint(eventData(lost[0])["crashed"])] {
 		t.Errorf("host.lost events (want one, h1, tm1 judged crashed): %d %v", len(lost), lost)
 	}
 	m, _, _ := e.svc.Store().Member(context.Background(), "alpha", "tm1")
