@@ -368,6 +368,10 @@ func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
 	}
 	err = r.scaleRun(ctx, nodeProc, sidecars, "tb.scale.cpu", "as the sidecars beat: member credentials, a fire-and-forget beat to the team service, which writes each key every half member-timeout (10 s); a lead and 9 teammates a team, the lead watching its team's beats, each teammate the lead's and its team and member records; each lead also writes lead_last_seen in the team record every quarter of takeover-after")
 	stopWatches()
+	if err == nil {
+		// The same beats without the watches: what the watches cost.
+		err = r.scaleRun(ctx, nodeProc, sidecars, "tb.scale.cpu.nowatch", "the same beats with the sidecars' watches stopped: the beats' own cost")
+	}
 	closeBeats(sidecars)
 	if err != nil {
 		return err
