@@ -372,6 +372,11 @@ func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
 		// The same beats without the watches: what the watches cost.
 		err = r.scaleRun(ctx, nodeProc, sidecars, "tb.scale.cpu.nowatch", "the same beats with the sidecars' watches stopped: the beats' own cost")
 	}
+	if err == nil {
+		// Nothing beats: what the node spends on its teams and the open
+		// connections alone.
+		err = r.scaleRun(ctx, nodeProc, nil, "tb.scale.cpu.idle", fmt.Sprintf("none beating: the node with its teams and the %d member connections open, idle", n))
+	}
 	closeBeats(sidecars)
 	if err != nil {
 		return err
