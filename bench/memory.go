@@ -375,7 +375,7 @@ func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
 	if err == nil {
 		// Nothing beats: what the node spends on its teams and the open
 		// connections alone.
-		err = r.scaleRun(ctx, nodeProc, nil, "tb.scale.cpu.idle", fmt.Sprintf("none beating: the node with its teams and the %d member connections open, idle", n))
+		err = r.scaleRun(ctx, nodeProc, nil, "tb.scale.cpu.idle", fmt.Sprintf("none beating: the node with its teams and the %d member connections open; the members stopped beating as this window began, so the service ends their keys (a purge each) after member-timeout, inside it", n))
 	}
 	closeBeats(sidecars)
 	if err != nil {
