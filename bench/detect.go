@@ -7,8 +7,10 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/teambus/teambus"
@@ -16,14 +18,18 @@ import (
 	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/team"
+	memberapi "github.com/teambus/teambus/teamapi"
 )
 
-// tracker records, on this process's clock, every member status change
-// and every heartbeat of a team, as watchers deliver them.
+// tracker records, on this process's clock, every member status change,
+// every probe the lead records, and every beat the team service receives
+// (by heartbeat key), as they are delivered.
 type tracker struct {
 	mu     sync.Mutex
 	status map[string][]statusAt
 	beats  map[string][]time.Time
+	probes map[string][]time.Time
+	ends   map[string][]time.Time // heartbeat keys purged (expired), by key
 	wake   chan struct{}
 	stop   context.CancelFunc
 }
@@ -38,14 +44,24 @@ type statusAt struct {
 // Close is called.
 func track(ctx context.Context, svc *team.Service, teamID string) (*tracker, error) {
 	ctx, stop := context.WithCancel(ctx)
-	t := &tracker{status: map[string][]statusAt{}, beats: map[string][]time.Time{}, wake: make(chan struct{}), stop: stop}
+	t := &tracker{status: map[string][]statusAt{}, beats: map[string][]time.Time{}, probes: map[string][]time.Time{}, ends: map[string][]time.Time{}, wake: make(chan struct{}), stop: stop}
 	sw, err := svc.WatchState(ctx, teamID, jetstream.UpdatesOnly())
 	if err != nil {
 		stop()
 		return nil, err
 	}
+	// The beats as the team service receives them: a beat is a publish,
+	// not a write (the service writes the key every half timeout).
+	hb := make(chan *nats.Msg, 1024)
+	hsub, err := svc.Store().JetStream().Conn().ChanSubscribe(memberapi.ServiceSubject(teamID, memberapi.VerbBeat), hb)
+	if err != nil {
+		sw.Stop()
+		stop()
+		return nil, err
+	}
 	hw, err := svc.WatchHeartbeats(ctx, teamID, jetstream.UpdatesOnly())
 	if err != nil {
+		_ = hsub.Unsubscribe()
 		sw.Stop()
 		stop()
 		return nil, err
@@ -53,6 +69,8 @@ func track(ctx context.Context, svc *team.Service, teamID string) (*tracker, err
 	go func() {
 		defer sw.Stop()
 		defer hw.Stop()
+		defer func() { _ = hsub.Unsubscribe() }()
+		probing := map[string]int64{}
 		for {
 			select {
 			case <-ctx.Done():
@@ -60,6 +78,24 @@ func track(ctx context.Context, svc *team.Service, teamID string) (*tracker, err
 			case e := <-sw.Updates():
 				now := time.Now()
 				if e == nil || e.Operation() != jetstream.KeyValuePut {
+					continue
+				}
+				if e.Key() == "team" {
+					var tm teambus.Team
+					if json.Unmarshal(e.Value(), &tm) != nil {
+						continue
+					}
+					t.note(func() {
+						for id, p := range tm.Probes {
+							if probing[id] != p.Epoch {
+								t.probes[id] = append(t.probes[id], now)
+							}
+						}
+						clear(probing)
+						for id, p := range tm.Probes {
+							probing[id] = p.Epoch
+						}
+					})
 					continue
 				}
 				id, ok := strings.CutPrefix(e.Key(), "member.")
@@ -73,10 +109,21 @@ func track(ctx context.Context, svc *team.Service, teamID string) (*tracker, err
 				t.note(func() { t.status[id] = append(t.status[id], statusAt{at: now, status: m.Status, epoch: m.Epoch}) })
 			case e := <-hw.Updates():
 				now := time.Now()
-				if e == nil || e.Operation() != jetstream.KeyValuePut {
+				if e == nil || e.Operation() != jetstream.KeyValuePurge {
 					continue
 				}
-				t.note(func() { t.beats[e.Key()] = append(t.beats[e.Key()], now) })
+				t.note(func() { t.ends[e.Key()] = append(t.ends[e.Key()], now) })
+			case m := <-hb:
+				now := time.Now()
+				var b memberapi.Beat
+				if json.Unmarshal(m.Data, &b) != nil || b.Stop {
+					continue
+				}
+				key := kv.LeadKey
+				if b.Member != teambus.Lead {
+					key = kv.MemberKey(b.Member)
+				}
+				t.note(func() { t.beats[key] = append(t.beats[key], now) })
 			}
 		}
 	}()
@@ -101,6 +148,31 @@ func (t *tracker) firstStatus(member string, status teambus.MemberStatus, since 
 	for _, s := range t.status[member] {
 		if s.status == status && !s.at.Before(since) {
 			return s.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// firstProbe is when the lead first recorded a probe of member after
+// since.
+func (t *tracker) firstProbe(member string, since time.Time) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, at := range t.probes[member] {
+		if !at.Before(since) {
+			return at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// firstEnd is when heartbeat key was first purged (ended) after since.
+func (t *tracker) firstEnd(key string, since time.Time) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, at := range t.ends[key] {
+		if !at.Before(since) {
+			return at, true
 		}
 	}
 	return time.Time{}, false
@@ -266,7 +338,7 @@ func (r *run) detectCrashes(ctx context.Context, nd *node.Node, svc *team.Servic
 	trials := r.cfg.Trials
 	var specs []team.MemberSpec
 	for i := 0; i < trials; i++ {
-		specs = append(specs, team.MemberSpec{ID: fmt.Sprintf("s%d", i)}, team.MemberSpec{ID: fmt.Sprintf("p%d", i)})
+		specs = append(specs, team.MemberSpec{ID: fmt.Sprintf("s%d", i)}, team.MemberSpec{ID: fmt.Sprintf("p%d", i)}, team.MemberSpec{ID: fmt.Sprintf("c%d", i)})
 	}
 	pol := r.detectPolicy()
 	if _, err := svc.CreateTeam(ctx, teamID, "", specs, pol); err != nil {
@@ -291,12 +363,14 @@ func (r *run) detectCrashes(ctx context.Context, nd *node.Node, svc *team.Servic
 		return err
 	}
 
-	timeout := kv.TTL(pol.MemberTimeout) + pol.ProbeTimeout
-	var silence, silenceFromKill, pidExit []time.Duration
+	timeout := pol.MemberTimeout + pol.ProbeTimeout
+	var silence, silenceFromStop, pidExit, connLost, connLostEnd, connLostCrash []time.Duration
 	for b := 0; b < trials; b += batch {
 		n := min(batch, trials-b)
-		// Heartbeat silence: the sidecar process is killed with SIGKILL;
-		// it neither beats nor answers the lead's status check.
+		// Heartbeat silence: the sidecar process is stopped (SIGSTOP) and
+		// killed after the trial; it neither beats nor answers the lead's
+		// status check, and its connection stays open, so silence alone
+		// tells (a killed sidecar's closed connection is the next trial).
 		type victim struct {
 			member string
 			side   *child
@@ -324,7 +398,7 @@ func (r *run) detectCrashes(ctx context.Context, nd *node.Node, svc *team.Servic
 		}
 		for i := range vs {
 			time.Sleep(rand.N(pol.Heartbeat))
-			vs[i].side.kill()
+			_ = syscall.Kill(vs[i].side.pid(), syscall.SIGSTOP)
 			vs[i].killed = time.Now()
 		}
 		for _, v := range vs {
@@ -339,7 +413,65 @@ func (r *run) detectCrashes(ctx context.Context, nd *node.Node, svc *team.Servic
 			}
 			last, _ := tr.lastBeat(kv.MemberKey(v.member), armed)
 			silence = append(silence, at.Sub(last)-timeout)
-			silenceFromKill = append(silenceFromKill, at.Sub(v.killed))
+			silenceFromStop = append(silenceFromStop, at.Sub(v.killed))
+		}
+		for _, v := range vs {
+			v.side.kill()
+		}
+
+		// Connection lost: the sidecar, started without a pid to watch,
+		// and its agent session are killed together with SIGKILL. The
+		// sidecar's connection closes; the lead must start its probe at
+		// once, not after member-timeout.
+		vs = vs[:0]
+		for i := b; i < b+n; i++ {
+			member, session := fmt.Sprintf("c%d", i), fmt.Sprintf("C%d", i)
+			agent, err := start(r.logs, "det-agent-"+member, "sleep", "3600")
+			if err != nil {
+				return err
+			}
+			procs.add(agent)
+			c, err := r.startTeammate(ctx, nd, svc, procs, teamID, member, session, 0)
+			if err != nil {
+				return err
+			}
+			if _, err := svc.Claim(ctx, team.Actor{Team: teamID, Member: member, Session: session}, "t-"+member); err != nil {
+				return fmt.Errorf("claim for %s: %w", member, err)
+			}
+			vs = append(vs, victim{member: member, side: c, agent: agent})
+		}
+		armed = time.Now()
+		for _, v := range vs {
+			key := kv.MemberKey(v.member)
+			if err := tr.wait(ctx, 10*time.Second, "heartbeats of "+v.member, func() bool { _, n := tr.lastBeat(key, armed); return n >= 2 }); err != nil {
+				return err
+			}
+		}
+		for i := range vs {
+			time.Sleep(rand.N(pol.Heartbeat))
+			vs[i].killed = time.Now()
+			_ = syscall.Kill(vs[i].side.pid(), syscall.SIGKILL)
+			_ = syscall.Kill(vs[i].agent.pid(), syscall.SIGKILL)
+		}
+		for _, v := range vs {
+			var at, crashed time.Time
+			err := tr.wait(ctx, timeout+15*time.Second, v.member+" crashed", func() bool {
+				var ok bool
+				crashed, ok = tr.firstStatus(v.member, teambus.MemberCrashed, armed)
+				return ok
+			})
+			if err != nil {
+				return fmt.Errorf("connection lost: %w", err)
+			}
+			at, ok := tr.firstProbe(v.member, v.killed)
+			if !ok {
+				return fmt.Errorf("connection lost: %s crashed with no probe recorded", v.member)
+			}
+			connLost = append(connLost, at.Sub(v.killed))
+			if end, ok := tr.firstEnd(kv.MemberKey(v.member), v.killed); ok {
+				connLostEnd = append(connLostEnd, end.Sub(v.killed))
+			}
+			connLostCrash = append(connLostCrash, crashed.Sub(v.killed))
 		}
 
 		// Agent exit: the watched agent (a real process) is killed with
@@ -381,9 +513,15 @@ func (r *run) detectCrashes(ctx context.Context, nd *node.Node, svc *team.Servic
 		}
 		r.cfg.Progress("  crash trials %d/%d", b+n, trials)
 	}
-	r.detectRow("tb.detect.silence", "heartbeat silence → crashed (sidecar kill -9; expiry, status probe, no reply)", silence,
-		fmt.Sprintf("timeout = member-timeout %s + probe-timeout %s, from the last heartbeat stored to the member record saying crashed; from the kill: p50 %.2f s",
-			pol.MemberTimeout, pol.ProbeTimeout, secs(percentile(silenceFromKill, 0.5))))
+	r.detectRow("tb.detect.silence", "heartbeat silence → crashed (sidecar SIGSTOP; the service ends the key, status probe, no reply)", silence,
+		fmt.Sprintf("timeout = member-timeout %s + probe-timeout %s, from the last beat the team service received to the member record saying crashed; from the SIGSTOP: p50 %.2f s",
+			pol.MemberTimeout, pol.ProbeTimeout, secs(percentile(silenceFromStop, 0.5))))
+	p50, p99 := secs(percentile(connLost, 0.5)), secs(percentile(connLost, 0.99))
+	r.res.add(Row{Group: "detection", Key: "tb.detect.connlost", Name: "agent connection lost (sidecar and session kill -9 together, no pid watcher) → suspicion/probe started",
+		Value: round2(p99), Unit: unitS, P50: ms(percentile(connLost, 0.5)), P99: ms(percentile(connLost, 0.99)), N: len(connLost),
+		Note: fmt.Sprintf("from the kill to the lead's probe recorded in the team; the heartbeat key ended by the team service (the suspicion the lead acts on): p50 %.3f s, p99 %.3f s (%d seen); crashed after the probe: p50 %.2f s from the kill (probe-timeout %s; member-timeout %s not waited for)",
+			secs(percentile(connLostEnd, 0.5)), secs(percentile(connLostEnd, 0.99)), len(connLostEnd), secs(percentile(connLostCrash, 0.5)), pol.ProbeTimeout, pol.MemberTimeout)})
+	r.cfg.Progress("  connection lost → probe: p50 %.2f s, p99 %.2f s (key ended: p50 %.3f s, p99 %.3f s)", p50, p99, secs(percentile(connLostEnd, 0.5)), secs(percentile(connLostEnd, 0.99)))
 	r.detectRow("tb.detect.pid", "agent pid exit → crashed (agent kill -9, sidecar watching its pid)", pidExit,
 		"timeout = 0: from the kill to the member record saying crashed")
 	return nil

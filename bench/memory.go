@@ -226,14 +226,19 @@ func (r *run) memoryAndScale(ctx context.Context) error {
 }
 
 // scale heartbeats ScaleMembers members every ScaleInterval, each on its
-// own connection as its sidecar would be, and reads the node's CPU time
-// over ScaleWindow. The members are teams of ten: the first of each beats
-// as its lead sidecar does (the lead's key) and watches every beat of its
-// team; the others beat as teammate sidecars do (read the member record
-// for fencing, then Beat, through team.SidecarAPI with the operator's
-// connection) and watch the lead's beats (tb.scale.cpu). Then the same
-// members beat with a member credential through the team service's
-// heartbeat verb, which no sidecar uses today (tb.scale.cpu.service).
+// own member credential as its sidecar beats (a fire-and-forget publish
+// to the team service, which writes the heartbeat key only when the
+// incarnation or status changes and every half member-timeout), and
+// reads the node's CPU time over ScaleWindow (tb.scale.cpu). The members
+// are teams of ten: the first of each is the team's lead (attached, on
+// the lead's credential) and watches every beat of its team; the others
+// are registered teammates and watch the lead's beats and their team and
+// member records, as the teammate sidecar does; the watches run on
+// operator connections, as the sidecars hold them today. The teams beat
+// with heartbeat 1 s and member- and lead-timeout 10 s, so the renewals
+// of the keys are part of the window. Then the same members beat through
+// the team service's heartbeat verb, a request and one key write per
+// beat, which no sidecar uses (tb.scale.cpu.service).
 func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
 	d, err := bus.ReadDiscovery(dir)
 	if err != nil {
@@ -245,55 +250,43 @@ func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
 	}
 	defer conn.Close()
 	n := r.cfg.ScaleMembers
-	where := func(i int) (string, string) { return fmt.Sprintf("team%03d", i/10), fmt.Sprintf("m%d", i%10) }
+	where := func(i int) (string, string) {
+		if i%10 == 0 {
+			return fmt.Sprintf("team%03d", i/10), teambus.Lead
+		}
+		return fmt.Sprintf("team%03d", i/10), fmt.Sprintf("m%d", i%10)
+	}
+	svc := team.New(conn.JS, team.Config{})
+	// The lead of each team attaches; the teams beat every second.
+	leads := map[string]*teambus.Report{}
+	var lmu sync.Mutex
+	if err := inParallel(ctx, 8, (n+9)/10, func(t int) error {
+		teamID, _ := where(t * 10)
+		if _, err := svc.UpdateTeam(ctx, teamID, func(tm *teambus.Team) (bool, error) {
+			p := tm.Policy
+			p.Heartbeat, p.MemberTimeout, p.LeadTimeout = time.Second, 10*time.Second, 10*time.Second
+			if err := p.Validate(); err != nil {
+				return false, err
+			}
+			tm.Policy = p
+			return true, nil
+		}); err != nil {
+			return fmt.Errorf("policy of %s: %w", teamID, err)
+		}
+		rep, err := svc.Resume(ctx, teamID, "bench-lead-"+teamID, true, true)
+		if err != nil {
+			return fmt.Errorf("lead of %s: %w", teamID, err)
+		}
+		lmu.Lock()
+		leads[teamID] = rep
+		lmu.Unlock()
+		return nil
+	}); err != nil {
+		return err
+	}
 	wctx, stopWatches := context.WithCancel(ctx)
 	defer stopWatches()
 	sidecars := make([]beatFunc, n)
-	if err := inParallel(ctx, 8, n, func(i int) error {
-		c, err := bus.Connect(ctx, bus.ConnectConfig{Dir: dir, Name: "teambus bench sidecar", Timeout: 30 * time.Second})
-		if err != nil {
-			return fmt.Errorf("connection %d: %w", i, err)
-		}
-		api := team.New(c.JS, team.Config{}).SidecarAPI()
-		teamID, member := where(i)
-		var beats <-chan teambus.BeatEvent
-		if i%10 == 0 {
-			// The lead sidecar: its own key, every beat of the team.
-			member = teambus.Lead
-			beats, err = api.WatchBeats(wctx, teamID, true)
-		} else {
-			beats, err = api.WatchBeats(wctx, teamID, true, teambus.Lead)
-		}
-		if err != nil {
-			c.Close()
-			return fmt.Errorf("heartbeat watch of %s: %w", teamID, err)
-		}
-		go func() {
-			for range beats {
-			}
-		}()
-		hb := &teambus.Heartbeat{Member: member, Session: "S" + member, Epoch: 1, Status: teambus.MemberInProgress}
-		sidecars[i] = beatFunc{close: c.Close, beat: func(ctx context.Context, rev uint64) (uint64, error) {
-			if member != teambus.Lead {
-				// The teammate's fencing read before each beat.
-				if _, err := api.Member(ctx, teamID, member); err != nil {
-					return 0, err
-				}
-			}
-			return api.Beat(ctx, teamID, hb, 10*time.Second, rev)
-		}}
-		return nil
-	}); err != nil {
-		closeBeats(sidecars)
-		return fmt.Errorf("sidecar connections: %w", err)
-	}
-	err = r.scaleRun(ctx, nodeProc, sidecars, "tb.scale.cpu", "as the sidecars beat: operator connection, team.SidecarAPI; a lead and 9 teammates a team, the lead watching its team's beats, each teammate the lead's")
-	stopWatches()
-	closeBeats(sidecars)
-	if err != nil {
-		return err
-	}
-	viaService := make([]beatFunc, n)
 	if err := inParallel(ctx, 8, n, func(i int) error {
 		teamID, member := where(i)
 		cr, err := credstore.IssueCreds(ctx, conn, teamID, member, []string{d.URL})
@@ -305,9 +298,107 @@ func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
 		if err != nil {
 			return fmt.Errorf("member connection %d: %w", i, err)
 		}
+		w, err := bus.Connect(ctx, bus.ConnectConfig{Dir: dir, Name: "teambus bench sidecar watches", Timeout: 30 * time.Second})
+		if err != nil {
+			c.Close()
+			return fmt.Errorf("watch connection %d: %w", i, err)
+		}
+		closeBoth := func() { c.Close(); w.Close() }
+		api := team.New(w.JS, team.Config{}).SidecarAPI()
+		b := memberapi.Beat{Member: member, Status: teambus.MemberInProgress}
+		if member == teambus.Lead {
+			lmu.Lock()
+			rep := leads[teamID]
+			lmu.Unlock()
+			b.Session, b.Epoch = "bench-lead-"+teamID, rep.LeadEpoch
+			beats, err := api.WatchBeats(wctx, teamID, true)
+			if err != nil {
+				closeBoth()
+				return fmt.Errorf("heartbeat watch of %s: %w", teamID, err)
+			}
+			go drain(beats)
+		} else {
+			// Registered first, as a sidecar starts: a new incarnation
+			// with its own session.
+			b.Session = fmt.Sprintf("bench-%s-%s", teamID, member)
+			cl, err := memberapi.ForConn(c, teamID, member, b.Session)
+			var m *teambus.Member
+			if err == nil {
+				m, err = cl.JoinSession(ctx)
+			}
+			if err != nil {
+				closeBoth()
+				return fmt.Errorf("member %s of %s: %w", member, teamID, err)
+			}
+			b.Epoch = m.Epoch
+			beats, err := api.WatchBeats(wctx, teamID, true, teambus.Lead)
+			if err != nil {
+				closeBoth()
+				return fmt.Errorf("heartbeat watch of %s: %w", teamID, err)
+			}
+			go drain(beats)
+			changes, err := api.WatchState(wctx, teamID, member)
+			if err != nil {
+				closeBoth()
+				return fmt.Errorf("state watch of %s: %w", member, err)
+			}
+			go drain(changes)
+		}
+		var seenAt time.Time
+		sidecars[i] = beatFunc{close: closeBoth, beat: func(ctx context.Context, _ uint64) (uint64, error) {
+			if member == teambus.Lead && time.Since(seenAt) >= leadSeenEvery {
+				// The lead sidecar persists lead_last_seen every quarter
+				// of takeover-after: a team-record write each teammate's
+				// watch delivers (once in the window: at the first beat).
+				now := time.Now()
+				if _, err := api.UpdateTeam(ctx, teamID, func(t *teambus.Team) (bool, error) {
+					t.LeadLastSeen = teambus.TimePtr(now)
+					return true, nil
+				}); err != nil {
+					return 0, err
+				}
+				seenAt = now
+			}
+			return 0, memberapi.PublishBeat(c.NC, teamID, true, b)
+		}}
+		return nil
+	}); err != nil {
+		closeBeats(sidecars)
+		return fmt.Errorf("sidecar connections: %w", err)
+	}
+	err = r.scaleRun(ctx, nodeProc, sidecars, "tb.scale.cpu", "as the sidecars beat: member credentials, a fire-and-forget beat to the team service, which writes each key every half member-timeout (10 s); a lead and 9 teammates a team, the lead watching its team's beats, each teammate the lead's and its team and member records; each lead also writes lead_last_seen in the team record every quarter of takeover-after")
+	stopWatches()
+	if err == nil {
+		// The same beats without the watches: what the watches cost.
+		err = r.scaleRun(ctx, nodeProc, sidecars, "tb.scale.cpu.nowatch", "the same beats with the sidecars' watches stopped: the beats' own cost")
+	}
+	if err == nil {
+		// Nothing beats: what the node spends on its teams and the open
+		// connections alone.
+		err = r.scaleRun(ctx, nodeProc, nil, "tb.scale.cpu.idle", fmt.Sprintf("none beating: the node with its teams and the %d member connections open; the members stopped beating as this window began, so the service ends their keys (a purge each) after member-timeout, inside it", n))
+	}
+	closeBeats(sidecars)
+	if err != nil {
+		return err
+	}
+	viaService := make([]beatFunc, n)
+	if err := inParallel(ctx, 8, n, func(i int) error {
+		teamID, member := where(i)
+		if member == teambus.Lead {
+			member = "m0"
+		}
+		cr, err := credstore.IssueCreds(ctx, conn, teamID, member, []string{d.URL})
+		if err != nil {
+			return err
+		}
+		c, err := bus.Connect(ctx, bus.ConnectConfig{Server: d.URL, User: cr.User, Pass: cr.Password, InboxPrefix: cr.InboxPrefix,
+			Name: "teambus bench member", Timeout: 30 * time.Second})
+		if err != nil {
+			return fmt.Errorf("member connection %d: %w", i, err)
+		}
 		// Registered first, as a sidecar starts: a new incarnation with
-		// its own session (team000's m0 shut down after the sidecar rows).
-		cl, err := memberapi.ForConn(c, teamID, member, fmt.Sprintf("bench-%s-%s", teamID, member))
+		// its own session.
+		cl, err := memberapi.ForConn(c, teamID, member, fmt.Sprintf("bench-verb-%s-%s", teamID, member))
 		if err == nil {
 			_, err = cl.JoinSession(ctx)
 		}
@@ -324,7 +415,21 @@ func (r *run) scale(ctx context.Context, nodeProc *child, dir string) error {
 		return fmt.Errorf("member connections: %w", err)
 	}
 	defer closeBeats(viaService)
-	return r.scaleRun(ctx, nodeProc, viaService, "tb.scale.cpu.service", "member credential, through the team service's heartbeat verb (no sidecar beats this way)")
+	return r.scaleRun(ctx, nodeProc, viaService, "tb.scale.cpu.service", "member credential, through the team service's heartbeat verb: a request and a key write per beat, no watches (no sidecar beats this way)")
+}
+
+// leadSeenEvery is how often the scale row's leads persist lead_last_seen:
+// a quarter of the teams' takeover-after, as the lead sidecar does.
+var leadSeenEvery = teamTakeoverAfter / 4
+
+// teamTakeoverAfter is the takeover-after of the scale row's teams (the
+// default).
+var teamTakeoverAfter = teambus.DefaultPolicy().TakeoverAfter
+
+// drain reads a watch until it closes.
+func drain[T any](ch <-chan T) {
+	for range ch {
+	}
 }
 
 // beatFunc is one heartbeating member: beat writes a beat after revision
@@ -435,7 +540,7 @@ func (r *run) scaleRun(ctx context.Context, nodeProc *child, beats []beatFunc, k
 	}
 	r.res.add(Row{Group: "scale", Key: key, Name: fmt.Sprintf("bus node CPU, %d members heartbeating every %s (%s)", len(beats), every, how),
 		Value: share, Unit: UnitPct, P50: ms(s.pct(0.5)), P99: ms(s.pct(0.99)), N: s.n,
-		Note: fmt.Sprintf("utime+stime of the node process from /proc/PID/stat over %s; p50/p99 are the heartbeat round trips; %.0f beats/s, %s failed; node RSS %.1f MiB; the heartbeating bench process used %.0f%% of a core",
+		Note: fmt.Sprintf("utime+stime of the node process from /proc/PID/stat over %s; p50/p99 are the beat calls (a request and its answer through the heartbeat verb; only the publish for a fire-and-forget beat); %.0f beats/s, %s failed; node RSS %.1f MiB; the heartbeating bench process used %.0f%% of a core",
 			window, float64(s.n)/elapsed.Seconds(), failed, rss, 100*(self1-self0).Seconds()/elapsed.Seconds())})
 	r.cfg.Progress("  %d heartbeating members (%s): node CPU %.1f%% of a core", len(beats), how, share)
 	return nil

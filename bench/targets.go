@@ -94,6 +94,7 @@ func (r *run) targets() []Target {
 	value("its start-up store check done ≤ 1 s after the start", "tb.storecheck", "%.0f ms", func(v float64) bool { return v <= 1000 }, restart)
 	value("crash detection ≤ timeout + 0.3 s at p99 (heartbeat silence)", "tb.detect.silence", "timeout + %.2f s", func(v float64) bool { return v <= 0.3 }, "")
 	value("crash detection ≤ 0.2 s after a pid exit (p99)", "tb.detect.pid", "%.2f s", func(v float64) bool { return v <= 0.2 }, "")
+	value("agent connection lost (no pid watcher) → probe started ≤ 0.5 s (p99)", "tb.detect.connlost", "%.2f s", func(v float64) bool { return v <= 0.5 }, "")
 	lat("agent pid exit → respawned session's first model request (fake API, headless, policy auto) ≤ 3 s", keyRespawn, false, 3000)
 	value("zombie within lead-timeout + 0.3 s (p99)", "tb.detect.zombie", "lead-timeout + %.2f s", func(v float64) bool { return v <= 0.3 }, "")
 	value("bus idle ≤ 25 MiB", "tb.mem.bus.idle", "%.1f MiB", func(v float64) bool { return v <= 25 }, "")

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -13,11 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node"
 	"github.com/teambus/teambus/node/nodetest"
 	"github.com/teambus/teambus/team"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // bin is the teambus binary built once for the package.
@@ -316,25 +320,26 @@ func actor(teamID, member, session string) team.Actor {
 	return team.Actor{Team: teamID, Member: member, Session: session}
 }
 
-// waitLeadBeats waits until the lead has persisted n more heartbeats
-// (lead_last_seen moves on each one); the lead reconciles after each.
+// waitLeadBeats waits until the lead has sent n more heartbeats, as the
+// team service receives them; the lead reconciles after each.
 func (e *env) waitLeadBeats(teamID string, n int) {
 	e.t.Helper()
-	seen := func() time.Time {
-		t, _, err := e.svc.Store().Team(context.Background(), teamID)
-		if err != nil || t.LeadLastSeen == nil {
-			return time.Time{}
-		}
-		return *t.LeadLastSeen
+	ch := make(chan *nats.Msg, 64)
+	sub, err := e.svc.Store().JetStream().Conn().ChanSubscribe(teamapi.ServiceSubject(teamID, teamapi.VerbBeat), ch)
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	last := seen()
-	for i := 0; i < n; i++ {
-		e.waitFor(10*time.Second, "a lead heartbeat", func() error {
-			if now := seen(); now.After(last) {
-				last = now
-				return nil
+	defer func() { _ = sub.Unsubscribe() }()
+	deadline := time.After(time.Duration(n) * 10 * time.Second)
+	for i := 0; i < n; {
+		select {
+		case m := <-ch:
+			var b teamapi.Beat
+			if json.Unmarshal(m.Data, &b) == nil && b.Member == teambus.Lead && !b.Stop {
+				i++
 			}
-			return fmt.Errorf("lead_last_seen still %s", last.Format(time.RFC3339Nano))
-		})
+		case <-deadline:
+			e.t.Fatalf("waiting for %d lead heartbeats: %d seen", n, i)
+		}
 	}
 }

@@ -367,8 +367,9 @@ func testHostLost(t *testing.T, heartbeat time.Duration) {
 	lost := e.events("alpha", eventlog.EvHostLost)
 	judged := map[string]bool{"[tm1]": true}
 	if 2*heartbeat > 2*time.Second {
-		// Still beating when the loss was seen: judged later. On a slow
-		// machine its heartbeat may have expired first: judged at once.
+		// Its heartbeat may still have been fresh when the loss was seen
+		// (judged later), or already ended: the team service ends the key
+		// of a sidecar whose connection closed at once.
 		judged["[]"] = true
 	}
 	if len(lost) != 1 || eventData(lost[0])["host"] != "h1" || !judged[fmt.Sprint(eventData(lost[0])["crashed"])] {

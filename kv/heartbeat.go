@@ -191,6 +191,49 @@ func (s *Store) StopBeatAt(ctx context.Context, team, key string, rev uint64) er
 	return nil
 }
 
+// EndBeat ends the heartbeat key of a silent writer as its expiry would:
+// a purge (watchers see the key expire, not a clean stop), whose marker
+// the bucket drops after a while. rev is the revision of the last beat the
+// caller wrote, 0 when it knows none; epoch is the incarnation judged
+// silent. A key rewritten since by a newer incarnation is left alone; a key
+// already gone is not an error. With clean, the key is deleted instead,
+// as a clean shutdown does (watchers see no expiry).
+func (s *Store) EndBeat(ctx context.Context, team, key string, rev uint64, epoch int64, clean bool) error {
+	kv, err := s.heartbeats(ctx, team, false)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < 3; i++ {
+		if rev == 0 {
+			e, err := kv.Get(ctx, key)
+			if errors.Is(err, jetstream.ErrKeyNotFound) {
+				return nil
+			}
+			if err != nil {
+				return unavailable("end heartbeat "+key, err)
+			}
+			hb, ok := DecodeHeartbeat(e)
+			if !ok || hb.Epoch > epoch {
+				return nil
+			}
+			rev = e.Revision()
+		}
+		if clean {
+			err = kv.Delete(ctx, key, jetstream.LastRevision(rev))
+		} else {
+			err = kv.Purge(ctx, key, jetstream.LastRevision(rev), jetstream.PurgeTTL(markerTTL))
+		}
+		if err == nil || errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil
+		}
+		if !isConflict(err) {
+			return unavailable("end heartbeat "+key, err)
+		}
+		rev = 0 // written since: look at what is there
+	}
+	return fmt.Errorf("end heartbeat %s: %w", key, ErrConflict)
+}
+
 // Heartbeats reads every live heartbeat of the team by key. It reads the
 // bucket directly, without a watch (see direct.go).
 func (s *Store) Heartbeats(ctx context.Context, team string) (map[string]HeartbeatEntry, error) {

@@ -248,3 +248,67 @@ func TestStore_HeartbeatBucket_AsyncPersist(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// EndBeat ends a silent writer's key as an expiry does (a purge), at the
+// writer's revision or, when that is stale, at whatever revision holds a
+// beat of the same or an older incarnation; a newer incarnation's key is
+// left alone; a clean end deletes.
+func TestStore_EndBeat(t *testing.T) {
+	ctx := testCtx(t)
+	s, _ := newStore(t)
+	createTeam(t, s, "alpha", "tm1")
+	key := kv.MemberKey("tm1")
+	w, err := s.WatchHeartbeat(ctx, "alpha", key, jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Stop() }()
+	op := func() jetstream.KeyValueOp {
+		t.Helper()
+		for {
+			select {
+			case e := <-w.Updates():
+				if e != nil {
+					return e.Operation()
+				}
+			case <-ctx.Done():
+				t.Fatal("no update")
+			}
+		}
+	}
+	r1, err := s.Beat(ctx, "alpha", key, &kv.Heartbeat{Member: "tm1", Epoch: 1}, time.Minute, 0)
+	if err != nil || op() != jetstream.KeyValuePut {
+		t.Fatal(err)
+	}
+	if err := s.EndBeat(ctx, "alpha", key, r1, 1, false); err != nil || op() != jetstream.KeyValuePurge {
+		t.Fatalf("end at the writer's revision: %v", err)
+	}
+	if err := s.EndBeat(ctx, "alpha", key, r1, 1, false); err != nil {
+		t.Fatalf("end of an ended key = %v, want nil", err)
+	}
+	r2, err := s.Beat(ctx, "alpha", key, &kv.Heartbeat{Member: "tm1", Epoch: 1}, time.Minute, 0)
+	if err != nil || op() != jetstream.KeyValuePut {
+		t.Fatal(err)
+	}
+	// A stale revision (another instance wrote since): the key of the same
+	// incarnation is ended all the same.
+	if _, err := s.Beat(ctx, "alpha", key, &kv.Heartbeat{Member: "tm1", Epoch: 1}, time.Minute, r2); err != nil || op() != jetstream.KeyValuePut {
+		t.Fatal(err)
+	}
+	if err := s.EndBeat(ctx, "alpha", key, r2, 1, false); err != nil || op() != jetstream.KeyValuePurge {
+		t.Fatalf("end at a stale revision: %v", err)
+	}
+	// A newer incarnation's key is not the silent writer's.
+	if _, err := s.Beat(ctx, "alpha", key, &kv.Heartbeat{Member: "tm1", Epoch: 2}, time.Minute, 0); err != nil || op() != jetstream.KeyValuePut {
+		t.Fatal(err)
+	}
+	if err := s.EndBeat(ctx, "alpha", key, 0, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	if live, err := s.Heartbeats(ctx, "alpha"); err != nil || live[key].Epoch != 2 {
+		t.Fatalf("after ending epoch 1: %+v, %v; want epoch 2's key kept", live, err)
+	}
+	if err := s.EndBeat(ctx, "alpha", key, 0, 2, true); err != nil || op() != jetstream.KeyValueDelete {
+		t.Fatalf("clean end: %v", err)
+	}
+}

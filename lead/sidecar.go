@@ -55,6 +55,9 @@ type Sidecar struct {
 	epoch  int64
 	policy teambus.Policy
 	heart  sidecar.Heart
+	// seenAt is when this sidecar last persisted lead_last_seen, on its
+	// own clock.
+	seenAt time.Time
 	// seen is when this sidecar last saw each member's heartbeat, on its
 	// own clock, with the incarnation that wrote it.
 	seen map[string]seenBeat
@@ -153,6 +156,12 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 		return s.startErr(ctx, err)
 	}
 	defer func() { stopReplies() }()
+	// The team service's notices that a beat of this lead was dropped: a
+	// newer lead attached.
+	fences, err := s.svc.Fences(wctx, s.cfg.Team, teambus.Lead, s.cfg.Session, s.epoch)
+	if err != nil {
+		return s.startErr(ctx, err)
+	}
 	agentGone := sidecar.Exited(wctx, s.cfg.Procs, s.cfg.PID)
 	tick := s.clock.NewTicker(s.policy.Heartbeat)
 	defer tick.Stop()
@@ -181,6 +190,10 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 			if ev.Member != teambus.Lead {
 				s.onHeartbeat(ctx, ev)
 			}
+		case err := <-fences:
+			s.log.Warn("lead replaced: stopping", "err", err)
+			outcome = "fenced"
+			return err
 		case d := <-replies:
 			s.onReply(ctx, d)
 		case <-check.C():
@@ -208,12 +221,12 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 // wait for lead-timeout (a delete is not an expiry to them). A kill -9 or
 // an exited agent leaves the key to expire.
 func (s *Sidecar) stopBeat(ctx context.Context) {
-	if ctx.Err() == nil || s.heart.Rev() == 0 {
+	if ctx.Err() == nil || !s.heart.Sent() {
 		return
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if err := s.svc.StopBeatAt(sctx, s.cfg.Team, teambus.Lead, s.heart.Rev()); err != nil {
+	if err := s.heart.Stop(sctx, s.svc, s.cfg.Team); err != nil {
 		s.log.Warn("lead heartbeat not removed", "err", err)
 	}
 }
@@ -276,9 +289,26 @@ func (s *Sidecar) release(ctx context.Context, why string) {
 	}
 }
 
-// beat renews the lead heartbeat and persists lead_last_seen; it fails with
-// ErrFenced when another lead attached since.
+// seenEvery is how often the lead persists lead_last_seen in the team
+// record itself: a quarter of takeover-after. While it beats its liveness
+// is its heartbeat key, which the team service renews; when the service
+// ends the key for silence it records the last beat as lead_last_seen. A
+// write of the team record per beat would be a write, and a re-read by
+// every teammate's watch, per beat.
+func (s *Sidecar) seenEvery() time.Duration {
+	return max(s.policy.TakeoverAfter/4, s.policy.Heartbeat)
+}
+
+// beat sends the lead's beat and, every seenEvery, persists lead_last_seen
+// with a compare-and-set that fails with ErrFenced when another lead
+// attached since (between those writes the team service tells a replaced
+// lead on its control subject: Run's fences).
 func (s *Sidecar) beat(ctx context.Context) error {
+	if !s.seenAt.IsZero() && s.clock.Now().Sub(s.seenAt) < s.seenEvery() {
+		hb := &teambus.Heartbeat{Member: teambus.Lead, Session: s.cfg.Session, Epoch: s.epoch, PID: s.cfg.PID}
+		return s.heart.Beat(ctx, s.svc, s.cfg.Team, hb)
+	}
+	at := s.clock.Now()
 	now := s.svc.Now()
 	_, err := s.svc.UpdateTeam(ctx, s.cfg.Team, func(t *teambus.Team) (bool, error) {
 		if t.LeadSession != s.cfg.Session || t.LeadEpoch != s.epoch {
@@ -294,8 +324,9 @@ func (s *Sidecar) beat(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.seenAt = at
 	hb := &teambus.Heartbeat{Member: teambus.Lead, Session: s.cfg.Session, Epoch: s.epoch, PID: s.cfg.PID}
-	return s.heart.Beat(ctx, s.svc, s.cfg.Team, hb, s.policy.LeadTimeout)
+	return s.heart.Beat(ctx, s.svc, s.cfg.Team, hb)
 }
 
 // onHeartbeat notes a teammate's heartbeat, or probes a teammate whose
@@ -528,7 +559,11 @@ func (s *Sidecar) reconcile(ctx context.Context) (finished bool) {
 			s.seen[id] = seenBeat{at: now, epoch: m.Epoch}
 			continue
 		}
-		if seen.epoch == m.Epoch && now.Sub(seen.at) >= s.policy.MemberTimeout {
+		// The team service ends the key of a member silent for
+		// member-timeout (an expiry, onHeartbeat); it writes a key that
+		// beats every half member-timeout, so a key not written for the
+		// backstop means no service judges: judge here.
+		if seen.epoch == m.Epoch && now.Sub(seen.at) >= sidecar.Backstop(s.policy.MemberTimeout) {
 			s.probe(ctx, m, fmt.Sprintf("no heartbeat for %s", s.policy.MemberTimeout))
 			continue
 		}

@@ -20,9 +20,6 @@ type Team interface {
 	ReconcileMember(ctx context.Context, team, member, reason string) ([]string, error)
 	PromoteReady(ctx context.Context, team string) ([]string, error)
 	LogEvent(ctx context.Context, team, typ, agent string, data any)
-	// StopBeatAt deletes member's heartbeat key only if its last revision
-	// is rev, the writer's own last beat.
-	StopBeatAt(ctx context.Context, team, member string, rev uint64) error
 }
 
 // ProcessWatcher watches the agent process (proc.Watcher).

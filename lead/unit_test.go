@@ -10,6 +10,7 @@ import (
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/eventlog"
 	"github.com/teambus/teambus/internal/clock"
+	"github.com/teambus/teambus/internal/sidecar"
 	"github.com/teambus/teambus/internal/sidecartest"
 	"github.com/teambus/teambus/lead"
 )
@@ -158,9 +159,14 @@ func TestUnit_Lead(t *testing.T) {
 				n := u.ft.Calls("Beat")
 				u.clk.Advance(2 * u.pol.Heartbeat)
 				u.ft.Wait(t, "two more heartbeats", func() bool { return u.ft.Calls("Beat") >= n+1 })
-				if seen := u.ft.Snapshot().Team.LeadLastSeen; seen == nil || seen.Before(u.clk.Now().Add(-2*u.pol.Heartbeat)) {
-					t.Fatalf("lead_last_seen %v", seen)
-				}
+				// lead_last_seen is persisted every quarter of
+				// takeover-after, not every beat.
+				every := max(u.pol.TakeoverAfter/4, u.pol.Heartbeat)
+				u.clk.Advance(every)
+				u.ft.Wait(t, "lead_last_seen persisted", func() bool {
+					seen := u.ft.Snapshot().Team.LeadLastSeen
+					return seen != nil && !seen.Before(u.clk.Now().Add(-every-u.pol.Heartbeat))
+				})
 			},
 		},
 		{
@@ -185,11 +191,11 @@ func TestUnit_Lead(t *testing.T) {
 			},
 		},
 		{
-			name: "no heartbeat for member-timeout: probed",
+			name: "no key write for the backstop (no team service judging): probed",
 			run: func(t *testing.T, u *unit) {
-				u.clk.Advance(u.pol.MemberTimeout - u.pol.Heartbeat)
+				u.clk.Advance(sidecar.Backstop(u.pol.MemberTimeout) - u.pol.Heartbeat)
 				if n := len(u.checks()); n != 0 {
-					t.Fatalf("%d checks before member-timeout", n)
+					t.Fatalf("%d checks before the backstop", n)
 				}
 				u.clk.Advance(2 * u.pol.Heartbeat)
 				u.ft.Wait(t, "a status check", func() bool { return len(u.checks()) >= 1 })
@@ -409,12 +415,27 @@ func TestUnit_Lead(t *testing.T) {
 			},
 		},
 		{
+			name: "fenced by a newer lead: its own check of the team record, with no notice",
+			run: func(t *testing.T, u *unit) {
+				if _, err := u.ft.Resume(context.Background(), "lu", "L2", true, true); err != nil {
+					t.Fatal(err)
+				}
+				u.clk.Advance(max(u.pol.TakeoverAfter/4, u.pol.Heartbeat) + u.pol.Heartbeat)
+				if err := u.stopped(t); !errors.Is(err, teambus.ErrFenced) {
+					t.Fatalf("run: %v, want ErrFenced (exit code 3)", err)
+				}
+			},
+		},
+		{
 			name: "fenced by a newer lead",
 			run: func(t *testing.T, u *unit) {
 				if _, err := u.ft.Resume(context.Background(), "lu", "L2", true, true); err != nil {
 					t.Fatal(err)
 				}
+				// The team service drops the old lead's next beat and tells
+				// it (its own check of the team record comes later).
 				u.clk.Advance(u.pol.Heartbeat)
+				u.ft.PushFence(teambus.Lead, teambus.Fencedf("a newer lead attached"))
 				if err := u.stopped(t); !errors.Is(err, teambus.ErrFenced) {
 					t.Fatalf("run: %v, want ErrFenced (exit code 3)", err)
 				}

@@ -13,6 +13,9 @@ import (
 // node token (the data account).
 func Attach(cfg Config) func(*Node) (io.Closer, error) {
 	return func(n *Node) (io.Closer, error) {
+		if err := importDisconnects(n.Server()); err != nil && cfg.Logger != nil {
+			cfg.Logger.Warn("no disconnect events: a lost agent connection is seen by its silence only", "err", err)
+		}
 		nc, err := nats.Connect("", nats.InProcessServer(n.InProcess()), nats.Token(n.Token()), nats.Name("teambus-service"),
 			nats.MaxReconnects(-1))
 		if err != nil {

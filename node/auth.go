@@ -30,7 +30,13 @@ const authLookupTimeout = 3 * time.Second
 // exportService exports the team service subjects from the data account,
 // before any member account imports them.
 func exportService(s *server.Server) error {
-	return s.GlobalAccount().AddServiceExportWithResponse(teamapi.ServicePrefix+".>", server.Singleton, nil)
+	g := s.GlobalAccount()
+	if err := g.AddServiceExportWithResponse(teamapi.ServicePrefix+".>", server.Singleton, nil); err != nil {
+		return err
+	}
+	// The control subjects, which each member account imports for its own
+	// team only (memberAccount).
+	return g.AddStreamExport(teamapi.ControlPrefix+".>", nil)
 }
 
 // MemberPermissions are what a member's credential may do, and nothing
@@ -133,7 +139,9 @@ func (a *authenticator) dataAccount() *server.Account {
 // memberAccount returns the member account of team, registering it with
 // its service import the first time: the member subjects tb.> map to the
 // service subjects of this team only, with the request info shared so the
-// service learns the calling account and user from the server.
+// service learns the calling account and user from the server; and the
+// control subjects of the team's members (tbctl.<team>.<member>) map to
+// each member's control inbox (teamapi.ControlInbox).
 func (a *authenticator) memberAccount(team string) (*server.Account, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -156,6 +164,11 @@ func (a *authenticator) memberAccount(team string) (*server.Account, error) {
 	}
 	if err := acc.SetServiceImportSharing(g, to, true); err != nil {
 		return nil, fmt.Errorf("share request info with the team service of %s: %w", team, err)
+	}
+	// The control subject of each member of the team lands below that
+	// member's own inbox prefix, which only its credential may subscribe to.
+	if err := acc.AddMappedStreamImport(g, teamapi.ControlSubject(team, "*"), teamapi.ControlInboxPattern(team)); err != nil {
+		return nil, fmt.Errorf("import the control subjects of %s: %w", team, err)
 	}
 	if a.imported == nil {
 		a.imported = map[string]bool{}

@@ -147,4 +147,18 @@
 // only the caller (micro's respond on the server-made reply subject). A
 // refused request is answered to the caller and logged in the node's log,
 // never written into any team's streams.
+//
+// # Liveness
+//
+// Beats are not verbs: a sidecar publishes them to tbsvc.<team>.beat (a
+// member, tb.beat) and nobody answers. Every service instance receives
+// every beat on a plain subscription and keeps the latest beat of each
+// member in memory (liveness.go, the judge, which does no I/O; livebus.go,
+// its subscriptions and workers). The heartbeat key is written when the
+// incarnation or status changes and every half timeout, ended (purged,
+// as an expiry) after a timeout of silence or at once when the beating
+// connection closes (the system account's disconnect events, imported
+// into the data account), and a stale beat is dropped and answered on the
+// member's control subject tbctl.<team>.<member>, which the member account
+// imports below the member's own inbox prefix.
 package node

@@ -60,7 +60,9 @@ func (c Config) Validate() error {
 }
 
 // Service is a running team service on one connection to the data
-// account.
+// account: the verbs of the member API (request and reply, one instance
+// of the queue group answers each), and the liveness protocol (every
+// instance receives every beat and judges it; see liveness.go).
 type Service struct {
 	cfg  Config
 	log  *slog.Logger
@@ -68,6 +70,7 @@ type Service struct {
 	nc   *nats.Conn
 	ms   micro.Service
 	lim  *limiter
+	live *liveness
 	ctx  context.Context
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -108,7 +111,14 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("team service: jetstream: %w", err)
 	}
 	sctx, stop := context.WithCancel(context.Background())
-	s := &Service{cfg: cfg, log: cfg.Logger, api: team.New(js, cfg.Team).API(), nc: nc, lim: newLimiter(cfg.Budgets.withDefaults(cfg.Concurrency)), ctx: sctx, stop: stop}
+	ts := team.New(js, cfg.Team)
+	s := &Service{cfg: cfg, log: cfg.Logger, api: ts.API(), nc: nc, lim: newLimiter(cfg.Budgets.withDefaults(cfg.Concurrency)), ctx: sctx, stop: stop}
+	live, err := startLiveness(nc, ts.Store(), ts.UpdateTeam, cfg.Logger)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("team service: liveness: %w", err)
+	}
+	s.live = live
 	ms, err := micro.AddService(nc, micro.Config{
 		Name:        cfg.Name,
 		Version:     "1.0.0",
@@ -116,6 +126,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Service, error) {
 		QueueGroup:  cfg.QueueGroup,
 	})
 	if err != nil {
+		live.stop()
 		stop()
 		return nil, fmt.Errorf("team service: %w", err)
 	}
@@ -123,6 +134,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Service, error) {
 	for _, v := range teamapi.Verbs {
 		if err := ms.AddEndpoint(v.Name, s.handler(v), micro.WithEndpointSubject(teamapi.ServiceSubject("*", v.Name))); err != nil {
 			_ = ms.Stop() // best effort: the endpoint error is what Start reports
+			live.stop()
 			stop()
 			return nil, fmt.Errorf("team service endpoint %s: %w", v.Name, err)
 		}
@@ -138,6 +150,7 @@ func (s *Service) Stats() micro.Stats { return s.ms.Stats() }
 func (s *Service) Close() error {
 	s.closeOnce.Do(func() {
 		s.closeErr = s.ms.Stop()
+		s.live.stop()
 		s.stop()
 		s.wg.Wait()
 	})

@@ -88,22 +88,44 @@ func beatKey(member string) string {
 	return kv.MemberKey(member)
 }
 
-// Beat writes hb as its member's heartbeat with time to live ttl, if the
-// key's last revision is rev (0: the key is new or expired); it returns the
-// new revision.
-func (a *SidecarAPI) Beat(ctx context.Context, team string, hb *teambus.Heartbeat, ttl time.Duration, rev uint64) (uint64, error) {
-	return a.Service.store.Beat(ctx, team, beatKey(hb.Member), hb, ttl, rev)
+// Beat publishes hb to the team service, without waiting: the service
+// keeps the heartbeat key (teamapi.Beat). It fails only when the
+// connection cannot send.
+func (a *SidecarAPI) Beat(ctx context.Context, team string, hb *teambus.Heartbeat) error {
+	return teamapi.PublishBeat(a.Service.store.JetStream().Conn(), team, false, teamapi.BeatOf(hb))
 }
 
-// StopBeat deletes member's heartbeat key, as a clean shutdown does.
-func (a *SidecarAPI) StopBeat(ctx context.Context, team, member string) error {
-	return a.Service.store.StopBeat(ctx, team, beatKey(member))
+// EndBeat asks the team service to delete hb's heartbeat key, as a clean
+// shutdown does; a newer incarnation's key is left alone. It waits until
+// the bus has the request (the sidecar exits next).
+func (a *SidecarAPI) EndBeat(ctx context.Context, team string, hb *teambus.Heartbeat) error {
+	b := teamapi.BeatOf(hb)
+	b.Stop = true
+	nc := a.Service.store.JetStream().Conn()
+	if err := teamapi.PublishBeat(nc, team, false, b); err != nil {
+		return err
+	}
+	if err := nc.FlushWithContext(ctx); err != nil {
+		return teambus.Unavailablef("stop heartbeat of %s: %w", hb.Member, err)
+	}
+	return nil
 }
 
-// StopBeatAt deletes member's heartbeat key only if its last revision is
-// rev, the writer's own last beat.
-func (a *SidecarAPI) StopBeatAt(ctx context.Context, team, member string, rev uint64) error {
-	return a.Service.store.StopBeatAt(ctx, team, beatKey(member), rev)
+// Fences reports the notices of member's control subject that a beat of
+// its incarnation (session, epoch) was dropped as not current, each as a
+// teambus.ErrFenced error. Notices to other incarnations of the member are
+// not reported.
+func (a *SidecarAPI) Fences(ctx context.Context, team, member, session string, epoch int64) (<-chan error, error) {
+	ctl, err := teamapi.SubscribeControl(ctx, a.Service.store.JetStream().Conn(), team, member, false)
+	if err != nil {
+		return nil, err
+	}
+	return pump(ctx, ctl, func() error { return nil }, 1, func(c teamapi.Control) (error, bool) {
+		if c.Type != teamapi.ControlFenced || c.Session != session || c.Epoch != epoch {
+			return nil, false
+		}
+		return teambus.Fencedf("the team service dropped a beat of %s (epoch %d, session %q): %s", c.Member, c.Epoch, c.Session, c.Reason), true
+	}), nil
 }
 
 // WatchBeats reports the team's heartbeat writes and expiries (deletes, a

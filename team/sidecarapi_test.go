@@ -12,6 +12,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/bus/bustest"
+	"github.com/teambus/teambus/kv"
 	"github.com/teambus/teambus/lead"
 	"github.com/teambus/teambus/mailbox"
 	"github.com/teambus/teambus/node"
@@ -357,7 +358,8 @@ func TestSidecarAPI_LeadProbeResent(t *testing.T) {
 // sidecar stopped cleanly shows offline at once, not online until its
 // heartbeat expires.
 func TestSidecarAPI_LeadCleanStopShowsOffline(t *testing.T) {
-	n := nodetest.NewBareServer(t)
+	// The team service writes the heartbeat keys from the beats.
+	n := nodetest.NewServer(t)
 	svc := team.New(nodetest.Connect(t, n).JS, team.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -427,13 +429,15 @@ func TestSidecarAPI_Watches(t *testing.T) {
 			return teambus.BeatEvent{}
 		}
 	}
-	if _, err := api.Beat(ctx, "wa", &teambus.Heartbeat{Member: "tm1", Session: "s1", Epoch: 3}, time.Second, 0); err != nil {
+	// The keys are written as the team service writes them (the service
+	// runs on no bare server).
+	if _, err := svc.Store().Beat(ctx, "wa", kv.MemberKey("tm1"), &teambus.Heartbeat{Member: "tm1", Session: "s1", Epoch: 3}, time.Second, 0); err != nil {
 		t.Fatal(err)
 	}
 	if ev := next(); ev != (teambus.BeatEvent{Member: "tm1", Alive: true, Epoch: 3}) {
 		t.Fatalf("event %+v, want tm1 alive at epoch 3", ev)
 	}
-	rev, err := api.Beat(ctx, "wa", &teambus.Heartbeat{Member: teambus.Lead, Session: "L1", Epoch: 1}, time.Minute, 0)
+	rev, err := svc.Store().Beat(ctx, "wa", kv.LeadKey, &teambus.Heartbeat{Member: teambus.Lead, Session: "L1", Epoch: 1}, time.Minute, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +452,7 @@ func TestSidecarAPI_Watches(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("lead watch: no event")
 	}
-	if err := api.StopBeatAt(ctx, "wa", teambus.Lead, rev); err != nil {
+	if err := svc.Store().StopBeatAt(ctx, "wa", kv.LeadKey, rev); err != nil {
 		t.Fatal(err)
 	}
 	// The lead's delete is skipped: the next event is tm1's expiry.

@@ -71,9 +71,11 @@ type Sidecar struct {
 	clock clock.Clock
 	log   *slog.Logger
 
-	epoch    int64
-	policy   teambus.Policy
-	heart    sidecar.Heart
+	epoch  int64
+	policy teambus.Policy
+	heart  sidecar.Heart
+	// rec is the member record as last read or watched.
+	rec      *teambus.Member
 	zombie   bool
 	zombieAt time.Time
 	// stragglerBeats is how many more heartbeats look for held mail stored
@@ -125,7 +127,11 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 		if err := s.svc.SetMemberStatus(rctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.MemberIdle); err != nil {
 			return "", err
 		}
+		idle := *m
+		idle.Status = teambus.MemberIdle
+		m = &idle
 	}
+	s.rec = m
 	if err := s.beat(rctx); err != nil {
 		return "", err
 	}
@@ -166,6 +172,12 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 	if err != nil {
 		return startErr(err)
 	}
+	// The team service's notices that a beat of this incarnation was
+	// dropped: it was replaced, or declared crashed while silent.
+	fences, err := s.svc.Fences(wctx, s.cfg.Team, s.cfg.Member, s.cfg.Session, s.epoch)
+	if err != nil {
+		return startErr(err)
+	}
 	// The member's sidecar inbox: status checks and shutdown requests.
 	ctlCh, stopControl, err := s.svc.ConsumeSidecar(wctx, s.cfg.Team, s.cfg.Member)
 	if err != nil {
@@ -185,9 +197,12 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 	// default): checking it reads the whole team, so not every heartbeat.
 	blocked := s.clock.NewTicker(max(s.policy.Heartbeat, s.policy.BlockedTimeout/10))
 	defer blocked.Stop()
-	// The lead is judged by when this sidecar last saw it beat, on its own
-	// clock: a lead never seen gets lead-timeout from now.
-	leadTimer := s.clock.NewTimer(s.policy.LeadTimeout)
+	// The lead is judged by its key's expiry: the team service ends the
+	// key after lead-timeout of silence, and writes it every half
+	// lead-timeout while the lead beats. The timer, on this sidecar's own
+	// clock from the last write seen (or from now), is the backstop for a
+	// bus where no service judges.
+	leadTimer := s.clock.NewTimer(sidecar.Backstop(s.policy.LeadTimeout))
 	defer leadTimer.Stop()
 	// zombieMax runs while the sidecar is a zombie.
 	var (
@@ -215,7 +230,7 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 				continue
 			}
 			if ev.Alive {
-				leadTimer.Reset(s.policy.LeadTimeout)
+				leadTimer.Reset(sidecar.Backstop(s.policy.LeadTimeout))
 				if s.zombie {
 					s.leaveZombie(ctx)
 					zombieTimer.Stop()
@@ -232,8 +247,12 @@ func (s *Sidecar) Run(ctx context.Context) (out Outcome, err error) {
 			}
 		case <-zombieMax:
 			return s.zombieExpired(context.WithoutCancel(ctx))
+		case err := <-fences:
+			s.log.Warn("replaced: stopping", "err", err)
+			return OutcomeFenced, err
 		case ch := <-changes:
 			if m := ch.Member; m != nil {
+				s.rec = m
 				if err := s.fenced(m); err != nil && m.Status != teambus.MemberShutdown {
 					s.log.Warn("replaced: stopping", "err", err)
 					return OutcomeFenced, err
@@ -321,17 +340,23 @@ func (s *Sidecar) register(ctx context.Context) (*teambus.Member, error) {
 	return m, nil
 }
 
-// beat writes a heartbeat and checks that this incarnation is current.
+// beat sends a heartbeat with the member's status as this sidecar last
+// saw its record (the watch of the record keeps it current; no read
+// precedes a beat), after checking that this incarnation is current.
 func (s *Sidecar) beat(ctx context.Context) error {
-	m, err := s.svc.Member(ctx, s.cfg.Team, s.cfg.Member)
-	if err != nil {
-		return err
+	m := s.rec
+	if m == nil {
+		var err error
+		if m, err = s.svc.Member(ctx, s.cfg.Team, s.cfg.Member); err != nil {
+			return err
+		}
+		s.rec = m
 	}
 	if err := s.fenced(m); err != nil {
 		return err
 	}
 	hb := &teambus.Heartbeat{Member: s.cfg.Member, Session: s.cfg.Session, Epoch: s.epoch, Status: m.Status, PID: s.cfg.PID, ContextPct: m.ContextPct}
-	return s.heart.Beat(ctx, s.svc, s.cfg.Team, hb, s.policy.MemberTimeout)
+	return s.heart.Beat(ctx, s.svc, s.cfg.Team, hb)
 }
 
 // stepTimeout bounds a heartbeat step of the loop: at most half of
@@ -518,7 +543,7 @@ func (s *Sidecar) shutdown(ctx context.Context, why string) (Outcome, error) {
 	if err := s.svc.SetMemberStatus(ctx, s.cfg.Team, s.cfg.Member, s.epoch, teambus.MemberShutdown); err != nil {
 		s.log.Warn("mark shutdown", "err", err)
 	}
-	_ = s.svc.StopBeat(ctx, s.cfg.Team, s.cfg.Member) // the heartbeat key expires by its TTL anyway
+	_ = s.heart.Stop(ctx, s.svc, s.cfg.Team) // the service ends the key when the beats stop anyway
 	body := fmt.Sprintf("%s shut down (%s)", s.cfg.Member, why)
 	if len(released) > 0 {
 		body += ": " + teambus.Requeued(released, checkpointed)
@@ -551,7 +576,7 @@ func (s *Sidecar) agentExited(ctx context.Context) (Outcome, error) {
 	if err != nil {
 		return "", err
 	}
-	_ = s.svc.StopBeat(ctx, s.cfg.Team, s.cfg.Member) // the heartbeat key expires by its TTL anyway
+	_ = s.heart.Stop(ctx, s.svc, s.cfg.Team) // the service ends the key when the beats stop anyway
 	s.log.Warn("agent crashed", "pid", s.cfg.PID, "tasks", res.Tasks, "crashes", res.Crashes, "paused", res.Paused)
 	if res.Counted {
 		body := teambus.CrashNotice(s.cfg.Team, s.cfg.Member, reason, res)

@@ -19,8 +19,6 @@ type Team interface {
 	HeldPending(ctx context.Context, team, member string) (uint64, error)
 	AutoCheckpoint(ctx context.Context, team, member, session string, files []string, lastAction string) error
 	ReleaseTask(ctx context.Context, team, member, session, task string) error
-	// StopBeat deletes member's heartbeat key, as a clean shutdown does.
-	StopBeat(ctx context.Context, team, member string) error
 	// WatchState reports the team record and the member's record,
 	// current values first, then changes.
 	WatchState(ctx context.Context, team, member string) (<-chan teambus.StateChange, error)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/internal/clock"
+	"github.com/teambus/teambus/internal/sidecar"
 	"github.com/teambus/teambus/internal/sidecartest"
 	"github.com/teambus/teambus/teammate"
 )
@@ -106,10 +107,11 @@ func (u *unit) mailTo(to string, typ teambus.MessageType) []sidecartest.Mail {
 	return out
 }
 
-// zombie makes the sidecar a zombie: no lead heartbeat for lead-timeout.
+// zombie makes the sidecar a zombie: no write of the lead's key for the
+// backstop (no team service ends it in these tests).
 func (u *unit) zombie(t *testing.T) {
 	t.Helper()
-	u.clk.Advance(u.pol.LeadTimeout)
+	u.clk.Advance(sidecar.Backstop(u.pol.LeadTimeout))
 	u.waitStatus(t, teambus.MemberZombie)
 	u.waitTimers(t, sidecarTimers) // the lead timer fired, zombie-max armed
 }
@@ -142,15 +144,15 @@ func TestUnit_Teammate(t *testing.T) {
 			},
 		},
 		{
-			name: "zombie entry on lead silence",
+			name: "zombie entry on lead silence (no key write for the backstop)",
 			setup: func(t *testing.T, u *unit) {
 				u.ft.Join(context.Background(), "tu", "tm1", "s0")
 				u.ft.AddTask("t1", "tm1")
 			},
 			run: func(t *testing.T, u *unit) {
-				u.clk.Advance(u.pol.LeadTimeout - time.Second)
+				u.clk.Advance(sidecar.Backstop(u.pol.LeadTimeout) - time.Second)
 				if st := u.member(t).Status; st == teambus.MemberZombie {
-					t.Fatal("zombie before lead-timeout")
+					t.Fatal("zombie before the backstop")
 				}
 				u.clk.Advance(time.Second)
 				u.waitStatus(t, teambus.MemberZombie)
@@ -358,10 +360,11 @@ func TestUnit_Teammate(t *testing.T) {
 			},
 		},
 		{
-			name: "fenced: declared crashed, the next heartbeat stops",
+			name: "fenced: declared crashed, the team service's notice on a dropped beat stops it",
 			run: func(t *testing.T, u *unit) {
 				u.ft.MarkCrashed(context.Background(), "tu", "tm1", 1, "silent")
 				u.clk.Advance(u.pol.Heartbeat)
+				u.ft.PushFence("tm1", teambus.Fencedf("declared crashed"))
 				u.stopped(t, teammate.OutcomeFenced)
 			},
 		},

@@ -38,20 +38,28 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
-// beats answers each Beat with the next revision, or fails with err.
+// beats records the beats sent and the stops asked, or fails with err.
 type beats struct {
-	last uint64 // the rev of the last call
-	next uint64
-	err  error
+	sent    []teambus.Heartbeat
+	stopped []teambus.Heartbeat
+	err     error
 }
 
-func (b *beats) Beat(_ context.Context, _ string, _ *teambus.Heartbeat, _ time.Duration, rev uint64) (uint64, error) {
-	b.last = rev
+func (b *beats) Beat(_ context.Context, _ string, hb *teambus.Heartbeat) error {
 	if b.err != nil {
-		return 0, b.err
+		return b.err
 	}
-	b.next++
-	return b.next, nil
+	b.sent = append(b.sent, *hb)
+	return nil
+}
+
+func (b *beats) EndBeat(_ context.Context, _ string, hb *teambus.Heartbeat) error {
+	b.stopped = append(b.stopped, *hb)
+	return nil
+}
+
+func (*beats) Fences(context.Context, string, string, string, int64) (<-chan error, error) {
+	return nil, nil
 }
 
 func (*beats) WatchBeats(context.Context, string, bool, ...string) (<-chan teambus.BeatEvent, error) {
@@ -60,22 +68,21 @@ func (*beats) WatchBeats(context.Context, string, bool, ...string) (<-chan teamb
 
 func TestHeart(t *testing.T) {
 	ctx := context.Background()
-	b := &beats{next: 6}
+	b := &beats{}
 	var h Heart
-	hb := &teambus.Heartbeat{Member: "tm1"}
-	if err := h.Beat(ctx, b, "t", hb, time.Second); err != nil || b.last != 0 || h.Rev() != 7 {
-		t.Fatalf("first beat: err %v, sent rev %d, rev %d; want nil, 0, 7", err, b.last, h.Rev())
+	if err := h.Stop(ctx, b, "t"); err != nil || len(b.stopped) != 0 || h.Sent() {
+		t.Fatalf("stop before any beat: err %v, %d stops, sent %v; want nothing asked", err, len(b.stopped), h.Sent())
 	}
-	if err := h.Beat(ctx, b, "t", hb, time.Second); err != nil || b.last != 7 || h.Rev() != 8 {
-		t.Fatalf("second beat: err %v, sent rev %d, rev %d; want nil, 7, 8", err, b.last, h.Rev())
-	}
-	b.err = teambus.ErrFenced
-	if err := h.Beat(ctx, b, "t", hb, time.Second); !errors.Is(err, teambus.ErrFenced) || b.last != 8 || h.Rev() != 0 {
-		t.Fatalf("failed beat: err %v, sent rev %d, rev %d; want ErrFenced, 8, 0", err, b.last, h.Rev())
+	b.err = teambus.ErrUnavailable
+	if err := h.Beat(ctx, b, "t", &teambus.Heartbeat{Member: "tm1", Epoch: 1}); !errors.Is(err, teambus.ErrUnavailable) || h.Sent() {
+		t.Fatalf("failed beat: err %v, sent %v; want ErrUnavailable, false", err, h.Sent())
 	}
 	b.err = nil
-	if err := h.Beat(ctx, b, "t", hb, time.Second); err != nil || b.last != 0 {
-		t.Fatalf("beat after a failure: err %v, sent rev %d; want nil, 0 (new or expired only)", err, b.last)
+	if err := h.Beat(ctx, b, "t", &teambus.Heartbeat{Member: "tm1", Epoch: 2}); err != nil || len(b.sent) != 1 || !h.Sent() {
+		t.Fatalf("beat: err %v, %d sent; want nil, 1", err, len(b.sent))
+	}
+	if err := h.Stop(ctx, b, "t"); err != nil || len(b.stopped) != 1 || b.stopped[0].Epoch != 2 {
+		t.Fatalf("stop: err %v, stops %+v; want the last beat's incarnation (epoch 2)", err, b.stopped)
 	}
 }
 

@@ -31,12 +31,21 @@ type Actions interface {
 	StartSession(ctx context.Context, team, member string, epoch int64, data map[string]any) func(ctx context.Context, outcome string, err error)
 }
 
-// Beats are the heartbeat keys: a compare-and-set write with a time to
-// live, and a watch of writes and expiries.
+// Beats are the liveness protocol as a sidecar sees it: beats sent to
+// the team service (which keeps the heartbeat keys), the notices that an
+// incarnation was fenced, and a watch of the keys' writes and expiries.
 type Beats interface {
-	// Beat writes hb with time to live ttl if the key's last revision is
-	// rev (0: new or expired); it returns the new revision.
-	Beat(ctx context.Context, team string, hb *teambus.Heartbeat, ttl time.Duration, rev uint64) (uint64, error)
+	// Beat sends hb to the team service without waiting: the service
+	// writes the heartbeat key when the incarnation or status changes and
+	// renews it while beats come, and ends it when they stop.
+	Beat(ctx context.Context, team string, hb *teambus.Heartbeat) error
+	// EndBeat asks the service to remove hb's heartbeat key, as a clean
+	// shutdown does; the key of a newer incarnation is left alone.
+	EndBeat(ctx context.Context, team string, hb *teambus.Heartbeat) error
+	// Fences reports, as a teambus.ErrFenced error, each notice that a
+	// beat of member's incarnation (session, epoch) was dropped because
+	// the incarnation is no longer current.
+	Fences(ctx context.Context, team, member, session string, epoch int64) (<-chan error, error)
 	WatchBeats(ctx context.Context, team string, updatesOnly bool, only ...string) (<-chan teambus.BeatEvent, error)
 }
 
@@ -56,25 +65,33 @@ type Team interface {
 	Inbox
 }
 
-// Heart writes one sidecar's heartbeat, each write a compare-and-set on
-// the revision of its own last one, so a second writer of the key (a
-// replaced incarnation) fails instead of overwriting it.
-type Heart struct{ rev uint64 }
+// Heart sends one sidecar's beats and remembers the last, so a clean
+// stop removes the key of this incarnation only.
+type Heart struct {
+	last *teambus.Heartbeat
+}
 
-// Beat writes hb through b with time to live ttl. A failed write forgets
-// the revision: the next one writes only if the key is new or expired.
-func (h *Heart) Beat(ctx context.Context, b Beats, team string, hb *teambus.Heartbeat, ttl time.Duration) error {
-	rev, err := b.Beat(ctx, team, hb, ttl, h.rev)
-	if err != nil {
-		h.rev = 0
+// Beat sends hb through b. A beat that could not be sent is no silence
+// of the member: the service judges silence by the beats it receives.
+func (h *Heart) Beat(ctx context.Context, b Beats, team string, hb *teambus.Heartbeat) error {
+	if err := b.Beat(ctx, team, hb); err != nil {
 		return err
 	}
-	h.rev = rev
+	c := *hb
+	h.last = &c
 	return nil
 }
 
-// Rev is the revision of the last heartbeat written, 0 when none is.
-func (h *Heart) Rev() uint64 { return h.rev }
+// Stop asks the service to remove the key of the last beat sent, if any.
+func (h *Heart) Stop(ctx context.Context, b Beats, team string) error {
+	if h.last == nil {
+		return nil
+	}
+	return b.EndBeat(ctx, team, h.last)
+}
+
+// Sent reports whether a beat was sent.
+func (h *Heart) Sent() bool { return h.last != nil }
 
 // Exited returns a channel closed when the agent process pid exits, or
 // nil (never ready) when pid is 0: no process is watched.

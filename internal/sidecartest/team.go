@@ -50,6 +50,7 @@ type Team struct {
 	fail     map[string]error
 
 	beatWatch  []chan teambus.BeatEvent
+	fences     map[string]chan error
 	stateWatch map[string][]chan teambus.StateChange
 	inboxes    map[string]chan teambus.Delivery
 	inboxStop  map[string]int
@@ -396,35 +397,58 @@ func (t *Team) StartSession(_ context.Context, team, member string, epoch int64,
 	}
 }
 
-// Beat stores hb. Like kv.Store.Beat it takes over a key another writer
-// left (rev is only a hint there).
-func (t *Team) Beat(_ context.Context, team string, hb *teambus.Heartbeat, ttl time.Duration, rev uint64) (uint64, error) {
-	return call(t, "Beat", func() (uint64, error) {
+// Beat stores hb, as the team service keeps the latest beat of each
+// member.
+func (t *Team) Beat(_ context.Context, team string, hb *teambus.Heartbeat) error {
+	return t.do("Beat", func() error {
 		t.rev++
-		t.beats[hb.Member] = beat{hb: *hb, ttl: ttl, rev: t.rev}
+		t.beats[hb.Member] = beat{hb: *hb, rev: t.rev}
 		t.stored[hb.Member]++
-		return t.rev, nil
-	})
-}
-
-// StopBeat removes member's heartbeat key.
-func (t *Team) StopBeat(_ context.Context, team, member string) error {
-	return t.do("StopBeat", func() error {
-		delete(t.beats, member)
-		t.stopped[member]++
 		return nil
 	})
 }
 
-// StopBeatAt removes member's heartbeat key if its revision is rev.
-func (t *Team) StopBeatAt(_ context.Context, team, member string, rev uint64) error {
-	return t.do("StopBeatAt", func() error {
-		if cur, ok := t.beats[member]; ok && cur.rev == rev {
-			delete(t.beats, member)
-			t.stopped[member]++
+// EndBeat removes hb's heartbeat key unless a newer incarnation holds it.
+func (t *Team) EndBeat(_ context.Context, team string, hb *teambus.Heartbeat) error {
+	return t.do("EndBeat", func() error {
+		if cur, ok := t.beats[hb.Member]; ok && cur.hb.Epoch <= hb.Epoch {
+			delete(t.beats, hb.Member)
+			t.stopped[hb.Member]++
 		}
 		return nil
 	})
+}
+
+// Fences returns a channel of the fence notices PushFence sends to
+// member.
+func (t *Team) Fences(_ context.Context, team, member, session string, epoch int64) (<-chan error, error) {
+	return call(t, "Fences", func() (<-chan error, error) {
+		if t.fences == nil {
+			t.fences = map[string]chan error{}
+		}
+		ch, ok := t.fences[member]
+		if !ok {
+			ch = make(chan error, 4)
+			t.fences[member] = ch
+		}
+		return ch, nil
+	})
+}
+
+// PushFence tells member's sidecar that its incarnation is fenced, as the
+// team service does when it drops a stale beat.
+func (t *Team) PushFence(member string, err error) {
+	t.mu.Lock()
+	if t.fences == nil {
+		t.fences = map[string]chan error{}
+	}
+	ch, ok := t.fences[member]
+	if !ok {
+		ch = make(chan error, 4)
+		t.fences[member] = ch
+	}
+	t.mu.Unlock()
+	ch <- err
 }
 
 // WatchBeats returns the channel PushBeat writes to (only is not applied:
