@@ -460,10 +460,6 @@ func (d *demo) killLead(ctx context.Context) error {
 	d.note("the teammates keep working; after lead-timeout (%s) without a lead heartbeat they enter zombie mode", pol.LeadTimeout)
 	side.wait(5 * time.Second)
 	agent.wait(5 * time.Second)
-	if t, err := d.svc.Team(ctx, demoTeam); err == nil && t.LeadLastSeen != nil {
-		d.t.lastLeadBeat = *t.LeadLastSeen
-		d.note("its last heartbeat was %s before the kill: lead-timeout counts from there", secs(d.t.leadKill.Sub(d.t.lastLeadBeat)))
-	}
 
 	v, err := d.waitFor(ctx, pol.LeadTimeout+15*time.Second, "every teammate in zombie mode and lead_timeout_detected_at set", func(v *team.View) bool {
 		if v.Team.LeadTimeoutDetectedAt == nil {
@@ -489,8 +485,12 @@ func (d *demo) killLead(ctx context.Context) error {
 	}
 	d.say("all %d teammates in zombie mode: lead kill -> zombie %s (first), %s (all); lead_timeout_detected_at = kill + %s",
 		len(demoMembers), secs(d.t.firstZombie.Sub(d.t.leadKill)), secs(d.t.allZombie.Sub(d.t.leadKill)), secs(d.t.detected.Sub(d.t.leadKill)))
-	if !d.t.lastLeadBeat.IsZero() {
-		d.note("last lead heartbeat -> first zombie: %s (lead-timeout %s)", secs(d.t.firstZombie.Sub(d.t.lastLeadBeat)), pol.LeadTimeout)
+	// The team service records the last beat it received of a lead it
+	// judged silent: lead-timeout counts from there.
+	if t, err := d.svc.Team(ctx, demoTeam); err == nil && t.LeadLastSeen != nil && !t.LeadLastSeen.After(d.t.leadKill) {
+		d.t.lastLeadBeat = *t.LeadLastSeen
+		d.note("its last heartbeat reached the team service %s before the kill; last lead heartbeat -> first zombie: %s (lead-timeout %s)",
+			secs(d.t.leadKill.Sub(d.t.lastLeadBeat)), secs(d.t.firstZombie.Sub(d.t.lastLeadBeat)), pol.LeadTimeout)
 	}
 
 	// A working teammate tells the lead it is silent; that mail is held.
