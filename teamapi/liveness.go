@@ -1,3 +1,5 @@
+//go:build !teambus_agent
+
 package teamapi
 
 import (

@@ -167,7 +167,8 @@ func TestCommand_StdoutOnlyJSONRPC(t *testing.T) {
 // heartbeats, detached from the MCP stdout, and stops when the parent
 // exits.
 func TestCommand_JoinSidecar(t *testing.T) {
-	f := newFixture(t, 1)
+	// The node runs the team service: a sidecar's beats are judged there.
+	f := newClientFixture(t, 1)
 	bin := teambusBin(t)
 	// The parent of teambus mcp is a shell that lives as long as it; the
 	// sidecar watches the shell.
