@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -41,7 +42,17 @@ func TestLimiter_Budgets(t *testing.T) {
 		}
 		waiting <- err
 	}()
-	time.Sleep(20 * time.Millisecond)
+	// Once it waits in tm1's queue (3 pending: 2 running, 1 queued), a
+	// fourth is past the queue.
+	for {
+		l.mu.Lock()
+		n := l.members["alpha/tm1"].pending
+		l.mu.Unlock()
+		if n == 3 {
+			break
+		}
+		runtime.Gosched()
+	}
 	busy(ctx, a1, classRequest)
 	// Another member of the team runs meanwhile, up to the team's budget.
 	a2 := take(ctx, caller{team: "alpha", member: "tm2"}, classRequest)

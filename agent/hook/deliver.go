@@ -17,7 +17,7 @@ const MaxLease = 50
 
 // drained is mail leased and rendered, not yet settled.
 type drained struct {
-	lease *lease
+	lease *teamapi.Lease
 	mail  Mail
 }
 
@@ -42,7 +42,7 @@ func (h *hook) drainLock(ctx context.Context) bool {
 // drain leases the member's mail and renders it within max characters;
 // nil when there is none.
 func (h *hook) drain(ctx context.Context, max int) (*drained, error) {
-	l, err := leaseInbox(ctx, h.api, h.actor(), MaxLease, 0)
+	l, err := teamapi.LeaseInbox(ctx, h.api, h.actor(), MaxLease, 0)
 	return h.render(leased{lease: l, err: err}, max)
 }
 
@@ -148,7 +148,7 @@ func (h *hook) deliverEvent(ctx context.Context, event string, notices bool) int
 
 // leased is the outcome of a lease of the member's inbox.
 type leased struct {
-	lease *lease
+	lease *teamapi.Lease
 	err   error
 }
 
@@ -158,7 +158,7 @@ func (h *hook) leaseAsync(ctx context.Context) <-chan leased {
 	ch := make(chan leased, 1)
 	api, a := h.api, h.actor()
 	go func() {
-		l, err := leaseInbox(ctx, api, a, MaxLease, 0)
+		l, err := teamapi.LeaseInbox(ctx, api, a, MaxLease, 0)
 		ch <- leased{lease: l, err: err}
 	}()
 	return ch

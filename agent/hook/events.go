@@ -316,7 +316,7 @@ func (h *hook) agentTeam(ctx context.Context) int {
 		if teambus.ValidateMemberID(name) != nil {
 			return 0
 		}
-		v, err := decoded[team.View](h.api.Show(ctx, teamapi.ShowRequest{Actor: h.actor()}))
+		v, err := teamapi.As[team.View](h.api.Show(ctx, teamapi.ShowRequest{Actor: h.actor()}))
 		if err != nil || !slices.ContainsFunc(v.Members, func(m team.MemberView) bool { return m.ID == name }) {
 			return 0
 		}

@@ -213,7 +213,7 @@ func howTo(lead bool) string {
 // brief is the member's brief for a hook-bound session; compact is the
 // short form after compaction.
 func (h *hook) brief(ctx context.Context, compact bool) string {
-	b, err := decoded[team.Brief](h.api.Brief(ctx, teamapi.BriefRequest{Actor: h.actor(), Mail: 10}))
+	b, err := teamapi.As[team.Brief](h.api.Brief(ctx, teamapi.BriefRequest{Actor: h.actor(), Mail: 10}))
 	if err != nil {
 		h.rec.Error = Clean(clipChars(err.Error(), 300))
 		return ""

@@ -9,6 +9,7 @@ import (
 
 	"github.com/teambus/teambus/agent/binding"
 	"github.com/teambus/teambus/proc"
+	"github.com/teambus/teambus/teamapi"
 )
 
 // Waiter timings (§12.5).
@@ -159,7 +160,7 @@ func (h *hook) watch(ctx context.Context, found chan<- string) {
 			found <- "notice"
 			return
 		}
-		l, err := leaseInbox(ctx, h.api, h.actor(), 1, WaitPull)
+		l, err := teamapi.LeaseInbox(ctx, h.api, h.actor(), 1, WaitPull)
 		if err != nil {
 			if ctx.Err() != nil {
 				return

@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"time"
 
@@ -77,43 +76,19 @@ func (s calls) checkpoint(ctx context.Context, a team.Actor, req teamapi.Checkpo
 	return res.Task, err
 }
 
-// as decodes v, a reply of the member API (a value of out's type when it
-// ran on the team state, JSON when it came over the bus), into out.
-func as[T any](v any, out *T) error {
-	if p, ok := v.(*T); ok {
-		*out = *p
-		return nil
-	}
-	b, ok := v.(json.RawMessage)
-	if !ok {
-		var err error
-		if b, err = json.Marshal(v); err != nil {
-			return err
-		}
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return teambus.Unavailablef("team service: undecodable answer: %w", err)
-	}
-	return nil
-}
-
 // show is the whole team with liveness.
 func (s calls) show(ctx context.Context, a team.Actor) (*team.View, error) {
 	if s.direct != nil {
 		return s.direct.Show(ctx, a.Team)
 	}
-	raw, err := s.api.Show(ctx, teamapi.ShowRequest{Actor: a})
+	v, err := teamapi.As[team.View](s.api.Show(ctx, teamapi.ShowRequest{Actor: a}))
 	if err != nil {
-		return nil, err
-	}
-	var v team.View
-	if err := as(raw, &v); err != nil {
 		return nil, err
 	}
 	if v.Team == nil {
 		return nil, teambus.Unavailablef("team service show of team %s: no team in the answer", a.Team)
 	}
-	return &v, nil
+	return v, nil
 }
 
 // taskRecord is the task id: its record, or the task of the team view.
@@ -168,15 +143,7 @@ func (s calls) brief(ctx context.Context, a team.Actor, memberID string) (*team.
 	if s.direct != nil {
 		return s.direct.Brief(ctx, a.Team, memberID, 10)
 	}
-	raw, err := s.api.Brief(ctx, teamapi.BriefRequest{Actor: a, Of: memberID, Mail: 10})
-	if err != nil {
-		return nil, err
-	}
-	var b team.Brief
-	if err := as(raw, &b); err != nil {
-		return nil, err
-	}
-	return &b, nil
+	return teamapi.As[team.Brief](s.api.Brief(ctx, teamapi.BriefRequest{Actor: a, Of: memberID, Mail: 10}))
 }
 
 func (s calls) addTask(ctx context.Context, a team.Actor, spec team.TaskSpec) (*teambus.Task, error) {
