@@ -79,6 +79,47 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ev("message_stop", map[string]any{"type": "message_stop"})
 }
 
+// serveAPI serves h on a loopback port until the test ends and returns
+// its base URL.
+func serveAPI(t *testing.T, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String()
+}
+
+// runClaude runs cmd (a `claude -p`) to its end, at most 120 s, and
+// returns its pid, its stdout and its debug file (debugFile, which the
+// command was given with --debug-file). A run that fails or does not end
+// fails the test with its output.
+func runClaude(t *testing.T, cmd *exec.Cmd, debugFile string) (pid int, stdout, debug string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(120 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("claude -p did not finish; stderr:\n%s", errb.String())
+	}
+	dbg, _ := os.ReadFile(debugFile)
+	if err != nil {
+		t.Fatalf("claude -p: %v\nstdout:\n%s\nstderr:\n%s\ndebug:\n%s", err, out.String(), errb.String(), tail(string(dbg), 4000))
+	}
+	return cmd.Process.Pid, out.String(), string(dbg)
+}
+
 func (f *fakeAPI) requests() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -106,42 +147,19 @@ func TestClaude_Real_HooksDeliverIntoTheModel(t *testing.T) {
 			}
 		}
 	}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: api}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	apiURL := serveAPI(t, api)
 
 	home, project := t.TempDir(), t.TempDir()
 	settings := simSettingsFile(t, "alpha", "tm1")
 	cmd := exec.Command(claude, "-p", "say hi with the Bash tool", "--settings", settings, "--allowedTools", "Bash(echo *)", "--debug-file", filepath.Join(home, "debug.log"))
 	cmd.Dir = project
-	cmd.Env = append(os.Environ(), "HOME="+home, "ANTHROPIC_BASE_URL=http://"+ln.Addr().String(), "ANTHROPIC_API_KEY=x",
+	cmd.Env = append(os.Environ(), "HOME="+home, "ANTHROPIC_BASE_URL="+apiURL, "ANTHROPIC_API_KEY=x",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1", "TEAMBUS_DIR="+e.node.Dir(),
 		"TEAMBUS_TEAM=", "TEAMBUS_MEMBER=", "TEAMBUS_SESSION=")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	claudePID := cmd.Process.Pid
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err = <-done:
-	case <-time.After(120 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("claude -p did not finish; stderr:\n%s", errb.String())
-	}
-	dbg, _ := os.ReadFile(filepath.Join(home, "debug.log"))
-	if err != nil {
-		t.Fatalf("claude -p: %v\nstdout:\n%s\nstderr:\n%s\ndebug:\n%s", err, out.String(), errb.String(), tail(string(dbg), 4000))
-	}
+	claudePID, out, dbg := runClaude(t, cmd, filepath.Join(home, "debug.log"))
 	reqs := api.requests()
 	if len(reqs) < 2 {
-		t.Fatalf("%d requests; stdout %q\ndebug:\n%s", len(reqs), out.String(), tail(string(dbg), 4000))
+		t.Fatalf("%d requests; stdout %q\ndebug:\n%s", len(reqs), out, tail(dbg, 4000))
 	}
 	if !strings.Contains(reqs[0], "PRE-SESSION-MAIL") {
 		t.Errorf("first request lacks the mail sent before the session:\n%s", tail(reqs[0], 3000))
@@ -151,7 +169,7 @@ func TestClaude_Real_HooksDeliverIntoTheModel(t *testing.T) {
 		later = later || strings.Contains(r, "MID-SESSION-MAIL")
 	}
 	if !later {
-		t.Errorf("no later request carries the mid-session mail; last:\n%s\ndebug:\n%s", tail(reqs[len(reqs)-1], 3000), tail(string(dbg), 4000))
+		t.Errorf("no later request carries the mid-session mail; last:\n%s\ndebug:\n%s", tail(reqs[len(reqs)-1], 3000), tail(dbg, 4000))
 	}
 	// The inbox is empty: every message was acked after its write.
 	if got := len(e.mailPending(t, "tm1")); got != 0 {
@@ -208,13 +226,7 @@ func TestClaude_Real_MCPSendTool(t *testing.T) {
 	e := newEnv(t)
 	e.createTeam("alpha", fastPolicy(), "tm1", "tm2")
 	api := &fakeAPI{tool: "mcp__teambus__send", toolInput: `{"to":"tm2","body":"MCP-TOOL-MAIL: migration done","id":"mcp-1"}`}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: api}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	apiURL := serveAPI(t, api)
 
 	home, project := t.TempDir(), t.TempDir()
 	cfg, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"teambus": map[string]any{
@@ -228,26 +240,10 @@ func TestClaude_Real_MCPSendTool(t *testing.T) {
 	cmd := exec.Command(claude, "-p", "tell tm2 the migration is done", "--mcp-config", mcpConfig, "--strict-mcp-config",
 		"--allowedTools", "mcp__teambus__send", "--debug-file", filepath.Join(home, "debug.log"))
 	cmd.Dir = project
-	cmd.Env = append(os.Environ(), "HOME="+home, "ANTHROPIC_BASE_URL=http://"+ln.Addr().String(), "ANTHROPIC_API_KEY=x",
+	cmd.Env = append(os.Environ(), "HOME="+home, "ANTHROPIC_BASE_URL="+apiURL, "ANTHROPIC_API_KEY=x",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1",
 		"TEAMBUS_TEAM=", "TEAMBUS_MEMBER=", "TEAMBUS_SESSION=")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err = <-done:
-	case <-time.After(120 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("claude -p did not finish; stderr:\n%s", errb.String())
-	}
-	dbg, _ := os.ReadFile(filepath.Join(home, "debug.log"))
-	if err != nil {
-		t.Fatalf("claude -p: %v\nstdout:\n%s\nstderr:\n%s\ndebug:\n%s", err, out.String(), errb.String(), tail(string(dbg), 4000))
-	}
+	_, _, dbg := runClaude(t, cmd, filepath.Join(home, "debug.log"))
 	var got []teambus.Message
 	for _, m := range e.mail("alpha") {
 		if strings.Contains(m.Body, "MCP-TOOL-MAIL") {
@@ -255,7 +251,7 @@ func TestClaude_Real_MCPSendTool(t *testing.T) {
 		}
 	}
 	if len(got) != 1 || got[0].From != "tm1" || got[0].To != "tm2" {
-		t.Fatalf("stored by the tool call: %+v; want one message tm1 -> tm2\ndebug:\n%s", got, tail(string(dbg), 4000))
+		t.Fatalf("stored by the tool call: %+v; want one message tm1 -> tm2\ndebug:\n%s", got, tail(dbg, 4000))
 	}
 	reqs := api.requests()
 	if len(reqs) < 2 {

@@ -4,15 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/teambus/teambus"
 	"github.com/teambus/teambus/team"
@@ -80,41 +77,18 @@ func TestClaude_Real_CredentialHooks(t *testing.T) {
 		leaks = append(leaks, found...)
 		mu.Unlock()
 	}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: api}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	apiURL := serveAPI(t, api)
 
 	cmd := exec.Command(claude, "-p", "say hi with the Bash tool", "--allowedTools", "Bash(echo *)", "--debug-file", filepath.Join(home, "debug.log"))
 	cmd.Dir = project
-	cmd.Env = append(append([]string(nil), clean...), "ANTHROPIC_BASE_URL=http://"+ln.Addr().String())
-	var stdout, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	claudePID := cmd.Process.Pid
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err = <-done:
-	case <-time.After(120 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("claude -p did not finish; stderr:\n%s", errb.String())
-	}
-	dbg, _ := os.ReadFile(filepath.Join(home, "debug.log"))
-	if err != nil {
-		t.Fatalf("claude -p: %v\nstdout:\n%s\nstderr:\n%s\ndebug:\n%s", err, stdout.String(), errb.String(), tail(string(dbg), 4000))
-	}
+	cmd.Env = append(append([]string(nil), clean...), "ANTHROPIC_BASE_URL="+apiURL)
+	claudePID, stdout, dbg := runClaude(t, cmd, filepath.Join(home, "debug.log"))
 	reqs := api.requests()
 	if len(reqs) < 2 {
-		t.Fatalf("%d requests; stdout %q\ndebug:\n%s", len(reqs), stdout.String(), tail(string(dbg), 4000))
+		t.Fatalf("%d requests; stdout %q\ndebug:\n%s", len(reqs), stdout, tail(dbg, 4000))
 	}
 	if !strings.Contains(reqs[0], "PRE-SESSION-MAIL on a credential") {
-		t.Errorf("first request lacks the mail sent before the session:\n%s\ndebug:\n%s", tail(reqs[0], 3000), tail(string(dbg), 3000))
+		t.Errorf("first request lacks the mail sent before the session:\n%s\ndebug:\n%s", tail(reqs[0], 3000), tail(dbg, 3000))
 	}
 	later := false
 	for _, r := range reqs[1:] {

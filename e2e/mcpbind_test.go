@@ -1,16 +1,12 @@
 package e2e
 
 import (
-	"bytes"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestClaude_Real_InitMCPActsAsTheBoundMember: `init claude --team alpha
@@ -40,37 +36,14 @@ func TestClaude_Real_InitMCPActsAsTheBoundMember(t *testing.T) {
 	}
 
 	api := &fakeAPI{tool: "mcp__teambus__whoami", toolInput: `{}`}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: api}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	apiURL := serveAPI(t, api)
 	cmd := exec.Command(claude, "-p", "who am I in the team?", "--allowedTools", "mcp__teambus__whoami", "--debug-file", filepath.Join(home, "debug.log"))
 	cmd.Dir = project
-	cmd.Env = append(append([]string(nil), clean...), "ANTHROPIC_BASE_URL=http://"+ln.Addr().String())
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	claudePID := cmd.Process.Pid
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err = <-done:
-	case <-time.After(120 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("claude -p did not finish; stderr:\n%s", errb.String())
-	}
-	dbg, _ := os.ReadFile(filepath.Join(home, "debug.log"))
-	if err != nil {
-		t.Fatalf("claude -p: %v\nstdout:\n%s\nstderr:\n%s\ndebug:\n%s", err, out.String(), errb.String(), tail(string(dbg), 4000))
-	}
+	cmd.Env = append(append([]string(nil), clean...), "ANTHROPIC_BASE_URL="+apiURL)
+	claudePID, out, dbg := runClaude(t, cmd, filepath.Join(home, "debug.log"))
 	reqs := api.requests()
 	if len(reqs) < 2 {
-		t.Fatalf("%d requests; stdout %q\ndebug:\n%s", len(reqs), out.String(), tail(string(dbg), 4000))
+		t.Fatalf("%d requests; stdout %q\ndebug:\n%s", len(reqs), out, tail(dbg, 4000))
 	}
 	result := reqs[1]
 	if i := strings.Index(result, "tool_result"); i >= 0 {
@@ -78,7 +51,7 @@ func TestClaude_Real_InitMCPActsAsTheBoundMember(t *testing.T) {
 	}
 	for _, want := range []string{`\"bound\":true`, `\"team\":\"alpha\"`, `\"member\":\"tm1\"`, "-p" + strconv.Itoa(claudePID)} {
 		if !strings.Contains(result, want) {
-			t.Errorf("the whoami result lacks %s:\n%s\ndebug:\n%s", want, tail(result, 3000), tail(string(dbg), 3000))
+			t.Errorf("the whoami result lacks %s:\n%s\ndebug:\n%s", want, tail(result, 3000), tail(dbg, 3000))
 		}
 	}
 	if strings.Contains(result, "not bound") {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -83,14 +82,7 @@ func (f *scriptedAPI) requests() ([]string, []time.Time) {
 // serve starts f on loopback and returns its URL.
 func (f *scriptedAPI) serve(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: f}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String()
+	return serveAPI(t, f)
 }
 
 // claudeHostEnv is the environment of a host that runs the real Claude
